@@ -1,0 +1,1 @@
+"""Everything harness-specific, one module per harness (Claude Code, Codex, Cursor, Hermes)."""

@@ -1,0 +1,103 @@
+"""paneward's typed vocabulary: every message between parts, and its wire codec.
+
+No I/O happens here. Three directions: evidence in (:mod:`messages.evidence`),
+host control in (:mod:`messages.control`), activity out (:mod:`messages.activity`);
+one JSON codec (:mod:`messages.codec`).
+"""
+
+from __future__ import annotations
+
+from messages.activity import (
+    Activity,
+    Overflow,
+    Rejected,
+    Snapshot,
+    Transition,
+    Unmapped,
+)
+from messages.codec import (
+    Inbound,
+    Outbound,
+    decode_inbound,
+    decode_outbound,
+    encode,
+    revalidate,
+)
+from messages.common import (
+    Attention,
+    Evidence,
+    ExitInfo,
+    Harness,
+    Presence,
+    SessionKey,
+    Turn,
+)
+from messages.control import (
+    Acknowledge,
+    HostSignal,
+    PaneBound,
+    PaneClosed,
+    PaneFocused,
+    PaneOpened,
+    PaneUnbound,
+)
+from messages.errors import MessageError, PanewardError
+from messages.evidence import (
+    HookHint,
+    LedgerFire,
+    LifecycleBoundary,
+    NotifyHook,
+    ProcessGone,
+    ProcessSeen,
+    ProgramStatus,
+    PtyExit,
+    PtySpawned,
+    RegistryRemoved,
+    RegistryStatus,
+    RolloutOwned,
+    RolloutReleased,
+)
+
+__all__ = [
+    "Acknowledge",
+    "Activity",
+    "Attention",
+    "Evidence",
+    "ExitInfo",
+    "Harness",
+    "HookHint",
+    "HostSignal",
+    "Inbound",
+    "LedgerFire",
+    "LifecycleBoundary",
+    "MessageError",
+    "NotifyHook",
+    "Outbound",
+    "Overflow",
+    "PaneBound",
+    "PaneClosed",
+    "PaneFocused",
+    "PaneOpened",
+    "PaneUnbound",
+    "PanewardError",
+    "Presence",
+    "ProcessGone",
+    "ProcessSeen",
+    "ProgramStatus",
+    "PtyExit",
+    "PtySpawned",
+    "RegistryRemoved",
+    "RegistryStatus",
+    "Rejected",
+    "RolloutOwned",
+    "RolloutReleased",
+    "SessionKey",
+    "Snapshot",
+    "Transition",
+    "Turn",
+    "Unmapped",
+    "decode_inbound",
+    "decode_outbound",
+    "encode",
+    "revalidate",
+]

@@ -1,0 +1,130 @@
+"""Outbound messages: what subscribers of the broadcast hub receive.
+
+Published by the supervisor's broadcast hub; consumed by the tmux sink, the
+store, ``paneward watch`` and tests. A subscription yields one
+:class:`Snapshot`, then :class:`Transition` items in ``seq`` order, and ends
+either cleanly or with an :class:`Overflow` marker.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from messages.common import (
+    Attention,
+    Evidence,
+    ExitInfo,
+    Harness,
+    Id,
+    Presence,
+    SessionKey,
+    Turn,
+)
+
+__all__ = [
+    "Activity",
+    "OutboundMessage",
+    "Overflow",
+    "Rejected",
+    "Snapshot",
+    "Transition",
+    "Unmapped",
+]
+
+
+class OutboundMessage(
+    msgspec.Struct, frozen=True, tag_field="type", tag=True, forbid_unknown_fields=True
+):
+    """Base of every outbound message (tagged by class name in ``type``)."""
+
+
+class Activity(OutboundMessage, frozen=True):
+    """The published state of one session: the three axes plus their evidence.
+
+    Made by the session reducer; a stable public JSON contract (README).
+    """
+
+    key: SessionKey
+    presence: Presence
+    turn: Turn
+    evidence: Evidence
+    attention: Attention | None = None
+    pane: Id | None = None
+    exit: ExitInfo | None = None
+    subagents: int = 0
+
+    def visible(self) -> tuple[object, ...]:
+        """The fields whose change is worth a transition (DESIGN §4, Publishing)."""
+        ev = self.evidence
+        return (
+            self.presence,
+            self.turn,
+            self.attention,
+            ev.source,
+            ev.native_state,
+            ev.harness_version,
+            self.pane,
+            self.exit,
+        )
+
+
+class Transition(OutboundMessage, frozen=True):
+    """One published change of a session's :class:`Activity`.
+
+    ``seq`` is global and strictly increasing; ``before`` is ``None`` for a new
+    session; ``cause`` names the message that caused it (e.g.
+    ``RegistryStatus:busy`` or ``HookHint:Stop``).
+    """
+
+    seq: int
+    key: SessionKey
+    after: Activity
+    cause: str
+    before: Activity | None = None
+
+
+class Snapshot(OutboundMessage, frozen=True):
+    """The current activity of every known session, as of ``seq``.
+
+    The first item of every subscription made with ``snapshot=True``; the live
+    transitions that follow all have a larger ``seq``.
+    """
+
+    seq: int
+    activities: tuple[Activity, ...]
+
+
+class Overflow(OutboundMessage, frozen=True):
+    """The last item of an ``all`` subscription that fell too far behind.
+
+    ``next_seq`` is the first transition this subscriber did not receive; the
+    subscription is closed after this marker.
+    """
+
+    next_seq: int
+    dropped: int
+    reason: str
+
+
+class Unmapped(OutboundMessage, frozen=True):
+    """A valid payload the harness module could not map; it changed no state.
+
+    Recorded (bounded) and counted by the supervisor; ``keys`` lists at most six
+    of the payload's keys.
+    """
+
+    harness: Harness
+    event: str | None
+    keys: tuple[str, ...]
+    at_ms: int
+
+
+class Rejected(OutboundMessage, frozen=True):
+    """An inbound message refused as malformed; recorded and counted."""
+
+    reason: str
+    origin: Literal["inject", "hook", "discovery", "routing"]
+    at_ms: int
+    key: Id | None = None

@@ -1,0 +1,136 @@
+"""The one JSON wire codec for every paneward message.
+
+Decoders are built once at import time. Any malformed input (bad JSON, unknown
+``type`` tag, wrong field type, missing field, out-of-range value) raises
+:class:`~messages.errors.MessageError` with msgspec's precise description.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Union
+
+import msgspec
+
+from messages.activity import Activity, Overflow, Rejected, Snapshot, Transition, Unmapped
+from messages.control import (
+    Acknowledge,
+    HostSignal,
+    PaneBound,
+    PaneClosed,
+    PaneFocused,
+    PaneOpened,
+    PaneUnbound,
+)
+from messages.errors import MessageError
+from messages.evidence import (
+    HookHint,
+    LedgerFire,
+    LifecycleBoundary,
+    NotifyHook,
+    ProcessGone,
+    ProcessSeen,
+    ProgramStatus,
+    PtyExit,
+    PtySpawned,
+    RegistryRemoved,
+    RegistryStatus,
+    RolloutOwned,
+    RolloutReleased,
+)
+
+__all__ = [
+    "INBOUND_TYPES",
+    "OUTBOUND_TYPES",
+    "Inbound",
+    "Outbound",
+    "decode_inbound",
+    "decode_outbound",
+    "encode",
+    "revalidate",
+]
+
+Evidence = Union[  # noqa: UP007 - a runtime union object is what msgspec needs
+    ProcessSeen,
+    ProcessGone,
+    RegistryStatus,
+    RegistryRemoved,
+    LifecycleBoundary,
+    RolloutOwned,
+    RolloutReleased,
+    NotifyHook,
+    HookHint,
+    LedgerFire,
+    PtySpawned,
+    PtyExit,
+    ProgramStatus,
+]
+Control = Union[  # noqa: UP007
+    PaneOpened, PaneClosed, PaneFocused, PaneBound, PaneUnbound, Acknowledge, HostSignal
+]
+Inbound = Union[Evidence, Control]  # noqa: UP007
+Outbound = Union[Activity, Transition, Snapshot, Overflow, Unmapped, Rejected]  # noqa: UP007
+
+INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = (
+    *Evidence.__args__,
+    *Control.__args__,
+)
+OUTBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = Outbound.__args__
+
+_ENCODER: Final = msgspec.json.Encoder()
+_INBOUND: Final = msgspec.json.Decoder(Inbound)
+_OUTBOUND: Final = msgspec.json.Decoder(Outbound)
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    """Encode any paneward message as one line of JSON (no trailing newline)."""
+    return _ENCODER.encode(message)
+
+
+def _explain(exc: msgspec.DecodeError, what: str) -> MessageError:
+    text = str(exc)
+    if isinstance(exc, msgspec.ValidationError):
+        return MessageError(f"invalid {what}: {text}")
+    return MessageError(f"malformed JSON for {what}: {text}")
+
+
+def decode_inbound(data: bytes | str) -> Inbound:
+    """Decode one inbound message (evidence or host control).
+
+    :raises MessageError: naming what is wrong with ``data``.
+    """
+    try:
+        return _INBOUND.decode(data)
+    except msgspec.DecodeError as exc:
+        raise _explain(exc, "inbound message") from None
+
+
+def decode_outbound(data: bytes | str) -> Outbound:
+    """Decode one outbound message (activity, transition, snapshot, markers).
+
+    :raises MessageError: naming what is wrong with ``data``.
+    """
+    try:
+        return _OUTBOUND.decode(data)
+    except msgspec.DecodeError as exc:
+        raise _explain(exc, "outbound message") from None
+
+
+def revalidate(message: Any) -> Inbound:
+    """Check a message built in Python exactly as if it had come over the wire.
+
+    msgspec does not check types in ``__init__``; this round-trips through the
+    codec so that ``Supervisor.inject`` applies the same rules as the socket.
+
+    :raises MessageError: when ``message`` is not a valid inbound message.
+    """
+    if not isinstance(message, INBOUND_TYPES):
+        raise MessageError(
+            f"not an inbound paneward message: {type(message).__name__}"
+        )
+    try:
+        data = _ENCODER.encode(message)
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError) as exc:
+        raise MessageError(
+            f"invalid {type(message).__name__}: cannot encode: {exc}"
+        ) from None
+    return decode_inbound(data)

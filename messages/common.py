@@ -1,0 +1,103 @@
+"""Plain value types shared by every direction of the vocabulary.
+
+Nothing here does I/O. The literal types are the public words of the three axes
+(DESIGN §1); the constrained aliases are what the wire codec enforces on every
+inbound message (absurd timestamps, empty or enormous ids are rejected there).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = [
+    "HARNESSES",
+    "MAX_ID_LEN",
+    "MAX_TEXT_LEN",
+    "Attention",
+    "AttentionKind",
+    "Evidence",
+    "ExitInfo",
+    "Harness",
+    "Id",
+    "Pid",
+    "Presence",
+    "SessionKey",
+    "Source",
+    "Text",
+    "TimeMs",
+    "Turn",
+]
+
+Harness = Literal["claude-code", "codex", "cursor", "hermes", "terminal"]
+HARNESSES: tuple[Harness, ...] = ("claude-code", "codex", "cursor", "hermes", "terminal")
+
+Presence = Literal["persisted", "running", "shutting_down"]
+Turn = Literal["unknown", "idle", "working", "needs_input"]
+AttentionKind = Literal["needs_input", "failed", "turn_done"]
+Source = Literal[
+    "claude_registry",
+    "claude_hook",
+    "codex_rollout",
+    "codex_notify",
+    "codex_hook",
+    "cursor_hook",
+    "hermes_executions",
+    "pty_host",
+    "pty_status",
+    "pid_probe",
+    "pane_mapper",
+    "persisted_store",
+    "supervisor",
+    "host",
+]
+
+MAX_ID_LEN = 256
+MAX_TEXT_LEN = 4096
+
+# Epoch milliseconds between 2000-01-01 and 2100-01-01: anything outside is an
+# absurd clock (or seconds passed where milliseconds belong) and is rejected.
+TimeMs = Annotated[int, msgspec.Meta(ge=946_684_800_000, le=4_102_444_800_000)]
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LEN)]
+Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_LEN)]
+Pid = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+
+
+class SessionKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``(harness, session_id)``: the identity of one agent session.
+
+    Claude Code: the registry ``sessionId`` / hook ``session_id``; Codex: the
+    thread id; Hermes: the cron session id; ``terminal``: an id the host chose.
+    """
+
+    harness: Harness
+    session_id: Id
+
+    def __str__(self) -> str:
+        return f"{self.harness}:{self.session_id}"
+
+
+class Attention(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The one open attention item of a session (DESIGN §4, Attention)."""
+
+    kind: AttentionKind
+    reason: Text
+    since_ms: TimeMs
+
+
+class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What proved the current state. Never a pid, path, socket or token."""
+
+    source: Source
+    native_state: str | None = None
+    observed_at_ms: TimeMs | None = None
+    at_ms: TimeMs | None = None
+    harness_version: str | None = None
+
+
+class ExitInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How the owning program ended, when a host PTY reported it."""
+
+    code: int | None = None
+    signal: int | None = None

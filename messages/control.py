@@ -1,0 +1,108 @@
+"""Inbound host control: panes, focus, acknowledgement and signals.
+
+Sent by the embedding multiplexer host (or the tmux actor standing in for it)
+and by the pane mapper; handled by the supervisor, which routes each to the
+session bound to the pane or named by the key.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from messages.common import Id, Pid, SessionKey, Text, TimeMs
+
+__all__ = [
+    "Acknowledge",
+    "ControlMessage",
+    "HostSignal",
+    "PaneBound",
+    "PaneClosed",
+    "PaneFocused",
+    "PaneOpened",
+    "PaneUnbound",
+]
+
+
+class ControlMessage(
+    msgspec.Struct, frozen=True, tag_field="type", tag=True, forbid_unknown_fields=True
+):
+    """Base of every inbound control message (tagged by class name in ``type``)."""
+
+
+class PaneOpened(ControlMessage, frozen=True):
+    """A pane exists with ``root_pid`` as the process the host started in it.
+
+    Sent by the host or the tmux actor; handled by the pane mapper, which walks
+    the process tree below ``root_pid`` to find a session to bind.
+    """
+
+    pane: Id
+    root_pid: Pid
+    at_ms: TimeMs
+    cwd: Text | None = None
+    focused: bool = False
+
+
+class PaneClosed(ControlMessage, frozen=True):
+    """A pane is gone. Sent by the host or tmux; the pane mapper unbinds it."""
+
+    pane: Id
+    at_ms: TimeMs
+
+
+class PaneFocused(ControlMessage, frozen=True):
+    """The user focused ``pane``. Closes ``turn_done`` for its session.
+
+    Sent by the host or tmux; the supervisor routes it to the session bound to
+    the pane and to the session of the previously focused pane.
+    """
+
+    pane: Id
+    at_ms: TimeMs
+
+
+class PaneBound(ControlMessage, frozen=True):
+    """The pane mapper proved that ``key``'s owner runs in ``pane``.
+
+    ``proof`` says which proof (``claude_registry_pid``, ``codex_rollout_owner``,
+    ``hook_owner_pid``, ``codex_resume_argv``, ``pty_status``, ``host``).
+    """
+
+    key: SessionKey
+    pane: Id
+    at_ms: TimeMs
+    proof: str = "host"
+
+
+class PaneUnbound(ControlMessage, frozen=True):
+    """``key`` is no longer shown in ``pane`` (pane closed or another agent started)."""
+
+    key: SessionKey
+    pane: Id
+    at_ms: TimeMs
+
+
+class Acknowledge(ControlMessage, frozen=True):
+    """The user acknowledged the session's attention item (``turn_done`` or ``failed``).
+
+    Sent by the host or the CLI; names the session by ``key`` or by ``pane``.
+    """
+
+    at_ms: TimeMs
+    key: SessionKey | None = None
+    pane: Id | None = None
+
+
+class HostSignal(ControlMessage, frozen=True):
+    """The host delivered ``interrupt`` (Ctrl-C), ``eof`` or ``terminate`` to the session.
+
+    ``interrupt`` makes the turn idle without opening ``turn_done``;
+    ``terminate`` moves presence to ``shutting_down``.
+    """
+
+    key: SessionKey
+    signal: Literal["interrupt", "eof", "terminate"]
+    at_ms: TimeMs
+    reason: Text | None = None

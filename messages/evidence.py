@@ -1,0 +1,282 @@
+"""Inbound evidence: facts about the world, each with the time it happened.
+
+Every message carries ``at_ms`` (when the fact happened, as best known: the hook
+client's clock when the hook fired, registry ``statusUpdatedAt``, a rollout
+record's ``timestamp``, the exit time) and ``observed_at_ms`` (when paneward saw
+it). Session-scoped messages are routed by the supervisor to the session actor
+of their ``key``; pid-scoped ones (``ProcessSeen``/``ProcessGone``) to every
+session whose owner is that pid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from messages.common import Harness, Id, Pid, SessionKey, Text, TimeMs
+
+__all__ = [
+    "Boundary",
+    "EvidenceMessage",
+    "HintKind",
+    "HookHint",
+    "LedgerFire",
+    "LifecycleBoundary",
+    "NotifyHook",
+    "ProcessGone",
+    "ProcessSeen",
+    "ProgramState",
+    "ProgramStatus",
+    "PtyExit",
+    "PtySpawned",
+    "RegistryRemoved",
+    "RegistryStatus",
+    "RolloutOwned",
+    "RolloutReleased",
+]
+
+
+class EvidenceMessage(
+    msgspec.Struct, frozen=True, tag_field="type", tag=True, forbid_unknown_fields=True
+):
+    """Base of every inbound evidence message (tagged by class name in ``type``)."""
+
+
+class ProcessSeen(EvidenceMessage, frozen=True):
+    """A pid was probed and found alive with this start token.
+
+    Sent by the pid watcher (and discovery actors that just read the token);
+    handled by the supervisor, which routes it to every session owned by ``pid``.
+    It proves presence and nothing else.
+    """
+
+    pid: Pid
+    start_token: str
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    ppid: int | None = None
+
+
+class ProcessGone(EvidenceMessage, frozen=True):
+    """A pid the watcher had seen alive is gone, or now has another start token.
+
+    Sent by the pid watcher; routed by the supervisor to the sessions owned by
+    that incarnation (``start_token``; ``None`` means any incarnation). Handled by
+    the session reducer: presence ``persisted``, turn ``unknown``, and attention
+    ``failed`` if the turn was ``working``.
+    """
+
+    pid: Pid
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    start_token: str | None = None
+    recycled: bool = False
+
+
+class RegistryStatus(EvidenceMessage, frozen=True):
+    """One validated write of Claude Code's ``sessions/<pid>.json``.
+
+    Sent by the Claude discovery actor only for records whose pid is alive with a
+    matching ``procStart`` (so it proves a live owner); ``status`` is ``None`` for
+    the first write, which has no status. ``at_ms`` is ``statusUpdatedAt``.
+    Handled by the session reducer (turn source ``claude_registry``).
+    """
+
+    key: SessionKey
+    pid: Pid
+    start_token: str
+    status: str | None
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    waiting_for: Text | None = None
+    version: str | None = None
+
+
+class RegistryRemoved(EvidenceMessage, frozen=True):
+    """Claude's ``sessions/<pid>.json`` disappeared, or now names another session.
+
+    Sent by the Claude discovery actor; ``pid_alive`` says whether the owner was
+    alive when the removal was seen. Handled by the session reducer: a removal
+    with a dead owner ends the session; a session-id rotation (``/clear``,
+    ``/resume``) with a live owner ends the old key (``rotated``).
+    """
+
+    key: SessionKey
+    pid: Pid
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    pid_alive: bool = False
+    rotated: bool = False
+
+
+Boundary = Literal["task_started", "task_complete", "turn_aborted"]
+
+
+class LifecycleBoundary(EvidenceMessage, frozen=True):
+    """A Codex rollout lifecycle record (``event_msg`` task_started/complete/aborted).
+
+    Sent by the Codex discovery actor's rollout tail. ``key`` is the thread the
+    record belongs to; ``root_key`` is set for a child thread whose
+    ``session_meta`` names a parent, and the supervisor then routes it to the
+    root session, where child status rolls up (busy > idle > running).
+    """
+
+    key: SessionKey
+    boundary: Boundary
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    turn_id: str | None = None
+    root_key: SessionKey | None = None
+    version: str | None = None
+
+
+class RolloutOwned(EvidenceMessage, frozen=True):
+    """A process whose comm is exactly ``codex`` holds this thread's rollout open.
+
+    Sent by the Codex discovery actor; proves presence ``running`` for ``key``.
+    """
+
+    key: SessionKey
+    pid: Pid
+    start_token: str
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    root_key: SessionKey | None = None
+    version: str | None = None
+
+
+class RolloutReleased(EvidenceMessage, frozen=True):
+    """Rollout ownership of ``key`` was missed in two consecutive samples.
+
+    Sent by the Codex discovery actor; handled by the session reducer as proof
+    of death of that owner (presence ``persisted``).
+    """
+
+    key: SessionKey
+    pid: Pid
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+
+
+class NotifyHook(EvidenceMessage, frozen=True):
+    """A raw hook payload as the harness sent it (Claude/Codex hooks, Codex notify, Cursor).
+
+    Sent by the hook listener (socket or http) and ``paneward inject``. The
+    supervisor normalizes it at the edge with the harness module into a
+    :class:`HookHint` (or a counted ``unmapped`` event) before routing.
+    ``pid``/``start_token`` are the claimed owner (``CLAUDE_PID``, or the hook
+    client's parent for Codex).
+    """
+
+    harness: Harness
+    payload: dict[str, Any]
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    pid: Pid | None = None
+    start_token: str | None = None
+
+
+HintKind = Literal[
+    "start",  # a session began; no turn claim
+    "working",  # a turn is running
+    "completed",  # a turn completed (completion boundary: opens turn_done)
+    "interrupted",  # a turn ended without completing (no turn_done)
+    "idle",  # the turn is idle, neither completion nor interrupt
+    "needs_input",  # the harness is blocked on the user (immediate signals)
+    "late_needs_input",  # a delayed permission notification: opens only without better proof
+    "subagent_start",
+    "subagent_stop",
+    "ended",  # the session ended (SessionEnd)
+    "info",  # a known event that makes no claim (MessageDisplay, idle_prompt, ...)
+]
+
+
+class HookHint(EvidenceMessage, frozen=True):
+    """A hook payload normalized by its harness module.
+
+    Produced by ``actors.harnesses.<harness>.normalize`` from a
+    :class:`NotifyHook` (it may also be injected directly); handled by the
+    session reducer.
+    """
+
+    key: SessionKey
+    source: Literal["claude_hook", "codex_notify", "codex_hook", "cursor_hook"]
+    event: str
+    hint: HintKind
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    prompt_id: str | None = None
+    turn_id: str | None = None
+    tool: Text | None = None
+    summary: Text | None = None
+    agent_id: str | None = None
+    pid: Pid | None = None
+    start_token: str | None = None
+    version: str | None = None
+
+
+class LedgerFire(EvidenceMessage, frozen=True):
+    """One Hermes cron execution row (``cron/executions.db``).
+
+    Sent by the Hermes discovery actor; ``pid_alive`` is whether the recorded
+    pid is alive with a matching start time. Handled by the session reducer.
+    """
+
+    key: SessionKey
+    status: str
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    pid: Pid | None = None
+    pid_alive: bool = False
+
+
+class PtySpawned(EvidenceMessage, frozen=True):
+    """A host (or ``paneward wrap``) started ``key``'s program in a PTY it owns.
+
+    The host is then the authority on presence for this session.
+    """
+
+    key: SessionKey
+    pid: Pid
+    start_token: str
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    pane: Id | None = None
+
+
+class PtyExit(EvidenceMessage, frozen=True):
+    """The host PTY's program exited with ``code`` or was killed by ``signal``.
+
+    Handled by the session reducer: presence ``persisted``; non-zero code or a
+    signal opens attention ``failed``. ``key`` or ``pane`` names the session.
+    """
+
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    key: SessionKey | None = None
+    pane: Id | None = None
+    code: int | None = None
+    signal: int | None = None
+
+
+ProgramState = Literal["working", "blocked", "done", "idle", "clear"]
+
+
+class ProgramStatus(EvidenceMessage, frozen=True):
+    """One OSC 7501 program-status record from the PTY stream.
+
+    Sent by ``paneward wrap`` or a host that feeds its PTY bytes through the
+    parser; routed by ``key``, else by the session bound to ``pane``.
+    """
+
+    state: ProgramState
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    key: SessionKey | None = None
+    pane: Id | None = None
+    kind: str | None = None
+    app: str | None = None
+    message: Text | None = None
+    child_id: str | None = None
+    title: Text | None = None
