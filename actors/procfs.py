@@ -1,0 +1,257 @@
+"""Process identity from the operating system: start tokens, liveness, the process tree.
+
+Every function here is *blocking* (it reads ``/proc`` or calls psutil) and must be
+called from a worker thread (``anyio.to_thread.run_sync``), never on the event
+loop. Nothing here raises for a process that vanished or is unreadable: a pid can
+exit between any two reads, so "gone" is an ordinary answer (``None``, ``False``
+or an omitted entry), never an exception.
+
+Start token (DESIGN §5, process identity): on Linux it is field 22 of
+``/proc/<pid>/stat`` (``starttime`` in clock ticks since boot) as a decimal
+string, exactly what Claude Code writes as ``procStart`` in
+``sessions/<pid>.json``. The stat line is parsed after the LAST ``)`` because the
+comm field (field 2) may itself contain spaces and parentheses. Elsewhere the
+token is psutil's ``create_time()`` rendered as a string: stable for one
+incarnation, different for a recycled pid, which is all a token must be.
+
+Liveness is ``os.kill(pid, 0)``: ``ESRCH`` means gone, ``EPERM`` means alive (the
+process exists but belongs to another user).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+import msgspec
+import psutil
+
+__all__ = [
+    "HAVE_PROCFS",
+    "ProcessInfo",
+    "children_map",
+    "is_alive",
+    "list_pids",
+    "open_paths",
+    "parse_stat",
+    "read_cmdline",
+    "read_comm",
+    "read_ppid",
+    "scan_processes",
+    "start_token",
+]
+
+_PROC = "/proc"
+
+# True where /proc has the Linux layout (stat with starttime in field 22).
+HAVE_PROCFS: bool = sys.platform.startswith("linux") and os.path.isfile("/proc/self/stat")
+
+
+class ProcessInfo(msgspec.Struct, frozen=True):
+    """One process as seen by :func:`scan_processes` (a snapshot, may be stale at once)."""
+
+    pid: int
+    ppid: int
+    comm: str
+    start_token: str
+
+
+def parse_stat(text: str) -> tuple[str, int, str] | None:
+    """Parse a ``/proc/<pid>/stat`` line into ``(comm, ppid, start_token)``.
+
+    Pure. Fields after the comm are split from the text after the LAST ``)``
+    (field 3 is the state, 4 the ppid, 22 the starttime). Returns ``None`` for
+    a line that does not have that shape.
+    """
+    open_paren = text.find("(")
+    close_paren = text.rfind(")")
+    if open_paren < 0 or close_paren < open_paren:
+        return None
+    comm = text[open_paren + 1 : close_paren]
+    rest = text[close_paren + 1 :].split()
+    # rest[0] is field 3 (state); field n is rest[n - 3].
+    if len(rest) < 20:
+        return None
+    ppid_text, start_text = rest[1], rest[19]
+    if not (ppid_text.lstrip("-").isdigit() and start_text.isdigit()):
+        return None
+    return comm, int(ppid_text), start_text
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        # ENOENT/ESRCH: vanished; EACCES: not ours to read. Both are "unknown".
+        return None
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _read_stat(pid: int) -> tuple[str, int, str] | None:
+    text = _read_text(f"{_PROC}/{pid}/stat")
+    return None if text is None else parse_stat(text)
+
+
+def _psutil_token(proc: psutil.Process) -> str:
+    # repr() of the float keeps every digit; it only has to be stable per incarnation.
+    return repr(proc.create_time())
+
+
+def start_token(pid: int) -> str | None:
+    """The start token of ``pid``'s current incarnation, or ``None`` if it is gone."""
+    if pid <= 0:
+        return None
+    if HAVE_PROCFS:
+        stat = _read_stat(pid)
+        return None if stat is None else stat[2]
+    try:
+        return _psutil_token(psutil.Process(pid))
+    except (psutil.Error, OSError):
+        return None
+
+
+def is_alive(pid: int) -> bool:
+    """Whether ``pid`` exists: ``os.kill(pid, 0)``, ``ESRCH`` gone, ``EPERM`` alive.
+
+    A zombie still exists (it holds its pid until reaped), so it counts as alive
+    here; the start token tells incarnations apart.
+    """
+    if pid <= 0:
+        # 0 and negatives address process groups, never one process.
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError as exc:
+        return exc.errno == errno.EPERM
+    return True
+
+
+def read_comm(pid: int) -> str | None:
+    """The process name (``/proc/<pid>/comm``, at most 15 bytes), or ``None``."""
+    if pid <= 0:
+        return None
+    if HAVE_PROCFS:
+        text = _read_text(f"{_PROC}/{pid}/comm")
+        return None if text is None else text.rstrip("\n")
+    try:
+        return psutil.Process(pid).name()
+    except (psutil.Error, OSError):
+        return None
+
+
+def read_cmdline(pid: int) -> list[str] | None:
+    """The argument vector of ``pid``, or ``None`` if gone or unreadable.
+
+    A zombie or kernel thread has an empty command line (``[]``).
+    """
+    if pid <= 0:
+        return None
+    if HAVE_PROCFS:
+        text = _read_text(f"{_PROC}/{pid}/cmdline")
+        if text is None:
+            return None
+        parts = text.split("\0")
+        if parts and parts[-1] == "":
+            parts.pop()
+        return parts
+    try:
+        return list(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError):
+        return None
+
+
+def read_ppid(pid: int) -> int | None:
+    """The parent pid of ``pid``, or ``None`` if gone."""
+    if pid <= 0:
+        return None
+    if HAVE_PROCFS:
+        stat = _read_stat(pid)
+        return None if stat is None else stat[1]
+    try:
+        return int(psutil.Process(pid).ppid())
+    except (psutil.Error, OSError):
+        return None
+
+
+def list_pids() -> list[int]:
+    """Every pid currently in the process table (threads excluded), ascending."""
+    if HAVE_PROCFS:
+        try:
+            names = os.listdir(_PROC)
+        except OSError:
+            return []
+        return sorted(int(n) for n in names if n.isdigit())
+    return sorted(psutil.pids())
+
+
+def open_paths(pid: int) -> list[str]:
+    """Targets of ``pid``'s open file descriptors (readlink of ``/proc/<pid>/fd/*``).
+
+    Descriptors that close or cannot be read mid-scan are skipped; a process we
+    may not inspect yields ``[]``.
+    """
+    if pid <= 0:
+        return []
+    if HAVE_PROCFS:
+        fd_dir = f"{_PROC}/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            return []
+        paths: list[str] = []
+        for fd in fds:
+            try:
+                paths.append(os.readlink(f"{fd_dir}/{fd}"))
+            except OSError:
+                continue
+        return paths
+    try:
+        return [f.path for f in psutil.Process(pid).open_files()]
+    except (psutil.Error, OSError):
+        return []
+
+
+def scan_processes() -> list[ProcessInfo]:
+    """A snapshot of every process: pid, ppid, comm and start token.
+
+    Raw ``/proc/<pid>/stat`` reads on Linux (one read per process), psutil
+    elsewhere. Processes that vanish during the scan are omitted.
+    """
+    out: list[ProcessInfo] = []
+    if HAVE_PROCFS:
+        for pid in list_pids():
+            stat = _read_stat(pid)
+            if stat is not None:
+                out.append(ProcessInfo(pid=pid, ppid=stat[1], comm=stat[0], start_token=stat[2]))
+        return out
+    for proc in psutil.process_iter():
+        try:
+            with proc.oneshot():
+                out.append(
+                    ProcessInfo(
+                        pid=proc.pid,
+                        ppid=int(proc.ppid()),
+                        comm=proc.name(),
+                        start_token=_psutil_token(proc),
+                    )
+                )
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def children_map(processes: list[ProcessInfo] | None = None) -> dict[int, list[int]]:
+    """``ppid -> [child pids, ascending]`` for the whole table (or for ``processes``)."""
+    table = scan_processes() if processes is None else processes
+    children: dict[int, list[int]] = {}
+    for info in table:
+        children.setdefault(info.ppid, []).append(info.pid)
+    for kids in children.values():
+        kids.sort()
+    return children
