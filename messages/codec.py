@@ -7,6 +7,7 @@ Decoders are built once at import time. Any malformed input (bad JSON, unknown
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Final, Union
 
 import msgspec
@@ -70,11 +71,8 @@ Control = Union[  # noqa: UP007
 Inbound = Union[Evidence, Control]  # noqa: UP007
 Outbound = Union[Activity, Transition, Snapshot, Overflow, Unmapped, Rejected]  # noqa: UP007
 
-INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = (
-    *Evidence.__args__,
-    *Control.__args__,
-)
-OUTBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = Outbound.__args__
+INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound)
+OUTBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Outbound)
 
 _ENCODER: Final = msgspec.json.Encoder()
 _INBOUND: Final = msgspec.json.Decoder(Inbound)

@@ -1,0 +1,50 @@
+"""Shared helpers for turning native hook payloads into normalized hints.
+
+Pure functions, no I/O. Used by the harness modules (claude, codex, cursor).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from messages.activity import Unmapped
+from messages.common import MAX_ID_LEN, MAX_TEXT_LEN, Harness
+
+__all__ = ["MAX_UNMAPPED_KEYS", "first_str", "text", "token", "unmapped"]
+
+MAX_UNMAPPED_KEYS: Final = 6
+_NON_ALNUM: Final = re.compile(r"[^a-z0-9]+")
+
+
+def token(value: str) -> str:
+    """Compare event and type names lower-cased with non-alphanumerics stripped.
+
+    ``PermissionRequest``, ``permission_request`` and ``permission-request`` are
+    one token, ``permissionrequest`` (jmoyers/harness normalizeEventToken).
+    """
+    return _NON_ALNUM.sub("", value.lower())
+
+
+def first_str(payload: dict[str, Any], *names: str, limit: int = MAX_ID_LEN) -> str | None:
+    """The first of ``names`` whose value is a non-empty string within ``limit``."""
+    for name in names:
+        value = payload.get(name)
+        if isinstance(value, str) and value and len(value) <= limit:
+            return value
+    return None
+
+
+def text(value: object, limit: int = 200) -> str | None:
+    """A short single-line summary of ``value`` for reasons, or None if not text."""
+    if not isinstance(value, str) or not value:
+        return None
+    line = " ".join(value.split())
+    limit = min(limit, MAX_TEXT_LEN)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def unmapped(harness: Harness, payload: dict[str, Any], event: str | None, at_ms: int) -> Unmapped:
+    """A counted ``unmapped`` event naming at most six of the payload's keys."""
+    keys = tuple(sorted(str(k)[:64] for k in payload)[:MAX_UNMAPPED_KEYS])
+    return Unmapped(harness=harness, event=event[:128] if event else None, keys=keys, at_ms=at_ms)
