@@ -1,0 +1,481 @@
+"""The broadcast hub: the session catalog, the global ``seq`` and every subscription.
+
+Who calls what:
+
+- The supervisor owns one :class:`BroadcastHub`. At start it calls :meth:`BroadcastHub.restore`
+  with what the store persisted, then its session actors call :meth:`BroadcastHub.publish` with
+  every :class:`~messages.Activity` their reducer produces. The hub decides whether that is a
+  transition (DESIGN §4, Publishing), numbers it and hands it to every subscriber.
+- Sinks (tmux badges, the store, ``paneward watch``, tests) call :meth:`BroadcastHub.subscribe`
+  and read :class:`~messages.Snapshot`, then :class:`~messages.Transition` items, possibly
+  ended by one :class:`~messages.Overflow` marker (DESIGN §7).
+- At shutdown the supervisor calls :meth:`BroadcastHub.close`: every subscriber drains what is
+  pending and then gets :class:`anyio.EndOfStream`.
+
+The hub is synchronous and has no task of its own: publishing never awaits and never blocks,
+whatever the subscribers do. Delivery costs one append (``all``) or one dict update
+(``latest``) per subscriber, plus setting the subscriber's wake-up :class:`anyio.Event` if a
+task is parked on it. It is not thread-safe: call it from the event loop thread only (the
+supervisor's actors all run there).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Literal, TypeAlias, final
+
+import anyio
+import anyio.lowlevel
+import msgspec
+from anyio.abc import ObjectReceiveStream
+
+from messages import (
+    Activity,
+    MessageError,
+    Overflow,
+    PanewardError,
+    SessionKey,
+    Snapshot,
+    Transition,
+)
+
+__all__ = [
+    "DEFAULT_BUFFER",
+    "BroadcastHub",
+    "HubClosed",
+    "HubError",
+    "HubStatistics",
+    "Item",
+    "Mode",
+    "Subscription",
+    "SubscriptionStatistics",
+]
+
+Mode: TypeAlias = Literal["all", "latest"]
+Item: TypeAlias = Snapshot | Transition | Overflow
+
+#: Pending transitions an ``all`` subscriber may hold before it is overflowed.
+DEFAULT_BUFFER = 1024
+
+
+class HubError(PanewardError):
+    """Raised when the hub is used out of order (e.g. :meth:`BroadcastHub.restore` after the
+    first publish or while a subscriber exists)."""
+
+
+class HubClosed(HubError):
+    """Raised by :meth:`BroadcastHub.publish`, :meth:`~BroadcastHub.restore` and
+    :meth:`~BroadcastHub.subscribe` after :meth:`BroadcastHub.close`."""
+
+
+class HubStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """A point-in-time record of the hub's counters (see :meth:`BroadcastHub.statistics`).
+
+    ``seq`` is the last assigned sequence number; ``sessions`` the catalog size (ended sessions
+    included); ``published`` the transitions numbered since construction (restored ones not
+    included); ``suppressed_repeats`` the publishes whose visible fields equalled the current
+    ones; ``rejected`` the publishes refused as invalid; ``subscribers`` the subscriptions still
+    registered; ``overflows`` the ``all`` subscriptions that fell behind and were given an
+    :class:`~messages.Overflow` marker.
+    """
+
+    seq: int
+    sessions: int
+    published: int
+    suppressed_repeats: int
+    rejected: int
+    subscribers: int
+    overflows: int
+    closed: bool
+
+
+class SubscriptionStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """A point-in-time record of one subscription (see :meth:`Subscription.statistics`).
+
+    ``pending`` counts the items ready to receive (snapshot included, overflow marker not);
+    ``delivered`` the items already received; ``coalesced`` the transitions a ``latest``
+    subscriber never saw because a newer one for the same key replaced them; ``dropped`` the
+    transitions an overflowed ``all`` subscriber missed up to when it read the marker;
+    ``overflowed`` whether that happened; ``ended`` whether the subscription will end (hub
+    closed or overflowed) once drained; ``closed`` whether the subscriber closed it.
+    """
+
+    mode: Mode
+    buffer: int
+    pending: int
+    delivered: int
+    coalesced: int
+    dropped: int
+    overflowed: bool
+    ended: bool
+    closed: bool
+
+
+def _key_order(activity: Activity) -> tuple[str, str]:
+    return (activity.key.harness, activity.key.session_id)
+
+
+@final
+class Subscription(ObjectReceiveStream[Item]):
+    """One subscriber's view of the hub: a snapshot, then live transitions.
+
+    Made only by :meth:`BroadcastHub.subscribe`; read by one task at a time, with
+    ``async for item in sub``, ``await sub.receive()`` or ``sub.receive_nowait()``.
+    Use it as a context manager (``with`` or ``async with``): leaving it unregisters the
+    subscription, which a forgotten one would otherwise stay until the hub closes.
+
+    Order: the :class:`~messages.Snapshot` (if requested) comes first; every transition that
+    follows has ``seq`` greater than ``snapshot.seq``. In ``all`` mode the transitions are
+    every one published since, in ``seq`` order, with none missing, unless the subscriber falls
+    ``buffer`` transitions behind: it then receives what was queued, one
+    :class:`~messages.Overflow` marker and :class:`anyio.EndOfStream`. In ``latest`` mode only
+    the newest pending transition of each key is kept; items come in order of their last
+    update (which is also ``seq`` order), so a slow reader skips intermediate states but
+    always ends on the final state of every key.
+
+    Receiving never blocks the publisher. There is no task per subscription: a parked
+    :meth:`receive` waits on an :class:`anyio.Event` that the hub sets on delivery and the
+    receiver replaces after each wake-up (an anyio Event cannot be reset).
+    """
+
+    def __init__(self, hub: BroadcastHub, mode: Mode, buffer: int, head: Snapshot | None) -> None:
+        self._hub: BroadcastHub | None = hub
+        self._mode: Mode = mode
+        self._buffer = buffer
+        self._head = head
+        self._queue: deque[Transition] = deque()
+        self._latest: dict[SessionKey, Transition] = {}
+        self._waiter: anyio.Event | None = None
+        # Set when an ``all`` subscriber fell behind: the seq of the first transition it lost.
+        self._overflow_next_seq: int | None = None
+        self._dropped = 0
+        self._delivered = 0
+        self._coalesced = 0
+        self._ended = False
+        self._closed = False
+
+    # --- called by the hub (same thread, never awaits) -------------------------------------
+
+    def _deliver(self, transition: Transition) -> bool:
+        """Queue ``transition``; return True if this delivery overflowed the subscription."""
+        if self._mode == "all":
+            if self._overflow_next_seq is not None:
+                self._dropped += 1
+                return False
+            if len(self._queue) >= self._buffer:
+                # Freeze the queue: the subscriber keeps what it has, then learns exactly
+                # where its gap starts. Publishing goes on unaffected.
+                self._overflow_next_seq = transition.seq
+                self._dropped = 1
+                self._ended = True
+                self._wake()
+                return True
+            self._queue.append(transition)
+        else:
+            # pop + insert moves the key to the end: items stay in last-update (= seq) order.
+            if self._latest.pop(transition.key, None) is not None:
+                self._coalesced += 1
+            self._latest[transition.key] = transition
+        self._wake()
+        return False
+
+    def _end(self) -> None:
+        """The hub closed: drain what is pending, then EndOfStream."""
+        self._hub = None
+        self._ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            self._waiter.set()
+
+    def _detach(self) -> None:
+        if self._hub is not None:
+            self._hub._unregister(self)
+            self._hub = None
+
+    # --- the receiving side -----------------------------------------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        """``"all"`` (lossless until overflow) or ``"latest"`` (coalesced per key)."""
+        return self._mode
+
+    def receive_nowait(self) -> Item:
+        """Return the next item without waiting.
+
+        :raises ~anyio.WouldBlock: if nothing is pending and the subscription is still live
+        :raises ~anyio.EndOfStream: once everything was received after the hub closed or
+            after the :class:`~messages.Overflow` marker
+        :raises ~anyio.ClosedResourceError: if this subscription was closed by its owner
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        item: Item
+        if self._head is not None:
+            item, self._head = self._head, None
+        elif self._queue:
+            item = self._queue.popleft()
+        elif self._latest:
+            item = self._latest.pop(next(iter(self._latest)))
+        elif self._overflow_next_seq is not None:
+            # Unregister only now, so ``dropped`` counts every transition missed until the
+            # subscriber learned of its gap.
+            self._detach()
+            item = Overflow(
+                next_seq=self._overflow_next_seq,
+                dropped=self._dropped,
+                reason=(
+                    f"subscriber fell {self._buffer} transitions behind; resubscribe for a snapshot"
+                ),
+            )
+            self._overflow_next_seq = None
+        elif self._ended:
+            raise anyio.EndOfStream
+        else:
+            raise anyio.WouldBlock
+        self._delivered += 1
+        return item
+
+    async def receive(self) -> Item:
+        """Wait for and return the next item. Always a checkpoint.
+
+        :raises ~anyio.EndOfStream: once everything was received after the hub closed or
+            after the :class:`~messages.Overflow` marker
+        :raises ~anyio.ClosedResourceError: if this subscription is (or gets, while waiting)
+            closed by its owner
+        :raises ~anyio.BusyResourceError: if another task is already waiting on it
+        """
+        await anyio.lowlevel.checkpoint()
+        while True:
+            try:
+                return self.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            if self._waiter is not None:
+                raise anyio.BusyResourceError("receiving from")
+            self._waiter = event = anyio.Event()
+            try:
+                await event.wait()
+            finally:
+                self._waiter = None
+
+    def close(self) -> None:
+        """Unregister and discard whatever is pending. Idempotent; never blocks.
+
+        A task parked in :meth:`receive` gets :class:`anyio.ClosedResourceError`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._detach()
+        self._head = None
+        self._queue.clear()
+        self._latest.clear()
+        self._overflow_next_seq = None
+        self._wake()
+
+    async def aclose(self) -> None:
+        """Same as :meth:`close` (for ``async with``)."""
+        self.close()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def statistics(self) -> SubscriptionStatistics:
+        """Return this subscription's counters (see :class:`SubscriptionStatistics`)."""
+        return SubscriptionStatistics(
+            mode=self._mode,
+            buffer=self._buffer,
+            pending=(self._head is not None) + len(self._queue) + len(self._latest),
+            delivered=self._delivered,
+            coalesced=self._coalesced,
+            dropped=self._dropped,
+            overflowed=self._dropped > 0,
+            ended=self._ended,
+            closed=self._closed,
+        )
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        return (
+            f"<Subscription mode={stats.mode} pending={stats.pending} "
+            f"delivered={stats.delivered} ended={stats.ended} closed={stats.closed}>"
+        )
+
+
+@final
+class BroadcastHub:
+    """The catalog of every session's current :class:`~messages.Activity` and its subscribers.
+
+    Owned by the supervisor; :meth:`publish` is called by session actors, :meth:`subscribe`
+    by sinks. The catalog keeps ended sessions: an actor stopping does not remove its key
+    (DESIGN §2, "its last activity stays in the catalog").
+
+    The catalog holds exactly what was published: a repeat observation (same
+    :meth:`~messages.Activity.visible` fields, e.g. only a newer ``observed_at_ms``) changes
+    nothing, so folding a snapshot plus the transitions after it always reproduces
+    :meth:`snapshot`.
+    """
+
+    def __init__(self) -> None:
+        self._catalog: dict[SessionKey, Activity] = {}
+        self._seq = 0
+        self._subscribers: dict[Subscription, None] = {}
+        self._snapshot_cache: Snapshot | None = None
+        self._closed = False
+        self._published = 0
+        self._suppressed = 0
+        self._rejected = 0
+        self._overflows = 0
+
+    @property
+    def seq(self) -> int:
+        """The last assigned sequence number (0 before any, or the restored one)."""
+        return self._seq
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def restore(self, activities: Iterable[Activity], seq: int) -> None:
+        """Seed the catalog and the sequence counter from the store. Publishes nothing.
+
+        Called by the supervisor once at start, before any publish and any subscriber. The
+        input is validated as a whole first: on error nothing changes.
+
+        :raises HubClosed: after :meth:`close`
+        :raises HubError: after the first publish or while a subscriber exists
+        :raises ~messages.MessageError: if ``seq`` is negative or lower than :attr:`seq`, or a
+            key appears twice
+        """
+        if self._closed:
+            raise HubClosed("cannot restore: the broadcast hub is closed")
+        if self._published or self._subscribers:
+            raise HubError(
+                f"cannot restore after start: {self._published} transitions published, "
+                f"{len(self._subscribers)} subscribers"
+            )
+        if seq < self._seq:
+            raise MessageError(f"cannot restore seq {seq}: the hub is already at seq {self._seq}")
+        seeded: dict[SessionKey, Activity] = {}
+        for activity in activities:
+            if activity.key in seeded:
+                raise MessageError(f"cannot restore: session {activity.key} appears twice")
+            seeded[activity.key] = activity
+        self._catalog.update(seeded)
+        self._seq = seq
+        self._snapshot_cache = None
+
+    def publish(self, key: SessionKey, after: Activity, cause: str) -> Transition | None:
+        """Record ``after`` as ``key``'s activity and broadcast the change. Never blocks.
+
+        Returns the published :class:`~messages.Transition`, or ``None`` (counted as
+        ``suppressed_repeats``) when ``after.visible()`` equals the current activity's: a
+        repeat observation publishes nothing and leaves the catalog untouched.
+
+        :raises HubClosed: after :meth:`close`
+        :raises ~messages.MessageError: if ``after.key`` is not ``key`` (counted as
+            ``rejected``; nothing changes)
+        """
+        if self._closed:
+            raise HubClosed(f"cannot publish {cause!r} for {key}: the broadcast hub is closed")
+        if after.key != key:
+            self._rejected += 1
+            raise MessageError(
+                f"cannot publish {cause!r} for {key}: the activity is for {after.key}"
+            )
+        before = self._catalog.get(key)
+        if before is not None and before.visible() == after.visible():
+            self._suppressed += 1
+            return None
+        self._seq += 1
+        transition = Transition(seq=self._seq, key=key, after=after, cause=cause, before=before)
+        self._catalog[key] = after
+        self._snapshot_cache = None
+        self._published += 1
+        for subscription in self._subscribers:
+            if subscription._deliver(transition):
+                self._overflows += 1
+        return transition
+
+    def current(self, key: SessionKey) -> Activity | None:
+        """Return ``key``'s current activity, or ``None`` if the hub never saw it."""
+        return self._catalog.get(key)
+
+    def snapshot(self) -> Snapshot:
+        """Return every session's activity, sorted by key, as of :attr:`seq`."""
+        if self._snapshot_cache is None:
+            self._snapshot_cache = Snapshot(
+                seq=self._seq,
+                activities=tuple(sorted(self._catalog.values(), key=_key_order)),
+            )
+        return self._snapshot_cache
+
+    def subscribe(
+        self,
+        mode: Mode = "all",
+        snapshot: bool = True,
+        *,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> Subscription:
+        """Register a subscriber and return its :class:`Subscription`.
+
+        Synchronous, hence atomic on the event loop: the snapshot is taken at this instant and
+        the subscription receives every transition published after it, so there is neither a
+        gap nor a duplicate between the two. ``buffer`` bounds an ``all`` subscriber's pending
+        transitions; a ``latest`` subscriber holds at most one per key and ignores it.
+
+        :raises HubClosed: after :meth:`close`
+        :raises ValueError: for an unknown ``mode`` or a ``buffer`` below 1
+        """
+        if self._closed:
+            raise HubClosed("cannot subscribe: the broadcast hub is closed")
+        if mode not in ("all", "latest"):
+            raise ValueError(f"unknown subscription mode {mode!r}; expected 'all' or 'latest'")
+        if buffer < 1:
+            raise ValueError(f"buffer must be at least 1, got {buffer}")
+        subscription = Subscription(self, mode, buffer, self.snapshot() if snapshot else None)
+        self._subscribers[subscription] = None
+        return subscription
+
+    def _unregister(self, subscription: Subscription) -> None:
+        self._subscribers.pop(subscription, None)
+
+    def close(self) -> None:
+        """End every subscription cleanly and refuse further publishes. Idempotent.
+
+        Subscribers still receive what is pending (including an overflow marker), then
+        :class:`anyio.EndOfStream`. The catalog stays readable.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        subscriptions = list(self._subscribers)
+        self._subscribers.clear()
+        for subscription in subscriptions:
+            subscription._end()
+
+    def statistics(self) -> HubStatistics:
+        """Return the hub's counters (see :class:`HubStatistics`)."""
+        return HubStatistics(
+            seq=self._seq,
+            sessions=len(self._catalog),
+            published=self._published,
+            suppressed_repeats=self._suppressed,
+            rejected=self._rejected,
+            subscribers=len(self._subscribers),
+            overflows=self._overflows,
+            closed=self._closed,
+        )
