@@ -30,14 +30,17 @@ import psutil
 __all__ = [
     "HAVE_PROCFS",
     "ProcessInfo",
+    "StatFields",
     "children_map",
     "is_alive",
     "list_pids",
     "open_paths",
     "parse_stat",
+    "probe",
     "read_cmdline",
     "read_comm",
     "read_ppid",
+    "read_stat",
     "scan_processes",
     "start_token",
 ]
@@ -57,8 +60,17 @@ class ProcessInfo(msgspec.Struct, frozen=True):
     start_token: str
 
 
-def parse_stat(text: str) -> tuple[str, int, str] | None:
-    """Parse a ``/proc/<pid>/stat`` line into ``(comm, ppid, start_token)``.
+class StatFields(msgspec.Struct, frozen=True):
+    """The fields of ``/proc/<pid>/stat`` paneward uses."""
+
+    comm: str
+    state: str
+    ppid: int
+    start_token: str
+
+
+def parse_stat(text: str) -> StatFields | None:
+    """Parse a ``/proc/<pid>/stat`` line.
 
     Pure. Fields after the comm are split from the text after the LAST ``)``
     (field 3 is the state, 4 the ppid, 22 the starttime). Returns ``None`` for
@@ -76,7 +88,7 @@ def parse_stat(text: str) -> tuple[str, int, str] | None:
     ppid_text, start_text = rest[1], rest[19]
     if not (ppid_text.lstrip("-").isdigit() and start_text.isdigit()):
         return None
-    return comm, int(ppid_text), start_text
+    return StatFields(comm=comm, state=rest[0], ppid=int(ppid_text), start_token=start_text)
 
 
 def _read_text(path: str) -> str | None:
@@ -89,9 +101,34 @@ def _read_text(path: str) -> str | None:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _read_stat(pid: int) -> tuple[str, int, str] | None:
+def read_stat(pid: int) -> StatFields | None:
+    """``/proc/<pid>/stat`` parsed, or ``None`` if gone (Linux only; ``None`` elsewhere)."""
+    if pid <= 0 or not HAVE_PROCFS:
+        return None
     text = _read_text(f"{_PROC}/{pid}/stat")
     return None if text is None else parse_stat(text)
+
+
+def probe(pid: int) -> str | None:
+    """The start token of ``pid`` if it is alive and not a zombie, else ``None``.
+
+    Liveness is :func:`is_alive` (``ESRCH`` gone, ``EPERM`` alive); a zombie has
+    exited already (it only waits to be reaped), so it counts as gone here.
+    """
+    if not is_alive(pid):
+        return None
+    if HAVE_PROCFS:
+        stat = read_stat(pid)
+        if stat is None or stat.state == "Z":
+            return None
+        return stat.start_token
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return _psutil_token(proc)
+    except (psutil.Error, OSError):
+        return None
 
 
 def _psutil_token(proc: psutil.Process) -> str:
@@ -104,8 +141,8 @@ def start_token(pid: int) -> str | None:
     if pid <= 0:
         return None
     if HAVE_PROCFS:
-        stat = _read_stat(pid)
-        return None if stat is None else stat[2]
+        stat = read_stat(pid)
+        return None if stat is None else stat.start_token
     try:
         return _psutil_token(psutil.Process(pid))
     except (psutil.Error, OSError):
@@ -171,8 +208,8 @@ def read_ppid(pid: int) -> int | None:
     if pid <= 0:
         return None
     if HAVE_PROCFS:
-        stat = _read_stat(pid)
-        return None if stat is None else stat[1]
+        stat = read_stat(pid)
+        return None if stat is None else stat.ppid
     try:
         return int(psutil.Process(pid).ppid())
     except (psutil.Error, OSError):
@@ -226,9 +263,12 @@ def scan_processes() -> list[ProcessInfo]:
     out: list[ProcessInfo] = []
     if HAVE_PROCFS:
         for pid in list_pids():
-            stat = _read_stat(pid)
+            stat = read_stat(pid)
             if stat is not None:
-                out.append(ProcessInfo(pid=pid, ppid=stat[1], comm=stat[0], start_token=stat[2]))
+                info = ProcessInfo(
+                    pid=pid, ppid=stat.ppid, comm=stat.comm, start_token=stat.start_token
+                )
+                out.append(info)
         return out
     for proc in psutil.process_iter():
         try:
