@@ -1,0 +1,552 @@
+"""The supervisor: task group, session actors, routing, restarts and the broadcast hub.
+
+This is paneward's public entry point for hosts::
+
+    async with Supervisor() as sup:
+        with sup.subscribe(mode="latest") as sub:
+            await sup.inject(message)
+            async for item in sub:  # a Snapshot, then Transitions
+                ...
+
+One session actor per session key is spawned on the first evidence for it; each
+has a bounded mailbox and a task in the supervisor's task group, and is a thin
+shell around the pure reducer (:mod:`actors.session_reducer`). An actor that
+raises is restarted one_for_one from its last state; the message that crashed it
+is dropped and counted; too many crashes within the restart window stop it and
+publish attention ``failed`` for its session. Long-running actors (discovery,
+listeners, sinks) are started with :meth:`Supervisor.start_actor` under the same
+policy. Shutdown stops those producers first, drains every session mailbox, then
+ends every subscription.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Final, Literal
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actors.base import Actor
+from actors.broadcast import BroadcastHub, Subscription
+from actors.routing import Delivery, RoutingIndex, normalize
+from actors.session_reducer import (
+    SessionMessage,
+    SessionState,
+    Step,
+    derive,
+    initial_state,
+    reduce,
+    retirable,
+)
+from actors.session_table import cause_of
+from messages.activity import Activity, Rejected, Unmapped
+from messages.codec import Inbound, revalidate
+from messages.common import Attention, SessionKey
+from messages.control import Acknowledge
+from messages.errors import MessageError, PanewardError
+
+__all__ = [
+    "MailboxFull",
+    "Supervisor",
+    "SupervisorClosed",
+    "SupervisorStatistics",
+]
+
+logger = logging.getLogger("paneward.supervisor")
+
+Reducer = Callable[[SessionState, SessionMessage], Step]
+OwnerListener = Callable[[int, str | None, bool], None]
+
+_RECENT_RECORDS: Final = 32
+
+
+class SupervisorClosed(PanewardError):
+    """Raised by :meth:`Supervisor.inject` once shutdown has begun (or before start)."""
+
+
+class MailboxFull(PanewardError):
+    """Raised by :meth:`Supervisor.inject_nowait` when a session mailbox is full.
+
+    The message is not delivered; it is counted in ``overflows`` and ``drops``.
+    """
+
+
+class SupervisorStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one supervisor, from :meth:`Supervisor.statistics`.
+
+    ``messages`` inbound messages accepted; ``transitions`` published; ``drops``
+    messages not applied (the one that crashed an actor, ones for a stopped
+    actor, ones refused by a full mailbox); ``unmapped`` valid payloads no
+    harness module could map; ``rejected`` malformed messages; ``restarts`` actor
+    restarts; ``overflows`` full mailboxes plus lagging ``all`` subscribers;
+    ``sessions`` live session actors; ``stopped`` actors stopped after repeated
+    crashes; ``recent_rejected`` / ``recent_unmapped`` the last few records.
+    """
+
+    messages: int
+    transitions: int
+    drops: int
+    unmapped: int
+    rejected: int
+    restarts: int
+    overflows: int
+    sessions: int
+    stopped: int
+    actors: int
+    recent_rejected: tuple[Rejected, ...] = ()
+    recent_unmapped: tuple[Unmapped, ...] = ()
+
+
+@dataclass(eq=False)
+class _SessionHandle:
+    """The supervisor's side of one session actor (its mailbox and last state)."""
+
+    key: SessionKey
+    state: SessionState
+    send: MemoryObjectSendStream[SessionMessage]
+    receive: MemoryObjectReceiveStream[SessionMessage]
+    crashes: deque[float] = field(default_factory=deque)
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Supervisor:
+    """Runs and supervises every actor; routes inbound messages; owns the broadcast hub.
+
+    :param mailbox_size: bound of each session actor's mailbox.
+    :param max_restarts: crashes tolerated within ``restart_window`` seconds; one more
+        stops the actor (session attention ``failed``).
+    :param linger: seconds an ended session's actor waits for new evidence before it
+        stops (its last activity stays in the catalog).
+    :param grace: seconds shutdown waits for mailboxes to drain before cancelling.
+    :param reducer: the session reducer (tests inject a faulty one).
+    :param clock: monotonic seconds (restart intensity); ``wall_ms`` epoch milliseconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        mailbox_size: int = 256,
+        max_restarts: int = 3,
+        restart_window: float = 10.0,
+        linger: float = 10.0,
+        grace: float = 5.0,
+        reducer: Reducer = reduce,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        if mailbox_size < 1:
+            raise ValueError(f"mailbox_size must be at least 1, got {mailbox_size}")
+        self._mailbox_size = mailbox_size
+        self._max_restarts = max_restarts
+        self._restart_window = restart_window
+        self._linger = linger
+        self._grace = grace
+        self._reducer = reducer
+        self._clock = clock
+        self._wall_ms = wall_ms
+        self._hub = BroadcastHub()
+        self._index = RoutingIndex()
+        self._sessions: dict[SessionKey, _SessionHandle] = {}
+        self._stopped: set[SessionKey] = set()
+        self._owner_listeners: list[OwnerListener] = []
+        self._observers: list[Callable[[Inbound], None]] = []
+        self._actor_scopes: list[anyio.CancelScope] = []
+        self._actors_running = 0
+        self._tg: TaskGroup | None = None
+        self._state: Literal["new", "running", "closing", "closed"] = "new"
+        self._recent_rejected: deque[Rejected] = deque(maxlen=_RECENT_RECORDS)
+        self._recent_unmapped: deque[Unmapped] = deque(maxlen=_RECENT_RECORDS)
+        self._messages = 0
+        self._drops = 0
+        self._unmapped = 0
+        self._rejected = 0
+        self._restarts = 0
+        self._mailbox_overflows = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Supervisor:
+        if self._state != "new":
+            raise SupervisorClosed("a Supervisor can be entered only once")
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._state = "running"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._state = "closing"
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._shutdown(graceful=exc_type is None)
+        finally:
+            self._state = "closed"
+            self._hub.close()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def _shutdown(self, *, graceful: bool) -> None:
+        # 1. Stop the producers (discovery, listeners, sinks) so nothing new arrives.
+        for scope in self._actor_scopes:
+            scope.cancel()
+        # 2. Drain: closing the send side lets each actor finish its mailbox, then stop.
+        handles = list(self._sessions.values())
+        for handle in handles:
+            handle.send.close()
+        with anyio.move_on_after(self._grace if graceful else 0):
+            for handle in handles:
+                await handle.done.wait()
+        # 3. Whatever did not drain in time is cancelled with the task group.
+        if any(not handle.done.is_set() for handle in handles) and self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        self._hub.close()
+
+    # ------------------------------------------------------------------ injection
+
+    async def inject(self, message: Inbound) -> None:
+        """Validate, normalize and route ``message``, waiting for mailbox space.
+
+        :raises MessageError: the message is malformed (counted in ``rejected``).
+        :raises SupervisorClosed: the supervisor is not running.
+        """
+        for delivery in self._accept(message, origin="inject"):
+            handle = self._handle_for(delivery)
+            if handle is not None:
+                try:
+                    await handle.send.send(delivery.message)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    self._drops += 1
+
+    def inject_nowait(self, message: Inbound) -> None:
+        """Like :meth:`inject` but never blocks: a full mailbox raises :class:`MailboxFull`.
+
+        Used by producers that must never wait (discovery ticks, the hook socket).
+        Every delivery that fits is made; the ones that do not are counted.
+        """
+        full: list[SessionKey] = []
+        for delivery in self._accept(message, origin="inject"):
+            handle = self._handle_for(delivery)
+            if handle is None:
+                continue
+            try:
+                handle.send.send_nowait(delivery.message)
+            except anyio.WouldBlock:
+                self._mailbox_overflows += 1
+                self._drops += 1
+                full.append(delivery.key)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._drops += 1
+        if full:
+            raise MailboxFull(
+                f"mailbox full ({self._mailbox_size} pending) for "
+                + ", ".join(str(key) for key in full)
+                + f": {type(message).__name__} not delivered"
+            )
+
+    def _accept(self, message: Inbound, *, origin: Literal["inject", "hook"]) -> list[Delivery]:
+        if self._state != "running":
+            raise SupervisorClosed(f"supervisor is {self._state}: cannot accept messages")
+        try:
+            valid = revalidate(message)
+        except MessageError as exc:
+            self._reject(str(exc), origin)
+            raise
+        self._messages += 1
+        normalized = normalize(valid)
+        if not isinstance(normalized, Unmapped):
+            for observer in self._observers:
+                observer(normalized)
+        if isinstance(normalized, Unmapped):
+            self._unmapped += 1
+            self._recent_unmapped.append(normalized)
+            logger.info(
+                "unmapped %s payload (event %s, keys %s)",
+                normalized.harness,
+                normalized.event,
+                ", ".join(normalized.keys),
+            )
+            return []
+        return list(self._index.deliveries(normalized))
+
+    def _reject(self, reason: str, origin: Literal["inject", "hook"]) -> None:
+        self._rejected += 1
+        self._recent_rejected.append(Rejected(reason=reason, origin=origin, at_ms=self._wall_ms()))
+        logger.warning("rejected message: %s", reason)
+
+    def record_rejection(self, reason: str) -> None:
+        """Count a message refused before it could be decoded (e.g. by the hook socket)."""
+        self._reject(reason, "hook")
+
+    def _handle_for(self, delivery: Delivery) -> _SessionHandle | None:
+        key = delivery.key
+        handle = self._sessions.get(key)
+        if handle is not None:
+            return handle
+        if key in self._stopped:
+            if isinstance(delivery.message, Acknowledge):
+                # The user acknowledged the failure: give the session a fresh actor.
+                self._stopped.discard(key)
+            else:
+                self._drops += 1
+                return None
+        if not delivery.spawn and not isinstance(delivery.message, Acknowledge):
+            return None
+        return self._spawn(key, initial_state(key, self._hub.current(key)))
+
+    def _spawn(self, key: SessionKey, state: SessionState) -> _SessionHandle:
+        assert self._tg is not None
+        send, receive = anyio.create_memory_object_stream[SessionMessage](self._mailbox_size)
+        handle = _SessionHandle(key=key, state=state, send=send, receive=receive)
+        self._sessions[key] = handle
+        self._reindex(None, state)
+        self._tg.start_soon(self._run_session, handle, name=f"session {key}")
+        return handle
+
+    # ------------------------------------------------------------------ session actors
+
+    async def _run_session(self, handle: _SessionHandle) -> None:
+        """One session actor: apply each message with the reducer, publish changes."""
+        try:
+            with handle.receive:
+                while True:
+                    message = await self._next_message(handle)
+                    if message is None:
+                        return
+                    try:
+                        step = self._reducer(handle.state, message)
+                    except Exception as exc:
+                        if not self._crashed(handle, message, exc):
+                            return
+                        continue
+                    self._commit(handle, step, message)
+        finally:
+            if self._sessions.get(handle.key) is handle:
+                del self._sessions[handle.key]
+                self._reindex(handle.state, None)
+            handle.send.close()
+            handle.done.set()
+
+    async def _next_message(self, handle: _SessionHandle) -> SessionMessage | None:
+        """The next message, or None when the actor should stop (drained or retired)."""
+        receive = handle.receive
+        state = handle.state
+        if (self._state == "running" and retirable(state)) or not state.known:
+            linger = self._linger if state.known else 0.0
+            with anyio.move_on_after(linger):
+                try:
+                    return await receive.receive()
+                except anyio.EndOfStream:
+                    return None
+            # Nothing arrived while lingering: retire; the catalog keeps the activity.
+            # (A message injected right now would find no handle and spawn a fresh actor.)
+            try:
+                return receive.receive_nowait()
+            except anyio.WouldBlock:
+                return None
+            except anyio.EndOfStream:
+                return None
+        try:
+            return await receive.receive()
+        except anyio.EndOfStream:
+            return None
+
+    def _commit(self, handle: _SessionHandle, step: Step, message: SessionMessage) -> None:
+        old = handle.state
+        handle.state = step.state
+        self._reindex(old, step.state)
+        if step.publish is not None:
+            self._hub.publish(handle.key, step.publish, cause_of(message))
+
+    def _crashed(self, handle: _SessionHandle, message: SessionMessage, exc: Exception) -> bool:
+        """Count a crash; drop its message. Return False when the actor must stop."""
+        self._drops += 1
+        now = self._clock()
+        crashes = handle.crashes
+        crashes.append(now)
+        while crashes and now - crashes[0] > self._restart_window:
+            crashes.popleft()
+        logger.error("session %s crashed on %s: %r", handle.key, type(message).__name__, exc)
+        if len(crashes) <= self._max_restarts:
+            self._restarts += 1  # restarted from its last state (the reducer is pure)
+            return True
+        # Too many crashes: stop this actor and tell the user, leave the siblings be.
+        self._stopped.add(handle.key)
+        reason = f"session actor stopped after {len(crashes)} crashes: {exc!r}"[:500]
+        failed = msgspec.structs.replace(
+            handle.state,
+            known=True,
+            failed=Attention("failed", reason, self._wall_ms()),
+        )
+        activity = derive(failed)
+        if activity is not None:
+            self._hub.publish(handle.key, activity, "Supervisor:stopped")
+        handle.state = msgspec.structs.replace(failed, activity=activity)
+        return False
+
+    def _reindex(self, old: SessionState | None, new: SessionState | None) -> None:
+        before = (old.owner_pid, old.owner_token) if old is not None else (None, None)
+        if new is None:
+            if old is not None:
+                self._index.forget(old)
+            after: tuple[int | None, str | None] = (None, None)
+        else:
+            self._index.update(old, new)
+            after = (new.owner_pid, new.owner_token)
+        if before != after and self._owner_listeners:
+            if before[0] is not None and before[0] not in self._index.owners:
+                for listener in self._owner_listeners:
+                    listener(before[0], before[1], False)
+            if after[0] is not None:
+                for listener in self._owner_listeners:
+                    listener(after[0], after[1], True)
+
+    # ------------------------------------------------------------------ other actors
+
+    def start_actor(self, actor: Actor, *, name: str | None = None) -> None:
+        """Run ``actor.run(self)`` until shutdown, restarting it one_for_one on errors.
+
+        More than ``max_restarts`` crashes within ``restart_window`` stop it (logged
+        and counted); the rest of the system keeps running.
+        """
+        if self._state != "running" or self._tg is None:
+            raise SupervisorClosed("start_actor() needs a running supervisor")
+        scope = anyio.CancelScope()
+        self._actor_scopes.append(scope)
+        label = name or type(actor).__name__
+        self._tg.start_soon(self._supervise_actor, actor, scope, label, name=label)
+
+    async def _supervise_actor(self, actor: Actor, scope: anyio.CancelScope, label: str) -> None:
+        crashes: deque[float] = deque()
+        self._actors_running += 1
+        try:
+            with scope:
+                while True:
+                    try:
+                        await actor.run(self)
+                        return
+                    except Exception as exc:
+                        now = self._clock()
+                        crashes.append(now)
+                        while crashes and now - crashes[0] > self._restart_window:
+                            crashes.popleft()
+                        logger.error("actor %s crashed: %r", label, exc)
+                        if len(crashes) > self._max_restarts:
+                            logger.error("actor %s stopped after %d crashes", label, len(crashes))
+                            return
+                        self._restarts += 1
+                        await anyio.sleep(min(0.05 * 2 ** len(crashes), 2.0))  # backoff
+        finally:
+            self._actors_running -= 1
+
+    def add_observer(self, observer: Callable[[Inbound], None]) -> None:
+        """Call ``observer(message)`` synchronously for every accepted inbound message.
+
+        Messages arrive normalized (hook payloads as hints). For actors that learn
+        from all evidence (the pane mapper); it must not block.
+        """
+        self._observers.append(observer)
+
+    def add_owner_listener(self, listener: OwnerListener) -> None:
+        """Call ``listener(pid, start_token, added)`` when a session owner appears or goes.
+
+        The pid watcher uses it to keep its candidate set equal to the live owners.
+        """
+        self._owner_listeners.append(listener)
+        for pid, keys in self._index.owners.items():
+            token = next(
+                (self._sessions[k].state.owner_token for k in keys if k in self._sessions), None
+            )
+            listener(pid, token, True)
+
+    # ------------------------------------------------------------------ restore
+
+    def restore(
+        self,
+        activities: Iterable[Activity],
+        seq: int,
+        owners: Mapping[SessionKey, tuple[int, str]] | None = None,
+    ) -> None:
+        """Seed the catalog from the store before any message (nothing is published).
+
+        Restored sessions that are ``running`` get an actor at once, with their owner
+        in the routing index, so that a later ``ProcessGone`` ends them.
+        """
+        if self._state != "running" or self._messages:
+            raise SupervisorClosed("restore() must come right after entering the supervisor")
+        restored = list(activities)
+        self._hub.restore(restored, seq)
+        owners = owners or {}
+        for activity in restored:
+            if activity.presence != "running":
+                continue
+            state = initial_state(activity.key, activity)
+            owner = owners.get(activity.key)
+            if owner is not None:
+                state = msgspec.structs.replace(state, owner_pid=owner[0], owner_token=owner[1])
+            self._spawn(activity.key, state)
+
+    # ------------------------------------------------------------------ reading
+
+    def subscribe(
+        self, mode: Literal["all", "latest"] = "all", snapshot: bool = True, *, buffer: int = 1024
+    ) -> Subscription:
+        """Subscribe to transitions: first a :class:`~messages.Snapshot`, then live ones.
+
+        Use as ``with`` or ``async with``. ``all`` is lossless and bounded (a lagging
+        subscriber gets :class:`~messages.Overflow` and ends); ``latest`` coalesces per
+        session. Subscriptions end cleanly at shutdown.
+        """
+        return self._hub.subscribe(mode, snapshot, buffer=buffer)
+
+    def snapshot(self) -> tuple[Activity, ...]:
+        """The current activity of every known session (live or ended)."""
+        return self._hub.snapshot().activities
+
+    @property
+    def seq(self) -> int:
+        """The seq of the last published transition."""
+        return self._hub.seq
+
+    def owner_of(self, key: SessionKey) -> tuple[int, str] | None:
+        """The owner incarnation (pid, start token) of a live session, for the store."""
+        handle = self._sessions.get(key)
+        if handle is None:
+            return None
+        state = handle.state
+        if state.owner_pid is None or state.owner_token is None:
+            return None
+        return (state.owner_pid, state.owner_token)
+
+    def statistics(self) -> SupervisorStatistics:
+        """A frozen record of the counters (see :class:`SupervisorStatistics`)."""
+        hub = self._hub.statistics()
+        return SupervisorStatistics(
+            messages=self._messages,
+            transitions=hub.published,
+            drops=self._drops,
+            unmapped=self._unmapped,
+            rejected=self._rejected,
+            restarts=self._restarts,
+            overflows=self._mailbox_overflows + hub.overflows,
+            sessions=len(self._sessions),
+            stopped=len(self._stopped),
+            actors=self._actors_running,
+            recent_rejected=tuple(self._recent_rejected),
+            recent_unmapped=tuple(self._recent_unmapped),
+        )
