@@ -644,3 +644,16 @@ def test_any_interleaving_all_is_exact_latest_ends_on_catalog(
             assert fold(snap, transitions) == final
         with pytest.raises(anyio.EndOfStream):
             sub.receive_nowait()
+
+
+async def test_receive_is_a_checkpoint_and_a_cancelled_receive_loses_nothing() -> None:
+    hub = BroadcastHub()
+    a = key(1)
+    with anyio.fail_after(5), hub.subscribe(snapshot=False) as sub:
+        t = hub.publish(a, act(a), "c")
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await sub.receive()
+        assert scope.cancelled_caught
+        assert sub.statistics().pending == 1 and sub.statistics().delivered == 0
+        assert await sub.receive() == t
