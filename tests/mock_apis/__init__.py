@@ -1,0 +1,1 @@
+"""Test helpers for the wrapper tests: loopback API mocks, frame listener, private tmux."""

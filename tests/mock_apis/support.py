@@ -1,0 +1,127 @@
+"""Shared helpers for the wrapper tests: a frame listener socket and a private tmux server."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+import messages
+
+REPO = Path(__file__).resolve().parent.parent
+WRAP = [sys.executable, "-m", "actors.wrap"]
+
+
+class Frames:
+    """Newline-delimited JSON frames received on a Unix socket, decoded as inbound messages."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.items: list[messages.Inbound] = []
+        self.connections = 0
+        self._changed = anyio.Event()
+
+    async def _serve(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections += 1
+        buf = b""
+        async with stream:
+            async for chunk in stream:
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    self.items.append(messages.decode_inbound(line))
+                self._changed.set()
+                self._changed = anyio.Event()
+
+    async def wait_for(
+        self, predicate: Callable[[list[messages.Inbound]], bool]
+    ) -> list[messages.Inbound]:
+        """Wait (bounded by the caller's fail_after) until ``predicate(items)`` holds."""
+        while not predicate(self.items):
+            await self._changed.wait()
+        return self.items
+
+    def of(self, kind: type[messages.Inbound]) -> list[messages.Inbound]:
+        return [m for m in self.items if isinstance(m, kind)]
+
+
+@asynccontextmanager
+async def frame_listener(path: Path) -> AsyncIterator[Frames]:
+    frames = Frames(path)
+    listener = await anyio.create_unix_listener(path)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, frames._serve)
+        try:
+            yield frames
+        finally:
+            tg.cancel_scope.cancel()
+
+
+class Tmux:
+    """A private tmux server (``tmux -L pw-test-<random>``); only it is ever killed."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.name = f"pw-test-{secrets.token_hex(4)}"
+        self.tmp = tmp
+
+    def run(self, *args: str) -> str:
+        result = subprocess.run(
+            ["tmux", "-L", self.name, "-f", "/dev/null", *args],
+            check=True, capture_output=True, text=True, timeout=10,
+        )
+        return result.stdout
+
+    def start(self, command: list[str], env: dict[str, str], *, width: int = 80,
+              height: int = 24) -> str:
+        """Start a detached session running ``command``; return its pane id."""
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        line = f"cd {shlex.quote(str(REPO))} && exec env {exports} {shlex.join(command)}"
+        pane = self.run(
+            "new-session", "-d", "-P", "-F", "#{pane_id}", "-x", str(width), "-y", str(height),
+            "sh", "-c", line,
+        ).strip()
+        self.run("set-option", "-g", "remain-on-exit", "on")
+        self.run("set-option", "-g", "window-size", "manual")
+        return pane
+
+    def capture(self, pane: str) -> str:
+        return self.run("capture-pane", "-p", "-J", "-t", pane, "-S", "-200")
+
+    def pane_value(self, pane: str, fmt: str) -> str:
+        return self.run("display-message", "-p", "-t", pane, fmt).strip()
+
+    async def wait_text(self, pane: str, text: str) -> str:
+        """Poll the pane until ``text`` is on screen (bounded by the caller's fail_after)."""
+        while True:
+            screen = await anyio.to_thread.run_sync(self.capture, pane)
+            if text in screen:
+                return screen
+            await anyio.sleep(0.05)
+
+    async def wait_dead(self, pane: str) -> int:
+        while True:
+            dead = await anyio.to_thread.run_sync(self.pane_value, pane, "#{pane_dead}")
+            if dead == "1":
+                return int(self.pane_value(pane, "#{pane_dead_status}"))
+            await anyio.sleep(0.05)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True,
+                       timeout=10, check=False)
+
+
+def base_env(socket: Path) -> dict[str, str]:
+    return {
+        "PANEWARD_SOCKET": str(socket),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(REPO),
+        "TERM": "xterm-256color",
+    }
