@@ -1,0 +1,423 @@
+"""tmux integration: per-pane badges and pane lifecycle through one control-mode client.
+
+Who sends and handles what:
+
+- :class:`TmuxBridge` is one actor. It holds a ``latest`` subscription of the supervisor's
+  broadcast hub (DESIGN §7) and feeds each :class:`~messages.Snapshot` /
+  :class:`~messages.Transition` to a :class:`~actors.tmux_badges.BadgeBook`; the panes whose
+  options changed are written to tmux in one pipelined batch per tick through one
+  :class:`~actors.tmux_control.ControlClient` (never a process per pane).
+- Over the same client it follows the server's panes (control-mode notifications plus one
+  ``refresh-client -B`` subscription, no polling of its own) and injects
+  :class:`~messages.PaneOpened` / :class:`~messages.PaneClosed` / :class:`~messages.PaneFocused` /
+  :class:`~messages.PtyExit` into the supervisor (``inject_nowait``), which routes them to the
+  pane mapper and the sessions.
+- A lost connection (server killed, our session closed) is retried with exponential backoff;
+  after each (re)connect the badges are re-applied from the book's current state, options we
+  left on panes that are no longer bound are removed, and the pane listing is diffed again.
+- On shutdown (cancellation, or the end of the subscription) every option it set is removed.
+
+:func:`tmux_config_snippet` is what ``paneward tmux-config`` prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, Protocol
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from actors.tmux_badges import (
+    BADGE_OPTION,
+    OPTION_NAMES,
+    BadgeBook,
+    BadgeStatistics,
+    option_commands,
+    summary_command,
+)
+from actors.tmux_control import (
+    ControlClient,
+    ControlStatistics,
+    Notification,
+    TmuxConnectionLost,
+    TmuxError,
+    TmuxTarget,
+    quote,
+)
+from actors.tmux_panes import (
+    LIST_PANES_COMMAND,
+    SERVER_ID_COMMAND,
+    SUBSCRIPTION_COMMAND,
+    SUBSCRIPTION_NAME,
+    TRIGGER_NOTIFICATIONS,
+    PaneTable,
+    PaneTableStatistics,
+    parse_pane_rows,
+)
+from messages import Inbound, MessageError
+
+__all__ = [
+    "BridgeHost",
+    "EvidenceSink",
+    "TmuxBridge",
+    "TmuxStatistics",
+    "tmux_config_snippet",
+]
+
+_LIST_BADGED_COMMAND: Final = f"list-panes -a -F {quote('#{pane_id}|#{' + BADGE_OPTION + '}')}"
+# Stands for "tmux may hold anything here": differs from every real value, so the next diff
+# rewrites (or removes) every option of that pane.
+_UNKNOWN: Final[Mapping[str, str]] = dict.fromkeys(OPTION_NAMES, "\x00unknown")
+# A burst of subscription items is drained before writing, but a source that never goes idle
+# must not starve the writer: write after this many scheduler rounds at most.
+_MAX_SETTLE_ROUNDS: Final = 1000
+
+
+class EvidenceSink(Protocol):
+    """Where the pane watcher's messages go (the supervisor)."""
+
+    def inject_nowait(self, message: Inbound) -> None: ...
+
+
+class BridgeHost(EvidenceSink, Protocol):
+    """What :meth:`TmuxBridge.run` needs from the supervisor."""
+
+    def subscribe(
+        self, mode: Any = ..., snapshot: bool = ...
+    ) -> AbstractAsyncContextManager[AsyncIterator[Any]]: ...
+
+
+class TmuxStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of a :class:`TmuxBridge` (monotonic over its life, across reconnects)."""
+
+    connected: bool
+    connections: int
+    connect_failures: int
+    last_error: str | None
+    batches: int  # control-mode writes, all purposes
+    commands: int
+    badge_batches: int  # writes carrying badge changes (one per tick at most)
+    badge_commands: int
+    command_errors: int  # tmux answered %error (other than a vanished pane)
+    missing_panes: int  # option writes for a pane that no longer exists
+    notifications: int
+    pane_listings: int
+    bad_pane_rows: int
+    injected: int
+    rejected: int  # messages the sink refused (MessageError)
+    stale_cleared: int  # panes that carried our options without a bound session
+    badges: BadgeStatistics
+    panes: PaneTableStatistics
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TmuxBridge:
+    """The tmux actor: badges out, pane lifecycle in, one control-mode client per server.
+
+    ``socket_name`` / ``socket_path`` select the server as ``tmux -L`` / ``-S`` do (neither:
+    the server of ``$TMUX``, else tmux's default). ``session`` picks the session the control
+    client attaches to (default: tmux's choice); it only matters for which notifications
+    arrive first — panes of every session are followed.
+    """
+
+    def __init__(
+        self,
+        *,
+        socket_name: str | None = None,
+        socket_path: str | None = None,
+        session: str | None = None,
+        badges: bool = True,
+        panes: bool = True,
+        backoff_initial: float = 0.05,
+        backoff_max: float = 2.0,
+        reply_timeout: float = 10.0,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self._target = TmuxTarget(socket_name, socket_path)
+        self._target.argv()  # reject -L together with -S now, not at the first connect
+        self._session = session
+        self._badges_on = badges
+        self._panes_on = panes
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._reply_timeout = reply_timeout
+        self._clock = clock
+        self._book = BadgeBook()
+        self._table = PaneTable()
+        # What tmux holds, as far as we know, on the current connection.
+        self._written: dict[str, Mapping[str, str]] = {}
+        self._written_summary: str | None = None
+        self._dirty: set[str] = set()
+        self._wake = anyio.Event()
+        self._refresh = anyio.Event()
+        self._applied = 0
+        self._client: ControlClient | None = None
+        self._old_client_stats: list[ControlStatistics] = []
+        self._connections = 0
+        self._connect_failures = 0
+        self._last_error: str | None = None
+        self._badge_batches = 0
+        self._badge_commands = 0
+        self._command_errors = 0
+        self._missing = 0
+        self._listings = 0
+        self._bad_rows = 0
+        self._injected = 0
+        self._rejected = 0
+        self._stale_cleared = 0
+
+    # -- entry points ------------------------------------------------------------------------
+
+    async def run(self, host: BridgeHost) -> None:
+        """Run under the supervisor: subscribe ``latest`` and inject pane messages into it."""
+        async with host.subscribe(mode="latest", snapshot=True) as items:
+            await self.serve(items if self._badges_on else None, host if self._panes_on else None)
+
+    async def serve(self, items: AsyncIterator[Any] | None, sink: EvidenceSink | None) -> None:
+        """Run until cancelled, or until ``items`` ends; then remove every option set.
+
+        ``items`` yields Snapshot/Transition items (``None``: no badges); ``sink`` receives the
+        pane messages (``None``: panes are not followed).
+        """
+        async with anyio.create_task_group() as tg:
+            if items is not None:
+                tg.start_soon(self._consume, items, tg.cancel_scope)
+            await self._connection_loop(sink)
+
+    # -- subscription side -------------------------------------------------------------------
+
+    async def _consume(self, items: AsyncIterator[Any], scope: anyio.CancelScope) -> None:
+        async for item in items:
+            for change in self._book.apply(item):
+                self._dirty.add(change.pane)
+            self._applied += 1
+            self._wake.set()
+        # The subscription ended (supervisor shutdown): stop, which clears the badges.
+        scope.cancel()
+
+    async def _settle(self) -> None:
+        """Let the subscription deliver everything it already has (one tick)."""
+        idle = rounds = 0
+        while idle < 2 and rounds < _MAX_SETTLE_ROUNDS:
+            before = self._applied
+            await anyio.lowlevel.checkpoint()
+            idle = idle + 1 if self._applied == before else 0
+            rounds += 1
+
+    # -- connection --------------------------------------------------------------------------
+
+    async def _connection_loop(self, sink: EvidenceSink | None) -> None:
+        attempt = 0
+        while True:
+            try:
+                async with ControlClient(
+                    self._target,
+                    on_notification=self._on_notification,
+                    session=self._session,
+                    reply_timeout=self._reply_timeout,
+                ) as client:
+                    self._client = client
+                    self._connections += 1
+                    attempt = 0
+                    try:
+                        await self._serve_client(client, sink)
+                    except anyio.get_cancelled_exc_class():
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                            await self._clear_everything(client)
+                        raise
+                    finally:
+                        self._client = None
+                        self._old_client_stats.append(client.statistics())
+            except TmuxError as exc:
+                self._connect_failures += 1
+                self._last_error = str(exc)
+            delay = min(self._backoff_max, self._backoff_initial * 2**attempt)
+            attempt += 1
+            await anyio.sleep(delay)
+
+    async def _serve_client(self, client: ControlClient, sink: EvidenceSink | None) -> None:
+        setup = [_LIST_BADGED_COMMAND]
+        if sink is not None:
+            setup.insert(0, SUBSCRIPTION_COMMAND)
+        replies = await client.run_batch(setup)
+        # Options on panes of this server that we do not (or no longer) want: left by a
+        # previous run that was killed, or by a binding that ended while we were disconnected.
+        stale = set()
+        for line in replies[-1].lines:
+            pane, _, badge = line.partition("|")
+            if badge and pane not in self._book.shown:
+                stale.add(pane)
+        self._stale_cleared += len(stale)
+        # The full state is rewritten on every connection: a new server has none of it.
+        self._written = dict.fromkeys(stale | set(self._book.shown), _UNKNOWN)
+        self._written_summary = None
+        self._dirty = set(self._written)
+        self._wake.set()
+        self._refresh.set()
+        async with anyio.create_task_group() as tg:
+            if self._badges_on:
+                tg.start_soon(self._writer, client)
+            if sink is not None:
+                tg.start_soon(self._pane_loop, client, sink)
+            reason = await client.wait_closed()
+            tg.cancel_scope.cancel()
+        raise TmuxConnectionLost(reason)
+
+    def _on_notification(self, notification: Notification) -> None:
+        if notification.name in TRIGGER_NOTIFICATIONS:
+            if (
+                notification.name == "subscription-changed"
+                and not notification.args.startswith(SUBSCRIPTION_NAME + " ")
+            ):
+                return
+            self._refresh.set()
+
+    # -- badges ------------------------------------------------------------------------------
+
+    async def _writer(self, client: ControlClient) -> None:
+        while True:
+            await self._wake.wait()
+            await self._settle()
+            self._wake = anyio.Event()
+            commands: list[str] = []
+            owners: list[str | None] = []
+            sent: dict[str, Mapping[str, str] | None] = {}
+            shown = self._book.shown
+            for pane in sorted(self._dirty):
+                want = shown.get(pane)
+                lines = option_commands(pane, want, self._written.get(pane))
+                commands += lines
+                owners += [pane] * len(lines)
+                sent[pane] = want
+            self._dirty.clear()
+            summary = self._book.summary()
+            if summary != self._written_summary:
+                commands.append(summary_command(summary))
+                owners.append(None)
+            if not commands:
+                continue
+            try:
+                replies = await client.run_batch(commands)
+            except TmuxConnectionLost:
+                return  # the connection loop rewrites everything after reconnecting
+            self._badge_batches += 1
+            self._badge_commands += len(commands)
+            self._written_summary = summary
+            for pane, want in sent.items():
+                if want is None:
+                    self._written.pop(pane, None)
+                else:
+                    self._written[pane] = want
+            for owner, reply in zip(owners, replies, strict=True):
+                if reply.ok:
+                    continue
+                text = " ".join(reply.lines)
+                if owner is not None and "can't find pane" in text:
+                    # The pane closed before its unbinding reached us: nothing left to clear.
+                    self._missing += 1
+                    self._written.pop(owner, None)
+                else:
+                    self._command_errors += 1
+                    self._last_error = text
+
+    async def _clear_everything(self, client: ControlClient) -> None:
+        commands: list[str] = []
+        for pane, have in sorted(self._written.items()):
+            commands += option_commands(pane, None, have)
+        commands.append(summary_command(""))
+        if self._panes_on:
+            commands.append(f"refresh-client -B {quote(SUBSCRIPTION_NAME)}")
+        try:
+            await client.run_batch(commands)
+        except TmuxConnectionLost:
+            return
+        self._written.clear()
+        self._written_summary = ""
+
+    # -- panes -------------------------------------------------------------------------------
+
+    async def _pane_loop(self, client: ControlClient, sink: EvidenceSink) -> None:
+        while True:
+            await self._refresh.wait()
+            self._refresh = anyio.Event()
+            try:
+                server, listing = await client.run_batch([SERVER_ID_COMMAND, LIST_PANES_COMMAND])
+            except TmuxConnectionLost:
+                return
+            if not (server.ok and listing.ok and server.lines):
+                self._command_errors += 1
+                self._last_error = " ".join(server.lines + listing.lines)
+                continue
+            self._listings += 1
+            rows, errors = parse_pane_rows(listing.lines)
+            self._bad_rows += len(errors)
+            for message in self._table.update(server.lines[0], rows, self._clock()):
+                try:
+                    sink.inject_nowait(message)
+                except MessageError as exc:
+                    self._rejected += 1
+                    self._last_error = str(exc)
+                else:
+                    self._injected += 1
+
+    # -- introspection -----------------------------------------------------------------------
+
+    def statistics(self) -> TmuxStatistics:
+        clients = list(self._old_client_stats)
+        if self._client is not None:
+            clients.append(self._client.statistics())
+        return TmuxStatistics(
+            connected=self._client is not None,
+            connections=self._connections,
+            connect_failures=self._connect_failures,
+            last_error=self._last_error,
+            batches=sum(c.batches for c in clients),
+            commands=sum(c.commands for c in clients),
+            badge_batches=self._badge_batches,
+            badge_commands=self._badge_commands,
+            command_errors=self._command_errors,
+            missing_panes=self._missing,
+            notifications=sum(c.notifications for c in clients),
+            pane_listings=self._listings,
+            bad_pane_rows=self._bad_rows,
+            injected=self._injected,
+            rejected=self._rejected,
+            stale_cleared=self._stale_cleared,
+            badges=self._book.statistics(),
+            panes=self._table.statistics(),
+        )
+
+
+def tmux_config_snippet() -> str:
+    """The ``~/.tmux.conf`` lines ``paneward tmux-config`` prints (see docs/tmux.md)."""
+    attention = "#{@paneward_attention}"
+    alert = f"#{{||:#{{==:{attention},needs_input}},#{{==:{attention},failed}}}}"
+    badge = (
+        "#{?@paneward_badge,"
+        f"#{{?{alert},#[reverse bold],#[bold]}}#{{@paneward_badge}}#[default] ,}}"
+    )
+    return "\n".join(
+        [
+            "# paneward: agent badges per pane (run `paneward run --tmux` to maintain them).",
+            "# Options paneward sets on every pane that shows an agent session:",
+            "#   @paneward_badge      e.g. '● working', '▲ needs you', '✔ done'",
+            "#   @paneward_presence   persisted | running | shutting_down",
+            "#   @paneward_turn       unknown | idle | working | needs_input",
+            "#   @paneward_attention  needs_input | failed | turn_done | (empty)",
+            "#   @paneward_harness    claude-code | codex | cursor | hermes | terminal",
+            "# and globally @paneward_summary, e.g. '2 need you · 3 working' (empty: nothing).",
+            "# A pane without an agent has none of them, so its border shows no badge.",
+            "set -g pane-border-status top",
+            f'set -g pane-border-format " {badge}#{{pane_index}}: #{{pane_current_command}} "',
+            'set -g status-right "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M "',
+            "set -g status-right-length 80",
+            "",
+        ]
+    )
