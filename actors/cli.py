@@ -13,13 +13,17 @@ Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from actors import hook_client
 
+# No typing/collections imports at run time: they would slow down `paneward hook`.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Sequence
+
+    AddArguments = Callable[[argparse.ArgumentParser], None]
+    Run = Callable[[argparse.Namespace], int]
 
 __all__ = ["COMMANDS", "main"]
 
@@ -27,8 +31,6 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_NO_DAEMON = 2
 
-AddArguments = Callable[["argparse.ArgumentParser"], None]
-Run = Callable[["argparse.Namespace"], int]
 
 
 def _add_hook(parser: argparse.ArgumentParser) -> None:
@@ -103,7 +105,7 @@ def _run_install_hooks(args: argparse.Namespace) -> int:
     return install_hooks.run(args)
 
 
-COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {
+COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arguments, run)
     "hook": ("forward one hook payload to the daemon (always exits 0)", _add_hook, _run_hook),
     "install-hooks": (
         "merge paneward's hooks into a harness's configuration",

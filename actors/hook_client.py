@@ -14,8 +14,8 @@ Codex and Cursor, so its cost is paid on every tool call. It
 4. exits 0 whatever happened (no daemon, bad payload, bad arguments): a status tool must never
    break or slow the agent it watches. Set ``PANEWARD_HOOK_DEBUG=1`` to see failures on stderr.
 
-The payload is sent as it arrived: a JSON value is embedded as parsed (even when it is not an
-object), anything else as a JSON string, so the daemon rejects *and counts* it instead of the
+The payload is sent as it arrived (spliced into the frame unparsed, see :func:`build_frame`): a
+payload that is not a JSON object makes the daemon reject *and count* the frame instead of the
 client guessing.
 
 Codex ``notify`` takes one command only. ``install-hooks codex`` keeps a user's own ``notify``
@@ -26,18 +26,15 @@ as if Codex had run it directly.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import select
-import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
-from actors.paths import socket_path
+# Every millisecond here is paid on every hook event: no typing/pathlib/socket (enum-heavy)
+# imports at run time, ``_socket`` and ``select`` only when used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "MAX_FRAME_BYTES",
@@ -111,6 +108,8 @@ def parse_args(argv: Sequence[str]) -> HookArgs:
 
 
 def _parse_forward(text: str, errors: list[str]) -> list[str] | None:
+    import json  # only the chained Codex notify pays for it
+
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -126,10 +125,11 @@ def _parse_forward(text: str, errors: list[str]) -> list[str] | None:
     return value
 
 
-def read_start_token(pid: int, proc: Path = Path("/proc")) -> str | None:
+def read_start_token(pid: int, proc: str = "/proc") -> str | None:
     """Field 22 (starttime, clock ticks since boot) of ``/proc/<pid>/stat``, or ``None``."""
     try:
-        data = (proc / str(pid) / "stat").read_bytes()
+        with open(f"{proc}/{pid}/stat", "rb") as handle:
+            data = handle.read()
     except OSError:
         return None
     # comm (field 2) may contain spaces and parentheses: split after the LAST ')'.
@@ -159,20 +159,12 @@ def owner_pid(harness: str | None, environ: Mapping[str, str], ppid: int) -> int
     return None
 
 
-def _payload_value(raw: bytes | str) -> Any:
-    text: str
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            # Not JSON (JSON is UTF-8); keep every byte visible in the rejection.
-            return raw.decode("utf-8", "backslashreplace")
-    else:
-        text = raw
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+def _json_string(text: str) -> str:
+    """A JSON string literal (hand-rolled: importing ``json`` costs milliseconds per hook)."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"')
+    if any(ch < " " for ch in out):
+        out = "".join(ch if ch >= " " else f"\\u{ord(ch):04x}" for ch in out)
+    return f'"{out}"'
 
 
 def build_frame(
@@ -183,34 +175,65 @@ def build_frame(
     pid: int | None,
     start_token: str | None,
 ) -> bytes:
-    """One newline-terminated ``NotifyHook`` line, exactly as ``messages.encode`` shapes it."""
-    frame = {
-        "type": "NotifyHook",
-        "harness": harness,
-        "payload": _payload_value(raw_payload),
-        "at_ms": at_ms,
-        "observed_at_ms": at_ms,
-        "pid": pid,
-        "start_token": start_token,
-    }
-    try:
-        text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # A lone surrogate from a "\ud800" escape: escaped, msgspec rejects it (counted).
-        return json.dumps(frame, separators=(",", ":")).encode("ascii") + b"\n"
+    """One newline-terminated ``NotifyHook`` line, exactly as ``messages.encode`` shapes it.
+
+    The payload bytes are spliced in as they arrived -- not parsed here: when they are not
+    one valid JSON value (truncated, empty, not UTF-8) the whole line is invalid and the
+    listener rejects and counts it, which is the point. Raw newlines and carriage returns
+    can only be insignificant whitespace in valid JSON (inside strings they must be escaped),
+    so turning them into spaces keeps one frame per line without changing any valid payload.
+    """
+    payload = raw_payload.encode("utf-8", "surrogateescape") if isinstance(
+        raw_payload, str
+    ) else raw_payload
+    payload = payload.strip().replace(b"\n", b" ").replace(b"\r", b" ")
+    head = (
+        '{"type":"NotifyHook","harness":'
+        + ("null" if harness is None else _json_string(harness))
+        + ',"payload":'
+    )
+    tail = (
+        f',"at_ms":{at_ms},"observed_at_ms":{at_ms},'
+        f'"pid":{"null" if pid is None else pid},'
+        f'"start_token":{"null" if start_token is None else _json_string(start_token)}}}\n'
+    )
+    return head.encode("utf-8", "surrogateescape") + payload + tail.encode("ascii")
 
 
-def send_frame(frame: bytes, path: Path, timeout: float = SEND_TIMEOUT_S) -> None:
+def socket_path() -> str:
+    """:func:`actors.paths.socket_path` without importing pathlib (tests keep them equal)."""
+    explicit = os.environ.get("PANEWARD_SOCKET")
+    if explicit:
+        return os.path.expanduser(explicit)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        base = os.path.join(os.path.expanduser(runtime), "paneward")
+    elif os.environ.get("PANEWARD_STATE_DIR"):
+        base = os.path.expanduser(os.environ["PANEWARD_STATE_DIR"])
+    elif os.environ.get("XDG_STATE_HOME"):
+        base = os.path.join(os.path.expanduser(os.environ["XDG_STATE_HOME"]), "paneward")
+    else:
+        base = os.path.join(os.path.expanduser("~"), ".local", "state", "paneward")
+    return os.path.join(base, "hook.sock")
+
+
+def send_frame(frame: bytes, path: str | os.PathLike[str], timeout: float = SEND_TIMEOUT_S) -> None:
     """Send one frame to the listener at ``path``.
 
     :raises OSError: no daemon (ENOENT/ECONNREFUSED), permission, or timeout.
     """
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    import _socket  # the C module: ``socket`` costs milliseconds of enum setup
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         sock.settimeout(timeout)
         sock.connect(os.fspath(path))
-        sock.sendall(frame)
-        sock.shutdown(socket.SHUT_WR)
+        view = memoryview(frame)
+        while view:
+            view = view[sock.send(view) :]
+        sock.shutdown(_socket.SHUT_WR)
+    finally:
+        sock.close()
 
 
 def _read_stdin(limit: int, timeout: float) -> bytes:
@@ -224,6 +247,8 @@ def _read_stdin(limit: int, timeout: float) -> bytes:
             return b""
     except OSError:
         return b""
+    import select
+
     chunks: list[bytes] = []
     size = 0
     deadline = time.monotonic() + timeout
@@ -247,8 +272,10 @@ def _read_stdin(limit: int, timeout: float) -> bytes:
 
 def _debug(message: str) -> None:
     if os.environ.get("PANEWARD_HOOK_DEBUG"):
-        with contextlib.suppress(OSError, ValueError):
+        try:  # noqa: SIM105 - contextlib costs an import here
             sys.stderr.write(f"paneward hook: {message}\n")
+        except (OSError, ValueError):
+            pass
 
 
 def main(argv: Sequence[str]) -> int:
