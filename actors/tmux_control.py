@@ -253,6 +253,7 @@ class ControlClient:
         self._attach_error: str | None = None
         self._process: anyio.abc.Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self._reader_scope = anyio.CancelScope(shield=True)
         self._batches = 0
         self._commands = 0
         self._replies = 0
@@ -318,13 +319,21 @@ class ControlClient:
             for stream in (process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()
-            tg.cancel_scope.cancel()
-            await tg.__aexit__(None, None, None)
+        # The task group must be exited outside the shielded scope it was not entered in.
+        self._reader_scope.cancel()
+        tg.cancel_scope.cancel()
+        await tg.__aexit__(None, None, None)
         self._mark_closed("client closed")
 
     # -- I/O ---------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
+        # Shielded: when the owner is cancelled it still needs replies for its shielded
+        # cleanup batch (removing the badges); _shutdown ends the reader explicitly.
+        with self._reader_scope:
+            await self._read()
+
+    async def _read(self) -> None:
         assert self._process is not None and self._process.stdout is not None
         stdout = self._process.stdout
         try:

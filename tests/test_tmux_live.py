@@ -1,0 +1,273 @@
+"""The tmux bridge against a real tmux server on a private socket (tmux -L pw-<random>).
+
+Panes run ``sleep 600`` standing in for agents: what binds a session to a pane is the
+``Activity.pane`` the broadcast hub publishes, which the fake transition source supplies from
+real messages (the supervisor is not needed for the sink's behaviour).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import anyio
+import pytest
+
+from actors.tmux import TmuxBridge
+from actors.tmux_badges import BADGES, OPTION_NAMES
+from messages import PaneClosed, PaneFocused, PaneOpened, PtyExit
+from tests.tmux_helpers import ListSink, TmuxServer, TransitionSource, activity, eventually
+
+
+@pytest.fixture
+def server() -> Iterator[TmuxServer]:
+    srv = TmuxServer()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+class Running:
+    def __init__(self, bridge: TmuxBridge, source: TransitionSource, sink: ListSink) -> None:
+        self.bridge = bridge
+        self.source = source
+        self.sink = sink
+
+
+@pytest.fixture
+async def running(server: TmuxServer) -> AsyncIterator[Running]:
+    source = TransitionSource()
+    sink = ListSink()
+    bridge = TmuxBridge(socket_name=server.name, backoff_initial=0.02, backoff_max=0.1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(bridge.serve, source.receive, sink)
+        yield Running(bridge, source, sink)
+        tg.cancel_scope.cancel()
+    source.close()
+
+
+async def test_badges_follow_each_state_and_plain_shell_has_none(
+    server: TmuxServer, running: Running
+) -> None:
+    with anyio.fail_after(20):
+        agent = await server.new_pane()
+        shell = "%0"
+        states = [
+            (activity("a", agent, turn="unknown"), "? unknown"),
+            (activity("a", agent, turn="working"), BADGES["working"]),
+            (activity("a", agent, turn="needs_input", attention="needs_input"), "▲ needs you"),
+            (activity("a", agent, turn="idle", attention="turn_done"), "✔ done"),
+            (activity("a", agent, turn="idle"), "○ idle"),
+            (activity("a", agent, turn="unknown", attention="failed",
+                      presence="persisted"), "✖ failed"),
+            (activity("a", agent, turn="unknown", presence="persisted"), "■ exited"),
+        ]
+        for after, badge in states:
+            running.source.publish(after)
+
+            async def shows(badge: str = badge) -> bool:
+                return await server.show(agent, "@paneward_badge") == badge
+
+            await eventually(shows)
+            assert await server.show(agent, "@paneward_turn") == after.turn
+            assert await server.show(agent, "@paneward_presence") == after.presence
+            kind = after.attention.kind if after.attention else ""
+            assert await server.show(agent, "@paneward_attention") == kind
+            assert await server.show(agent, "@paneward_harness") == "claude-code"
+            assert await server.pane_option_names(shell) == []
+        # Unbinding (pane=None) removes every option from the pane.
+        running.source.publish(activity("a", None))
+
+        async def cleared() -> bool:
+            return await server.pane_option_names(agent) == []
+
+        await eventually(cleared)
+    stats = running.bridge.statistics()
+    assert stats.command_errors == 0 and stats.connections == 1
+
+
+async def test_summary_and_shutdown_clear_everything(server: TmuxServer) -> None:
+    with anyio.fail_after(20):
+        panes = [await server.new_pane() for _ in range(3)]
+        source = TransitionSource(
+            activity("a", panes[0], turn="needs_input", attention="needs_input"),
+            activity("b", panes[1], turn="working"),
+            activity("c", panes[2], turn="working"),
+        )
+        bridge = TmuxBridge(socket_name=server.name, panes=False)
+
+        async def summary() -> str:
+            out = await server.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
+            return out.strip()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, None)
+
+            async def summarized() -> bool:
+                return await summary() == "1 need you · 2 working"
+
+            await eventually(summarized)
+            assert await server.show(panes[2], "@paneward_badge") == "● working"
+            tg.cancel_scope.cancel()
+        source.close()
+        for pane in panes:
+            assert await server.pane_option_names(pane) == []
+        assert await summary() == ""
+
+
+async def test_several_sessions_in_one_pane_attention_wins(
+    server: TmuxServer, running: Running
+) -> None:
+    with anyio.fail_after(20):
+        pane = await server.new_pane()
+        running.source.publish(activity("old", pane, turn="working"))
+        running.source.publish(activity("new", pane, turn="idle", attention="turn_done"))
+
+        async def done() -> bool:
+            return await server.show(pane, "@paneward_badge") == "✔ done"
+
+        await eventually(done)
+
+        async def badge_is(text: str) -> bool:
+            return await server.show(pane, "@paneward_badge") == text
+
+        # No attention left, both running: the newest seq wins.
+        running.source.publish(activity("new", pane, turn="idle"))
+        await eventually(lambda: badge_is("○ idle"))
+        running.source.publish(activity("old", pane, turn="working"))
+        await eventually(lambda: badge_is("● working"))
+        # A live owner beats a persisted one even with an older seq.
+        running.source.publish(activity("old", pane, turn="unknown", presence="persisted"))
+        await eventually(lambda: badge_is("○ idle"))
+        # Attention beats everything: the persisted session failed.
+        running.source.publish(
+            activity("old", pane, turn="unknown", presence="persisted", attention="failed")
+        )
+        await eventually(lambda: badge_is("✖ failed"))
+
+
+async def test_pane_lifecycle_focus_close_and_exit_code(
+    server: TmuxServer, running: Running
+) -> None:
+    with anyio.fail_after(30):
+        sink = running.sink
+        opened = await sink.wait_for(lambda m: isinstance(m, PaneOpened) and m.pane == "%0")
+        assert isinstance(opened, PaneOpened)
+        pid = int((await server.arun("display-message", "-p", "-t", "%0", "#{pane_pid}")).strip())
+        assert opened.root_pid == pid and opened.focused
+        assert opened.cwd
+
+        agent = await server.new_pane()
+        running.source.publish(activity("a", agent, turn="working"))
+        await sink.wait_for(lambda m: isinstance(m, PaneOpened) and m.pane == agent)
+
+        await server.arun("select-pane", "-t", agent)
+        await sink.wait_for(lambda m: isinstance(m, PaneFocused) and m.pane == agent)
+
+        async def badged() -> bool:
+            return await server.show(agent, "@paneward_badge") == "● working"
+
+        await eventually(badged)
+        await server.arun("kill-pane", "-t", agent)
+        await sink.wait_for(lambda m: isinstance(m, PaneClosed) and m.pane == agent)
+        panes = await server.arun("list-panes", "-a", "-F", "#{pane_id}")
+        assert agent not in panes.split()
+
+        # A window in another session: reported although our client is attached to "main".
+        await server.arun("new-session", "-d", "-s", "other")
+        await server.arun("set-option", "-g", "remain-on-exit", "on")
+        failing = (
+            await server.arun("new-window", "-d", "-t", "other", "-P", "-F", "#{pane_id}",
+                              "sleep 0.2; exit 3")
+        ).strip()
+        exit_msg = await sink.wait_for(lambda m: isinstance(m, PtyExit) and m.pane == failing)
+        assert isinstance(exit_msg, PtyExit)
+        assert exit_msg.code == 3 and exit_msg.signal is None
+        opened_idx = sink.messages.index(
+            next(m for m in sink.messages if isinstance(m, PaneOpened) and m.pane == failing)
+        )
+        assert opened_idx < sink.messages.index(exit_msg)
+    assert running.bridge.statistics().rejected == 0
+
+
+async def test_fifty_panes_in_one_tick_are_one_batch(server: TmuxServer) -> None:
+    with anyio.fail_after(60):
+        panes = [await server.new_pane(window=True) for _ in range(50)]
+        source = TransitionSource(*(activity(f"s{i}", p) for i, p in enumerate(panes)))
+        bridge = TmuxBridge(socket_name=server.name, panes=False)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, None)
+
+            async def listing() -> dict[str, str]:
+                out = await server.arun("list-panes", "-a", "-F", "#{pane_id}|#{@paneward_badge}")
+                return dict(line.split("|", 1) for line in out.splitlines())
+
+            async def all_idle() -> bool:
+                got = await listing()
+                return all(got.get(p) == "○ idle" for p in panes)
+
+            await eventually(all_idle)
+            before = bridge.statistics()
+            for i, pane in enumerate(panes):
+                source.publish(activity(f"s{i}", pane, turn="working"))
+
+            async def all_working() -> bool:
+                got = await listing()
+                return all(got.get(p) == "● working" for p in panes)
+
+            await eventually(all_working)
+            after = bridge.statistics()
+            tg.cancel_scope.cancel()
+        source.close()
+    assert after.batches - before.batches == 1
+    assert after.badge_batches - before.badge_batches == 1
+    # turn + badge per pane, and the summary: only changed options are written.
+    assert after.badge_commands - before.badge_commands == 50 * 2 + 1
+
+
+async def test_reconnects_to_a_restarted_server_and_reapplies(server: TmuxServer) -> None:
+    with anyio.fail_after(30):
+        source = TransitionSource(activity("a", "%0", turn="needs_input", attention="needs_input"))
+        bridge = TmuxBridge(socket_name=server.name, panes=False, backoff_initial=0.01,
+                            backoff_max=0.05)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, None)
+
+            async def badged() -> bool:
+                return await server.show("%0", "@paneward_badge") == "▲ needs you"
+
+            await eventually(badged)
+            await server.arun("kill-server")
+
+            async def retrying() -> bool:
+                stats = bridge.statistics()
+                return not stats.connected and stats.connect_failures >= 2
+
+            await eventually(retrying)
+            assert bridge.statistics().last_error
+            await server.arun("-f", "/dev/null", "new-session", "-d", "-s", "main")
+            await eventually(badged)
+            assert bridge.statistics().connections == 2
+            assert await server.show("%0", "@paneward_turn") == "needs_input"
+            tg.cancel_scope.cancel()
+        source.close()
+
+
+async def test_stale_options_from_a_killed_run_are_removed(server: TmuxServer) -> None:
+    with anyio.fail_after(20):
+        pane = await server.new_pane()
+        for name in OPTION_NAMES:
+            await server.arun("set-option", "-p", "-t", pane, name, "left over")
+        source = TransitionSource()
+        bridge = TmuxBridge(socket_name=server.name, panes=False)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, None)
+
+            async def cleared() -> bool:
+                return await server.pane_option_names(pane) == []
+
+            await eventually(cleared)
+            assert bridge.statistics().stale_cleared == 1
+            tg.cancel_scope.cancel()
+        source.close()

@@ -1,0 +1,139 @@
+"""Helpers for tests that run a real tmux server on a private socket (``tmux -L pw-<random>``).
+
+Each :class:`TmuxServer` talks to its own server only and kills only that server.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from messages import Activity, Attention, Evidence, Inbound, SessionKey, Snapshot, Transition
+
+T0 = 1_800_000_000_000
+
+
+class TmuxServer:
+    """A private tmux server for one test."""
+
+    def __init__(self) -> None:
+        self.name = f"pw-{secrets.token_hex(5)}"
+
+    def argv(self, *args: str) -> list[str]:
+        return ["tmux", "-L", self.name, *args]
+
+    def start(self, *, width: int = 200, height: int = 60) -> None:
+        """Start the server with one detached session ``main`` (no user config)."""
+        self.run(
+            "-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", str(width),
+            "-y", str(height),
+        )
+
+    def run(self, *args: str) -> str:
+        """Run one tmux command synchronously (fixture setup only, never inside a test body)."""
+        done = subprocess.run(self.argv(*args), capture_output=True, text=True, check=True)
+        return done.stdout
+
+    async def arun(self, *args: str, check: bool = True) -> str:
+        done = await anyio.run_process(self.argv(*args), check=check)
+        return done.stdout.decode()
+
+    async def show(self, pane: str, option: str) -> str | None:
+        """A pane option's own value (``None``: not set on the pane)."""
+        out = await self.arun("show-options", "-p", "-q", "-t", pane, option)
+        if not out.strip():
+            return None
+        value = await self.arun("show-options", "-p", "-q", "-v", "-t", pane, option)
+        return value.removesuffix("\n")
+
+    async def pane_option_names(self, pane: str) -> list[str]:
+        out = await self.arun("show-options", "-p", "-t", pane)
+        return [line.split(" ", 1)[0] for line in out.splitlines() if line]
+
+    async def new_pane(self, command: str = "sleep 600", *, window: bool = False) -> str:
+        """Split (or open a window) running ``command``; returns the new pane id."""
+        verb = ["new-window", "-d"] if window else ["split-window", "-d", "-t", "main"]
+        out = await self.arun(*verb, "-P", "-F", "#{pane_id}", command)
+        return out.strip()
+
+    def kill(self) -> None:
+        subprocess.run(self.argv("kill-server"), capture_output=True, check=False)
+
+
+class ListSink:
+    """A sink collecting injected messages; ``changed`` is set after every message."""
+
+    def __init__(self) -> None:
+        self.messages: list[Inbound] = []
+        self.changed = anyio.Event()
+
+    def inject_nowait(self, message: Inbound) -> None:
+        self.messages.append(message)
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def wait_for(self, predicate: Callable[[Inbound], bool]) -> Inbound:
+        """Wait until a message matching ``predicate`` arrived (bound by the caller)."""
+        while True:
+            for message in self.messages:
+                if predicate(message):
+                    return message
+            await self.changed.wait()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], interval: float = 0.01) -> None:
+    """Poll ``check`` until it is true; the caller bounds it with ``anyio.fail_after``."""
+    while True:
+        if await check():
+            return
+        await anyio.sleep(interval)
+
+
+def activity(
+    sid: str,
+    pane: str | None,
+    *,
+    presence: str = "running",
+    turn: str = "idle",
+    attention: str | None = None,
+    harness: str = "claude-code",
+) -> Activity:
+    return Activity(
+        key=SessionKey(harness, sid),  # type: ignore[arg-type]
+        presence=presence,  # type: ignore[arg-type]
+        turn=turn,  # type: ignore[arg-type]
+        evidence=Evidence(source="claude_registry", native_state=turn),
+        attention=(
+            Attention(kind=attention, reason="test", since_ms=T0)  # type: ignore[arg-type]
+            if attention is not None
+            else None
+        ),
+        pane=pane,
+    )
+
+
+class TransitionSource:
+    """A fake ``latest`` subscription built from real messages: a Snapshot, then Transitions."""
+
+    def __init__(self, *activities: Activity) -> None:
+        self.seq = 1
+        self.current = {a.key: a for a in activities}
+        self.send, self.receive = anyio.create_memory_object_stream[Snapshot | Transition](10_000)
+        self.send.send_nowait(Snapshot(seq=1, activities=tuple(activities)))
+
+    def publish(self, after: Activity) -> Transition:
+        self.seq += 1
+        item = Transition(
+            seq=self.seq, key=after.key, after=after, cause="test",
+            before=self.current.get(after.key),
+        )
+        self.current[after.key] = after
+        self.send.send_nowait(item)
+        return item
+
+    def close(self) -> None:
+        self.send.close()
+        self.receive.close()
