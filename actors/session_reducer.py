@@ -766,4 +766,7 @@ def _ledger(state: SessionState, message: LedgerFire) -> SessionState | None:
     reason = "hermes fire failed" if message.status == "failed" else None
     if state.known and state.presence == "persisted" and state.native == native:
         return None
-    return _end(state, at, "hermes_executions", native, seen, failed_reason=reason)
+    # A fire that finished on its own is a graceful end; an abandoned one is a death.
+    graceful = native != "abandoned"
+    return _end(state, at, "hermes_executions", native, seen, failed_reason=reason,
+                graceful=graceful)

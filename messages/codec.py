@@ -100,6 +100,8 @@ def decode_inbound(data: bytes | str) -> Inbound:
         return _INBOUND.decode(data)
     except msgspec.DecodeError as exc:
         raise _explain(exc, "inbound message") from None
+    except RecursionError:
+        raise MessageError("malformed JSON for inbound message: nested too deeply") from None
 
 
 def decode_outbound(data: bytes | str) -> Outbound:
@@ -111,6 +113,8 @@ def decode_outbound(data: bytes | str) -> Outbound:
         return _OUTBOUND.decode(data)
     except msgspec.DecodeError as exc:
         raise _explain(exc, "outbound message") from None
+    except RecursionError:
+        raise MessageError("malformed JSON for outbound message: nested too deeply") from None
 
 
 def revalidate(message: Any) -> Inbound:

@@ -58,14 +58,33 @@ def claude_messages() -> list[Inbound]:
             last = record
             key = SessionKey("claude-code", record["sessionId"])
             at = record.get("statusUpdatedAt") or record.get("startedAt") or seen
-            out.append((at, 10_000 + order, RegistryStatus(
-                key=key, pid=record["pid"], start_token=record["procStart"],
-                status=record.get("status"), at_ms=at, observed_at_ms=seen,
-                waiting_for=record.get("waitingFor"), version=record.get("version"))))
+            out.append(
+                (
+                    at,
+                    10_000 + order,
+                    RegistryStatus(
+                        key=key,
+                        pid=record["pid"],
+                        start_token=record["procStart"],
+                        status=record.get("status"),
+                        at_ms=at,
+                        observed_at_ms=seen,
+                        waiting_for=record.get("waitingFor"),
+                        version=record.get("version"),
+                    ),
+                )
+            )
         elif row.get("deleted") and last is not None:
             key = SessionKey("claude-code", last["sessionId"])
-            out.append((seen, 10_000 + order, RegistryRemoved(
-                key=key, pid=last["pid"], at_ms=seen, observed_at_ms=seen, pid_alive=False)))
+            out.append(
+                (
+                    seen,
+                    10_000 + order,
+                    RegistryRemoved(
+                        key=key, pid=last["pid"], at_ms=seen, observed_at_ms=seen, pid_alive=False
+                    ),
+                )
+            )
     out.sort(key=lambda item: (item[0], item[1]))
     return [message for _, _, message in out]
 
@@ -77,16 +96,21 @@ def codex_messages(owner_pid: int = 4242, token: str = "777") -> list[Inbound]:
     meta = rows[0]["payload"]
     key = SessionKey("codex", meta["id"])
     first = _iso_ms(rows[0]["timestamp"])
-    out.append((first, -1, RolloutOwned(key, owner_pid, token, first, first,
-                                        version=meta.get("cli_version"))))
+    out.append(
+        (
+            first,
+            -1,
+            RolloutOwned(key, owner_pid, token, first, first, version=meta.get("cli_version")),
+        )
+    )
     for order, row in enumerate(rows):
         payload = row.get("payload") or {}
         kind = payload.get("type")
-        if row["type"] == "event_msg" and kind in ("task_started", "task_complete",
-                                                   "turn_aborted"):
+        if row["type"] == "event_msg" and kind in ("task_started", "task_complete", "turn_aborted"):
             at = _iso_ms(row["timestamp"])
-            out.append((at, order, LifecycleBoundary(key, kind, at, at,
-                                                     turn_id=payload.get("turn_id"))))
+            out.append(
+                (at, order, LifecycleBoundary(key, kind, at, at, turn_id=payload.get("turn_id")))
+            )
     for order, row in enumerate(_lines(FIXTURES / "codex" / "notify.jsonl")):
         at = _ms(row["ts"])
         out.append((at, 10_000 + order, NotifyHook("codex", row["payload"], at, at)))

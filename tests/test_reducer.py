@@ -1,0 +1,714 @@
+"""The session reducer, one named case per rule of DESIGN §4 (table-driven, no event loop)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from actors.session_reducer import SessionMessage, SessionState, initial_state, reduce
+from messages import (
+    Acknowledge,
+    Activity,
+    HookHint,
+    HostSignal,
+    LedgerFire,
+    LifecycleBoundary,
+    PaneBound,
+    PaneFocused,
+    PaneUnbound,
+    ProcessGone,
+    ProcessSeen,
+    ProgramStatus,
+    PtyExit,
+    PtySpawned,
+    RegistryRemoved,
+    RegistryStatus,
+    RolloutOwned,
+    RolloutReleased,
+    SessionKey,
+)
+from messages.evidence import HintKind
+
+T = 1_795_995_000_000
+K = SessionKey("claude-code", "s1")
+CX = SessionKey("codex", "thread-root")
+CHILD = SessionKey("codex", "thread-child")
+PID, TOK = 4242, "154519"
+
+
+def reg(
+    status: str | None, t: int, waiting: str | None = None, pid: int = PID, tok: str = TOK
+) -> RegistryStatus:
+    return RegistryStatus(K, pid, tok, status, T + t, T + t, waiting, "2.1.332")
+
+
+def hook(
+    event: str,
+    hint: HintKind,
+    t: int,
+    prompt: str | None = "p1",
+    *,
+    pid: int | None = PID,
+    tok: str | None = TOK,
+    tool: str | None = None,
+    summary: str | None = None,
+    agent: str | None = None,
+    key: SessionKey = K,
+) -> HookHint:
+    source: Literal["claude_hook", "cursor_hook"] = (
+        "claude_hook" if key.harness == "claude-code" else "cursor_hook"
+    )
+    return HookHint(
+        key,
+        source,
+        event,
+        hint,
+        T + t,
+        T + t,
+        prompt_id=prompt,
+        tool=tool,
+        summary=summary,
+        agent_id=agent,
+        pid=pid,
+        start_token=tok,
+    )
+
+
+def notify(t: int, turn: str, key: SessionKey = CX) -> HookHint:
+    return HookHint(
+        key, "codex_notify", "agent-turn-complete", "completed", T + t, T + t, turn_id=turn
+    )
+
+
+def bound(
+    t: int,
+    key: SessionKey = CX,
+    boundary: str = "task_started",
+    turn: str = "t1",
+    root: SessionKey | None = None,
+) -> LifecycleBoundary:
+    return LifecycleBoundary(key, boundary, T + t, T + t, turn_id=turn, root_key=root)  # type: ignore[arg-type]
+
+
+def owned(t: int, key: SessionKey = CX) -> RolloutOwned:
+    return RolloutOwned(key, 77, "9", T + t, T + t)
+
+
+def osc(
+    state: str,
+    t: int,
+    *,
+    kind: str | None = None,
+    msg: str | None = None,
+    child: str | None = None,
+    key: SessionKey = K,
+) -> ProgramStatus:
+    return ProgramStatus(state, T + t, T + t, key=key, kind=kind, message=msg, child_id=child)  # type: ignore[arg-type]
+
+
+@dataclass
+class Run:
+    state: SessionState
+    published: list[Activity] = field(default_factory=list)
+
+    @property
+    def last(self) -> Activity:
+        assert self.state.activity is not None
+        return self.state.activity
+
+    @property
+    def axes(self) -> tuple[str, str, str | None]:
+        a = self.last
+        return (a.presence, a.turn, a.attention.kind if a.attention else None)
+
+
+def run(*messages: SessionMessage, key: SessionKey = K) -> Run:
+    result = Run(initial_state(key))
+    for message in messages:
+        step = reduce(result.state, message)
+        result.state = step.state
+        if step.publish is not None:
+            result.published.append(step.publish)
+    return result
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    messages: tuple[SessionMessage, ...]
+    axes: tuple[str, str, str | None]
+    key: SessionKey = K
+    reason: str | None = None
+    published: int | None = None
+
+
+CASES = [
+    # ---- presence
+    Case(
+        "registry record of a live pid proves running",
+        (reg(None, 0),),
+        ("running", "unknown", None),
+    ),
+    Case(
+        "rollout held open by codex proves running",
+        (owned(0),),
+        ("running", "unknown", None),
+        key=CX,
+    ),
+    Case(
+        "hook whose claimed owner is alive proves running",
+        (hook("SessionStart", "start", 0),),
+        ("running", "unknown", None),
+    ),
+    Case(
+        "hook without a proven owner proves nothing: persisted means turn unknown",
+        (hook("UserPromptSubmit", "working", 0, pid=None, tok=None),),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "ProcessGone of the owner ends the session",
+        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "ProcessGone of the seen incarnation ends it",
+        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5, start_token=TOK)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "ProcessGone of another incarnation of the pid ends nothing",
+        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5, start_token="other")),
+        ("running", "idle", None),
+    ),
+    Case(
+        "a replaced pid never ends the session it left",
+        (reg("idle", 0), reg("idle", 10, pid=5555, tok="2"), ProcessGone(PID, T + 20, T + 20)),
+        ("running", "idle", None),
+    ),
+    Case(
+        "a recycled pid (start token mismatch) ends the session",
+        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5, start_token=TOK, recycled=True)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "death while working opens failed",
+        (reg("busy", 0), ProcessGone(PID, T + 5, T + 5)),
+        ("persisted", "unknown", "failed"),
+        reason="exited while working (gone)",
+    ),
+    Case(
+        "registry file gone with the owner dead ends the session (graceful)",
+        (reg("busy", 0), RegistryRemoved(K, PID, T + 5, T + 5)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "registry file gone with the owner alive proves nothing",
+        (reg("idle", 0), RegistryRemoved(K, PID, T + 5, T + 5, pid_alive=True)),
+        ("running", "idle", None),
+    ),
+    Case(
+        "session id rotated in the same registry file ends the old key",
+        (reg("idle", 0), RegistryRemoved(K, PID, T + 5, T + 5, pid_alive=True, rotated=True)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "rollout ownership missed twice ends the thread",
+        (owned(0), bound(1), RolloutReleased(CX, 77, T + 5, T + 5)),
+        ("persisted", "unknown", "failed"),
+        key=CX,
+    ),
+    Case(
+        "SessionEnd hook ends the session without failed",
+        (hook("UserPromptSubmit", "working", 0), hook("SessionEnd", "ended", 5)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "a late hook from the dead incarnation does not revive",
+        (reg("idle", 0), ProcessGone(PID, T + 50, T + 50), hook("Stop", "completed", 40)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "ProcessSeen of a restored owner proves running again",
+        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5), ProcessSeen(PID, TOK, T + 9, T + 9)),
+        ("running", "unknown", None),
+    ),
+    Case(
+        "PtySpawned makes the host the authority on presence",
+        (
+            PtySpawned(K, 9, "3", T, T, pane="%1"),
+            ProcessGone(9, T + 5, T + 5),
+            RegistryRemoved(K, 9, T + 6, T + 6),
+        ),
+        ("running", "unknown", None),
+    ),
+    Case(
+        "PtyExit with code 0 ends quietly",
+        (PtySpawned(K, 9, "3", T, T), PtyExit(T + 5, T + 5, key=K, code=0)),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "PtyExit non-zero opens failed",
+        (PtySpawned(K, 9, "3", T, T), PtyExit(T + 5, T + 5, key=K, code=3)),
+        ("persisted", "unknown", "failed"),
+        reason="exited with code 3",
+    ),
+    Case(
+        "PtyExit by a signal opens failed",
+        (PtySpawned(K, 9, "3", T, T), PtyExit(T + 5, T + 5, key=K, signal=9)),
+        ("persisted", "unknown", "failed"),
+        reason="killed by signal 9",
+    ),
+    Case(
+        "host terminate means shutting_down",
+        (reg("busy", 0), HostSignal(K, "terminate", T + 5)),
+        ("shutting_down", "unknown", None),
+    ),
+    # ---- turn
+    Case(
+        "UserPromptSubmit is working",
+        (reg("idle", 0), hook("UserPromptSubmit", "working", 5)),
+        ("running", "working", None),
+    ),
+    Case(
+        "a <task-notification> prompt is a real turn",
+        (
+            reg("idle", 0),
+            hook("Stop", "completed", 2),
+            hook("UserPromptSubmit", "working", 5, "p2", summary="task-notification"),
+        ),
+        ("running", "working", None),
+    ),
+    Case(
+        "PostToolUse after a permission wait is working again",
+        (
+            reg("busy", 0),
+            hook("PermissionRequest", "needs_input", 2, tool="Bash", summary="permission: Bash"),
+            hook("PostToolUse", "working", 9, tool="Bash"),
+        ),
+        ("running", "working", None),
+    ),
+    Case("registry busy is working", (reg("busy", 0),), ("running", "working", None)),
+    Case(
+        "registry waiting is needs_input with waitingFor as the reason",
+        (reg("waiting", 0, "permission prompt"),),
+        ("running", "needs_input", "needs_input"),
+        reason="permission prompt",
+    ),
+    Case(
+        "registry shell is an idle turn (hook-less: the busy edge completed it)",
+        (reg("busy", 0), reg("shell", 5)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "PermissionRequest opens needs_input at once, naming the tool",
+        (
+            reg("busy", 0),
+            hook("PermissionRequest", "needs_input", 5, tool="Bash", summary="permission: Bash"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason="permission: Bash",
+    ),
+    Case(
+        "Stop completes the turn: idle and turn_done",
+        (reg("busy", 0), hook("UserPromptSubmit", "working", 1), hook("Stop", "completed", 5)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "StopFailure also ends the turn",
+        (reg("busy", 0), hook("StopFailure", "completed", 5)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "Esc interrupt: registry busy -> idle without Stop is idle, no turn_done",
+        (hook("UserPromptSubmit", "working", 0), reg("busy", 1), reg("idle", 9)),
+        ("running", "idle", None),
+    ),
+    Case(
+        "a denied permission: waiting -> idle is idle, no turn_done",
+        (
+            hook("UserPromptSubmit", "working", 0),
+            reg("waiting", 3, "permission prompt"),
+            reg("idle", 9),
+        ),
+        ("running", "idle", None),
+    ),
+    Case(
+        "Stop landing just after the registry edge still opens turn_done",
+        (
+            hook("UserPromptSubmit", "working", 0),
+            reg("busy", 1),
+            reg("idle", 9),
+            hook("Stop", "completed", 12),
+        ),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "a Stop delivered late (older than the edge) still opens turn_done for its prompt",
+        (
+            hook("UserPromptSubmit", "working", 0),
+            reg("busy", 1),
+            reg("idle", 9),
+            hook("Stop", "completed", 8),
+        ),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "a late Stop for another prompt opens nothing",
+        (
+            hook("UserPromptSubmit", "working", 0, "p2"),
+            reg("busy", 1),
+            reg("idle", 9),
+            hook("Stop", "completed", 8, "p1"),
+        ),
+        ("running", "idle", None),
+    ),
+    Case(
+        "a hook-less Claude session treats registry idle after busy as completion",
+        (reg("idle", 0), reg("busy", 1), reg("idle", 9)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "a stale registry status does not override a newer hook",
+        (
+            reg("busy", 0),
+            hook("PermissionRequest", "needs_input", 10, summary="permission: Bash"),
+            reg("busy", 5),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason="permission: Bash",
+    ),
+    Case(
+        "the permission Notification ~6 s late does not reopen needs_input",
+        (
+            reg("busy", 0),
+            hook("PermissionRequest", "needs_input", 1),
+            reg("busy", 3000),
+            hook("Notification", "late_needs_input", 6300, summary="Claude needs your permission"),
+        ),
+        ("running", "working", None),
+    ),
+    Case(
+        "a late permission Notification opens needs_input without better proof",
+        (
+            hook("UserPromptSubmit", "working", 0),
+            hook("Notification", "late_needs_input", 6300, summary="Claude needs your permission"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason="Claude needs your permission",
+    ),
+    Case(
+        "approvalrequired-style notifications open needs_input at once",
+        (
+            hook("beforeSubmitPrompt", "working", 0, key=SessionKey("cursor", "c1")),
+            hook(
+                "notification",
+                "needs_input",
+                5,
+                key=SessionKey("cursor", "c1"),
+                summary="input required",
+            ),
+        ),
+        ("running", "needs_input", "needs_input"),
+        key=SessionKey("cursor", "c1"),
+    ),
+    Case(
+        "idle_prompt is a reminder, never needs_input",
+        (reg("idle", 0), hook("Notification", "info", 60_000, summary="waiting for input")),
+        ("running", "idle", None),
+        published=1,
+    ),
+    Case(
+        "Cursor stop completes, aborted stop does not",
+        (
+            hook("beforeSubmitPrompt", "working", 0, key=SessionKey("cursor", "c1")),
+            hook("stop", "interrupted", 5, key=SessionKey("cursor", "c1")),
+        ),
+        ("running", "idle", None),
+        key=SessionKey("cursor", "c1"),
+    ),
+    Case(
+        "host interrupt: idle, no turn_done",
+        (reg("busy", 0), HostSignal(K, "interrupt", T + 5)),
+        ("running", "idle", None),
+    ),
+    Case(
+        "Codex task_started is working", (owned(0), bound(1)), ("running", "working", None), key=CX
+    ),
+    Case(
+        "Codex task_complete is idle + turn_done",
+        (owned(0), bound(1), bound(5, boundary="task_complete")),
+        ("running", "idle", "turn_done"),
+        key=CX,
+    ),
+    Case(
+        "Codex turn_aborted is idle without turn_done",
+        (owned(0), bound(1), bound(5, boundary="turn_aborted")),
+        ("running", "idle", None),
+        key=CX,
+    ),
+    Case(
+        "notify agent-turn-complete completes a thread that has a rollout",
+        (owned(0), bound(1), notify(5, "t1")),
+        ("running", "idle", "turn_done"),
+        key=CX,
+    ),
+    Case(
+        "notify for the same turn as task_complete opens nothing new after acknowledge",
+        (
+            owned(0),
+            bound(1),
+            bound(5, boundary="task_complete"),
+            Acknowledge(T + 6, key=CX),
+            notify(9, "t1"),
+        ),
+        ("running", "idle", None),
+        key=CX,
+    ),
+    Case(
+        "duplicates are dropped",
+        (reg("busy", 0), reg("idle", 5), reg("busy", 0)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "evidence older than the newest applied turn evidence is ignored",
+        (reg("busy", 10), hook("Stop", "completed", 20), hook("UserPromptSubmit", "working", 15)),
+        ("running", "idle", "turn_done"),
+    ),
+    # ---- subagents
+    Case(
+        "SubagentStop never flips the parent to idle",
+        (
+            reg("busy", 0),
+            hook("SubagentStart", "subagent_start", 1, agent="a1"),
+            hook("SubagentStop", "subagent_stop", 5, agent="a1"),
+        ),
+        ("running", "working", None),
+    ),
+    Case(
+        "Codex child threads roll up: a busy child keeps the root working",
+        (
+            owned(0),
+            bound(1),
+            bound(2, boundary="task_complete"),
+            bound(3, key=CHILD, root=CX, turn="c1"),
+        ),
+        ("running", "working", "turn_done"),
+        key=CX,
+    ),
+    Case(
+        "Codex child going idle lets the root show its own idle",
+        (
+            owned(0),
+            bound(1),
+            bound(2, boundary="task_complete"),
+            bound(3, key=CHILD, root=CX, turn="c1"),
+            bound(4, key=CHILD, root=CX, turn="c1", boundary="task_complete"),
+        ),
+        ("running", "idle", "turn_done"),
+        key=CX,
+    ),
+    # ---- OSC 7501 program status
+    Case(
+        "program status working",
+        (PtySpawned(K, 9, "3", T, T), osc("working", 1)),
+        ("running", "working", None),
+    ),
+    Case(
+        "program status blocked: needs_input with the decoded message",
+        (
+            PtySpawned(K, 9, "3", T, T),
+            osc("working", 1),
+            osc("blocked", 2, kind="permission", msg="approve Bash: echo hi > hi.txt"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason="approve Bash: echo hi > hi.txt",
+    ),
+    Case(
+        "program status done: completion",
+        (PtySpawned(K, 9, "3", T, T), osc("working", 1), osc("done", 5)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "program status idle after working without done: interrupt",
+        (PtySpawned(K, 9, "3", T, T), osc("working", 1), osc("idle", 5)),
+        ("running", "idle", None),
+    ),
+    Case(
+        "program status clear: no further claim",
+        (PtySpawned(K, 9, "3", T, T), osc("working", 1), osc("clear", 5)),
+        ("running", "unknown", None),
+    ),
+    Case(
+        "program status child ids are subagents, not the parent's turn",
+        (PtySpawned(K, 9, "3", T, T), osc("idle", 1), osc("working", 2, child="agent-1")),
+        ("running", "idle", None),
+    ),
+    # ---- attention
+    Case(
+        "needs_input closes when the turn leaves needs_input",
+        (reg("waiting", 0, "permission prompt"), reg("busy", 5)),
+        ("running", "working", None),
+    ),
+    Case(
+        "turn_done closes on the next turn",
+        (
+            reg("busy", 0),
+            hook("Stop", "completed", 5),
+            hook("UserPromptSubmit", "working", 9, "p2"),
+        ),
+        ("running", "working", None),
+    ),
+    Case(
+        "turn_done closes on acknowledge",
+        (reg("busy", 0), hook("Stop", "completed", 5), Acknowledge(T + 9, key=K)),
+        ("running", "idle", None),
+    ),
+    Case(
+        "turn_done closes on focus",
+        (
+            PaneBound(K, "%1", T),
+            reg("busy", 0),
+            hook("Stop", "completed", 5),
+            PaneFocused("%1", T + 9),
+        ),
+        ("running", "idle", None),
+    ),
+    Case(
+        "turn_done does not open while the pane is focused",
+        (PaneBound(K, "%1", T), PaneFocused("%1", T), reg("busy", 0), hook("Stop", "completed", 5)),
+        ("running", "idle", None),
+    ),
+    Case(
+        "focus elsewhere lets turn_done open again",
+        (
+            PaneBound(K, "%1", T),
+            PaneFocused("%1", T),
+            PaneFocused("%2", T + 1),
+            reg("busy", 2),
+            hook("Stop", "completed", 5),
+        ),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "failed closes on acknowledge",
+        (
+            PtySpawned(K, 9, "3", T, T),
+            PtyExit(T + 5, T + 5, key=K, code=1),
+            Acknowledge(T + 6, key=K),
+        ),
+        ("persisted", "unknown", None),
+    ),
+    Case(
+        "priority: needs_input over failed over turn_done",
+        (
+            PtySpawned(K, 9, "3", T, T),
+            osc("working", 1),
+            osc("done", 2),
+            PtyExit(T + 5, T + 5, key=K, code=2),
+            PtySpawned(K, 10, "4", T + 6, T + 6),
+            osc("blocked", 7, msg="approve?"),
+        ),
+        ("running", "needs_input", "needs_input"),
+    ),
+    Case(
+        "priority: failed over turn_done",
+        (
+            PtySpawned(K, 9, "3", T, T),
+            osc("working", 1),
+            osc("done", 2),
+            PtyExit(T + 5, T + 5, key=K, code=2),
+        ),
+        ("persisted", "unknown", "failed"),
+    ),
+    Case(
+        "unbinding a pane clears it from the activity",
+        (PaneBound(K, "%1", T), reg("idle", 0), PaneUnbound(K, "%1", T + 3)),
+        ("running", "idle", None),
+    ),
+    # ---- Hermes
+    Case(
+        "Hermes claimed/running with a live pid is running/working",
+        (LedgerFire(SessionKey("hermes", "h"), "running", T, T, 5, True),),
+        ("running", "working", None),
+        key=SessionKey("hermes", "h"),
+    ),
+    Case(
+        "Hermes running with a dead pid is persisted/unknown (abandoned)",
+        (LedgerFire(SessionKey("hermes", "h"), "running", T, T, 5, False),),
+        ("persisted", "unknown", None),
+        key=SessionKey("hermes", "h"),
+    ),
+    Case(
+        "Hermes completed is persisted/unknown",
+        (
+            LedgerFire(SessionKey("hermes", "h"), "running", T, T, 5, True),
+            LedgerFire(SessionKey("hermes", "h"), "completed", T + 5, T + 5, 5, False),
+        ),
+        ("persisted", "unknown", None),
+        key=SessionKey("hermes", "h"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_rule(case: Case) -> None:
+    result = run(*case.messages, key=case.key)
+    assert result.axes == case.axes
+    if case.reason is not None:
+        assert result.last.attention is not None
+        assert result.last.attention.reason == case.reason
+    if case.published is not None:
+        assert len(result.published) == case.published
+
+
+def test_repeat_observation_differing_only_in_time_publishes_nothing() -> None:
+    first = run(reg("busy", 0))
+    step = reduce(first.state, RegistryStatus(K, PID, TOK, "busy", T + 0, T + 999, None, "2.1.332"))
+    assert step.publish is None
+    step = reduce(first.state, reg("busy", 7))
+    assert step.publish is None and step.ignored == "repeat"
+
+
+def test_hook_events_within_one_turn_publish_nothing_new() -> None:
+    result = run(
+        reg("busy", 0),
+        hook("UserPromptSubmit", "working", 1),
+        hook("PreToolUse", "working", 2, tool="Bash"),
+        hook("PostToolUse", "working", 3, tool="Bash"),
+        hook("MessageDisplay", "info", 4),
+    )
+    assert len(result.published) == 1
+
+
+def test_hermes_abandoned_keeps_the_native_word() -> None:
+    result = run(
+        LedgerFire(SessionKey("hermes", "h"), "claimed", T, T, 5, False),
+        key=SessionKey("hermes", "h"),
+    )
+    assert result.last.evidence.native_state == "abandoned"
+    assert result.last.evidence.source == "hermes_executions"
+
+
+def test_registry_shell_keeps_its_native_word() -> None:
+    result = run(reg("busy", 0), reg("shell", 5))
+    assert result.last.evidence.native_state == "shell"
+
+
+def test_published_evidence_never_contains_a_pid_path_or_token() -> None:
+    result = run(reg("busy", 0), hook("Stop", "completed", 5))
+    text = repr(result.published)
+    assert str(PID) not in text and TOK not in text
+
+
+def test_reducer_has_no_io_or_async_imports() -> None:
+    import actors.session_reducer as module
+
+    source = Path(module.__file__).read_text()
+    for banned in ("import anyio", "import asyncio", "import os", "import psutil", "sqlite"):
+        assert banned not in source
+    assert "anyio" not in {name.split(".")[0] for name in vars(module)}
+    assert sys.modules["actors.session_reducer"] is module
