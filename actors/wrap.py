@@ -570,33 +570,51 @@ class _Relay:
         status: int | None = None
         IN, OUT = select.POLLIN, select.POLLOUT
         ERR = select.POLLERR | select.POLLHUP | select.POLLNVAL
+        poller = select.poll()
+        poller.register(wake_r, IN)
+        # Registered event masks; poll() is only re-told when one changes.
+        masks: dict[int, int] = {}
+
+        def want(fd: int, mask: int) -> None:
+            if masks.get(fd) != mask:
+                if mask:
+                    poller.register(fd, mask)  # register() also modifies
+                    masks[fd] = mask
+                elif fd in masks:
+                    poller.unregister(fd)
+                    del masks[fd]
+
+        sock_fd: int | None = None
         while True:
             if status is not None and not self._child_may_write():
                 return self._finish(status, wake_r)
-            poller = select.poll()
-            poller.register(wake_r, IN)
-            poller.register(self.master, IN | (OUT if self.to_child else 0))
+            want(self.master, IN | OUT if self.to_child else IN)
             # Only read more keystrokes once the child has taken the previous ones.
-            if stdin_open and len(self.to_child) < READ_SIZE:
-                poller.register(self.stdin, IN)
+            want(self.stdin, IN if stdin_open and len(self.to_child) < READ_SIZE else 0)
             sock = self.reporter.fileno
+            if sock != sock_fd and sock_fd is not None:
+                want(sock_fd, 0)
+            sock_fd = sock
             if sock is not None:
-                poller.register(sock, IN | (OUT if self.reporter.wants_write else 0))
-            now = time.monotonic()
-            timeouts = [
-                t
-                for t in (
-                    self.reporter.poll_timeout(now),
-                    None if self.probe_deadline is None else max(0.0, self.probe_deadline - now),
-                )
-                if t is not None
-            ]
-            timeout_ms = None if not timeouts else int(min(timeouts) * 1000) + 1
+                want(sock, IN | OUT if self.reporter.wants_write else IN)
+            timeout_ms: int | None = None
+            if sock is None or self.probe_deadline is not None:
+                now = time.monotonic()
+                timeouts = [
+                    t
+                    for t in (
+                        self.reporter.poll_timeout(now),
+                        None if self.probe_deadline is None else self.probe_deadline - now,
+                    )
+                    if t is not None
+                ]
+                timeout_ms = max(0, int(min(timeouts) * 1000) + 1)
             ready = poller.poll(timeout_ms)
-            now = time.monotonic()
-            if self.probe_deadline is not None and now >= self.probe_deadline:
-                self._answer_probe()
-            self.reporter.maybe_connect(now)
+            if timeout_ms is not None:
+                now = time.monotonic()
+                if self.probe_deadline is not None and now >= self.probe_deadline:
+                    self._answer_probe()
+                self.reporter.maybe_connect(now)
             for fd, mask in ready:
                 if fd == self.master:
                     if mask & IN or mask & ERR:

@@ -108,9 +108,13 @@ class Tmux:
 
     async def wait_dead(self, pane: str) -> int:
         while True:
-            dead = await anyio.to_thread.run_sync(self.pane_value, pane, "#{pane_dead}")
-            if dead == "1":
-                return int(self.pane_value(pane, "#{pane_dead_status}"))
+            dead = await anyio.to_thread.run_sync(
+                self.pane_value, pane, "#{pane_dead}:#{pane_dead_status}"
+            )
+            # tmux may show the pane dead a moment before it has recorded the status.
+            flag, _, status = dead.partition(":")
+            if flag == "1" and status:
+                return int(status)
             await anyio.sleep(0.05)
 
     def kill(self) -> None:

@@ -1,0 +1,183 @@
+"""Benchmark ``paneward wrap`` against a bare PTY relay measured in the same run.
+
+    .venv/bin/python bench/bench_wrap.py [--mb 200] [--runs 3] [--keys 1000]
+
+1. throughput: ``cat`` of an N MB text file through the wrapper vs through the bare relay
+   (stdout to /dev/null, so only the relays are compared); median wall time of ``--runs``.
+2. peak RSS of the wrapper process (``ru_maxrss`` from ``wait4`` after the 200 MB run).
+3. keystroke-to-echo latency: one byte written to an outer PTY, read back after the inner PTY
+   (running ``cat``) echoed it through the relay; ``--keys`` samples each, p50/p99.
+
+The bare relay (``--bare-relay -- COMMAND``) is the minimal select/os.read/os.write loop.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import resource
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tty
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def bare_relay(command: list[str]) -> int:
+    """The baseline: fork on a PTY, relay both ways with select, no parsing, no reporting."""
+    pid, master = pty.fork()
+    if pid == 0:
+        os.execvp(command[0], command)
+    stdin_tty = os.isatty(0)
+    saved = None
+    if stdin_tty:
+        import termios
+
+        saved = termios.tcgetattr(0)
+        tty.setraw(0)
+    fds = [master, 0]
+    try:
+        while True:
+            ready, _, _ = select.select(fds, [], [])
+            if master in ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(1, view) :]
+            if 0 in ready:
+                data = os.read(0, 65536)
+                if not data:
+                    fds.remove(0)
+                else:
+                    os.write(master, data)
+    finally:
+        if saved is not None:
+            import termios
+
+            termios.tcsetattr(0, termios.TCSAFLUSH, saved)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+WRAP = [sys.executable, "-m", "actors.wrap", "--"]
+BARE = [sys.executable, str(Path(__file__).resolve()), "--bare-relay", "--"]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["PANEWARD_SOCKET"] = str(tmp / "no-daemon.sock")
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def _run_timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as sink, open(os.devnull, "rb") as empty:
+        proc = subprocess.Popen(cmd, stdin=empty, stdout=sink, env=env, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, cmd
+    return elapsed, usage.ru_maxrss
+
+
+def _latencies(cmd: list[str], env: dict[str, str], keys: int) -> list[float]:
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=REPO, start_new_session=True
+    )
+    os.close(slave)
+    try:
+        _expect(master, b"")  # let it start
+        samples = []
+        for i in range(keys + 20):
+            key = b"abcdefghijklmnopqrstuvwxyz"[i % 26 : i % 26 + 1]
+            start = time.perf_counter()
+            os.write(master, key)
+            _expect(master, key)
+            if i >= 20:  # warm-up keystrokes are not counted
+                samples.append(time.perf_counter() - start)
+        return samples
+    finally:
+        os.write(master, b"\x04")
+        os.write(master, b"\x04")
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
+def _expect(fd: int, want: bytes) -> None:
+    got = b""
+    deadline = time.monotonic() + 10
+    while not got.endswith(want) or (not want and not got):
+        if not want:
+            # startup: wait until the child's PTY echo works (send nothing, just settle)
+            time.sleep(0.5)  # bench only: let the wrapped cat start before timing
+            return
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise TimeoutError(f"no echo of {want!r}")
+        got += os.read(fd, 1024)
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def main(argv: list[str]) -> int:
+    if argv[:2] == ["--bare-relay", "--"]:
+        return bare_relay(argv[2:])
+    mb = int(argv[argv.index("--mb") + 1]) if "--mb" in argv else 200
+    runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 3
+    keys = int(argv[argv.index("--keys") + 1]) if "--keys" in argv else 1000
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        env = _env(tmp)
+        data = tmp / "data.txt"
+        line = (b"The quick brown fox jumps over the lazy dog 0123456789 " * 2)[:119] + b"\n"
+        with data.open("wb") as f:
+            block = line * (1024 * 1024 // len(line) + 1)
+            for _ in range(mb):
+                f.write(block[: 1024 * 1024])
+        bare_t, wrap_t, rss = [], [], []
+        for _ in range(runs):
+            bare_t.append(_run_timed([*BARE, "cat", str(data)], env)[0])
+            t, maxrss = _run_timed([*WRAP, "cat", str(data)], env)
+            wrap_t.append(t)
+            rss.append(maxrss)
+        bare_lat = _latencies([*BARE, "cat"], env, keys)
+        wrap_lat = _latencies([*WRAP, "cat"], env, keys)
+    b, w = statistics.median(bare_t), statistics.median(wrap_t)
+    print(
+        f"cat {mb} MB: bare relay {b:.3f} s, wrapper {w:.3f} s, ratio {w / b:.3f} "
+        f"(median of {runs}; all bare {[round(x, 3) for x in bare_t]}, "
+        f"wrap {[round(x, 3) for x in wrap_t]})"
+    )
+    print(f"wrapper peak RSS (ru_maxrss): {max(rss) / 1024:.1f} MB")
+    for name, lat in (("bare relay", bare_lat), ("wrapper", wrap_lat)):
+        print(
+            f"keystroke echo {name}: p50 {_pct(lat, 0.5) * 1e3:.3f} ms, "
+            f"p99 {_pct(lat, 0.99) * 1e3:.3f} ms, max {max(lat) * 1e3:.3f} ms (n={len(lat)})"
+        )
+    added = _pct(wrap_lat, 0.99) - _pct(bare_lat, 0.99)
+    print(f"added keystroke latency p99 (wrapper p99 - bare p99): {added * 1e3:.3f} ms")
+    print(f"self ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
