@@ -767,13 +767,19 @@ class CodexRolloutDiscovery:
                 # Nothing to watch yet (fresh Codex home); the sampler still runs.
                 await anyio.sleep(self._sample_interval)
                 continue
+            # awatch's worker thread only notices cancellation through its stop event;
+            # without one, shutdown would wait out rust_timeout (seconds).
+            stop = anyio.Event()
             try:
-                async for changes in awatch(
-                    self._sessions_root, debounce=5, step=1, recursive=True
-                ):
-                    touched = {path for _change, path in changes}
-                    if touched & self._tracked.keys():
-                        await self.refresh_now(sink, touched)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_set_when_cancelled, stop)
+                    async for changes in awatch(
+                        self._sessions_root, debounce=5, step=1, recursive=True, stop_event=stop
+                    ):
+                        touched = {path for _change, path in changes}
+                        if touched & self._tracked.keys():
+                            await self.refresh_now(sink, touched)
+                    tg.cancel_scope.cancel()
             except (OSError, RuntimeError):
                 # The root vanished or the backend failed: poll until it is back.
                 self._stats["watch_errors"] += 1
@@ -809,6 +815,9 @@ class CodexRolloutDiscovery:
             if new_paths:
                 heads = await anyio.to_thread.run_sync(_read_heads, new_paths)
                 self._admit(heads, owned)
+            # Read every owned tail (new ones get their bounded discovery scan) BEFORE
+            # announcing ownership, so the latest boundary follows its RolloutOwned.
+            reads = await self._read_tails(None)
             observed = self._clock()
             for change in owned:
                 tracked = self._tracked[change.path]
@@ -826,7 +835,7 @@ class CodexRolloutDiscovery:
                     ),
                     "owned_emitted",
                 )
-            await self._refresh_locked(sink, None)
+            self._emit_reads(sink, reads)
 
     async def refresh_now(self, sink: EvidenceSink, only: Iterable[str] | None = None) -> None:
         """Read what was appended to owned rollouts (all, or those in ``only``) and emit it."""
@@ -865,16 +874,20 @@ class CodexRolloutDiscovery:
             )
 
     async def _refresh_locked(self, sink: EvidenceSink, only: Iterable[str] | None) -> None:
+        self._emit_reads(sink, await self._read_tails(only))
+
+    async def _read_tails(
+        self, only: Iterable[str] | None
+    ) -> list[tuple[_Tracked, _TailResult]]:
         if only is None:
             targets = list(self._tracked.values())
         else:
             targets = [self._tracked[p] for p in only if p in self._tracked]
         if not targets:
-            return
+            return []
         before = [t.tail.statistics() for t in targets]
         results = await anyio.to_thread.run_sync(_refresh_all, targets)
         self._stats["refreshes"] += 1
-        observed = self._clock()
         for tracked, old, result in zip(targets, before, results, strict=True):
             new = tracked.tail.statistics()
             self._stats["bytes_read"] += new.bytes_read - old.bytes_read
@@ -883,6 +896,11 @@ class CodexRolloutDiscovery:
             self._stats["resets"] += new.resets - old.resets
             self._stats["vanished_files"] += result.vanished
             self._stats["unreadable_files"] += result.unreadable
+        return list(zip(targets, results, strict=True))
+
+    def _emit_reads(self, sink: EvidenceSink, reads: list[tuple[_Tracked, _TailResult]]) -> None:
+        observed = self._clock()
+        for tracked, result in reads:
             for record in result.records:
                 at_ms = record.at_ms
                 if at_ms is None:
@@ -910,6 +928,13 @@ class CodexRolloutDiscovery:
             self._stats["rejected"] += 1
             return
         self._stats[counter] += 1
+
+
+async def _set_when_cancelled(event: anyio.Event) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        event.set()
 
 
 def _read_heads(paths_: list[str]) -> dict[str, bytes | None]:
