@@ -59,7 +59,8 @@ SUBSCRIPTION_NAME: Final = "paneward-panes"
 #: what no notification reports (a pane dying under remain-on-exit, splits in sessions other
 #: than the one our client is attached to).
 _SUBSCRIPTION_FORMAT: Final = (
-    "#{S:#{W:#{P:#{pane_id}.#{pane_pid}.#{pane_dead}.#{pane_active}#{window_active} }}}"
+    "#{S:#{W:#{P:#{pane_id}.#{pane_pid}.#{pane_dead}#{pane_dead_status}#{pane_dead_signal}"
+    ".#{pane_active}#{window_active} }}}"
 )
 SUBSCRIPTION_COMMAND: Final = (
     f"refresh-client -B {quote(SUBSCRIPTION_NAME + '::' + _SUBSCRIPTION_FORMAT)}"
@@ -84,7 +85,11 @@ TRIGGER_NOTIFICATIONS: Final = frozenset(
 
 
 class PaneRow(NamedTuple):
-    """One pane as tmux lists it."""
+    """One pane as tmux lists it.
+
+    tmux marks a pane dead when its pty closes and learns the exit status a moment later
+    (SIGCHLD), so a dead row may briefly have neither status nor signal: :attr:`exit_known`.
+    """
 
     pane: str
     pid: int
@@ -93,6 +98,10 @@ class PaneRow(NamedTuple):
     dead_signal: int | None
     focused: bool
     cwd: str | None
+
+    @property
+    def exit_known(self) -> bool:
+        return self.dead and (self.dead_status is not None or self.dead_signal is not None)
 
 
 def _opt_int(text: str) -> int | None:
@@ -197,10 +206,11 @@ class PaneTable:
                     )
                 )
                 self._opened += 1
-                if row.dead:
+                if row.exit_known:
                     exits.append(self._exit(row, now_ms))
                 continue
-            if row.dead and not old.dead:
+            if row.exit_known and not old.exit_known:
+                # Reported once, when the status is known (see PaneRow).
                 exits.append(self._exit(row, now_ms))
             if row.focused and not old.focused:
                 focus.append(PaneFocused(pane=pane, at_ms=now_ms))

@@ -188,6 +188,15 @@ async def test_pane_lifecycle_focus_close_and_exit_code(
             next(m for m in sink.messages if isinstance(m, PaneOpened) and m.pane == failing)
         )
         assert opened_idx < sink.messages.index(exit_msg)
+        killed = (
+            await server.arun("new-window", "-d", "-t", "other", "-P", "-F", "#{pane_id}",
+                              "sleep 0.2; kill -9 $$")
+        ).strip()
+        signal_msg = await sink.wait_for(lambda m: isinstance(m, PtyExit) and m.pane == killed)
+        assert isinstance(signal_msg, PtyExit)
+        assert signal_msg.signal == 9 and signal_msg.code is None
+        # Each exit is reported once.
+        assert sum(isinstance(m, PtyExit) and m.pane == failing for m in sink.messages) == 1
     assert running.bridge.statistics().rejected == 0
 
 
