@@ -1,0 +1,333 @@
+"""The supervisor with real task groups: routing, restarts, broadcast, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import anyio
+import msgspec
+import pytest
+
+from actors.base import EvidenceSink
+from actors.session_reducer import SessionMessage, SessionState, Step, reduce
+from actors.session_table import SessionTable
+from messages import (
+    Acknowledge,
+    Activity,
+    HookHint,
+    MessageError,
+    NotifyHook,
+    Overflow,
+    ProcessGone,
+    RegistryStatus,
+    SessionKey,
+    Snapshot,
+    Transition,
+)
+from supervisor import MailboxFull, Supervisor, SupervisorClosed
+from tests.replay import claude_messages, codex_messages
+
+T = 1_795_995_000_000
+
+
+def key(n: int) -> SessionKey:
+    return SessionKey("claude-code", f"session-{n:04d}")
+
+
+def status(n: int, word: str, at: int, pid: int | None = None) -> RegistryStatus:
+    return RegistryStatus(key(n), pid or 10_000 + n, "1", word, T + at, T + at, None, "2.1.332")
+
+
+def poison(n: int, at: int) -> HookHint:
+    return HookHint(key(n), "claude_hook", "POISON", "info", T + at, T + at)
+
+
+def poisonous(
+    reducer: Callable[[SessionState, SessionMessage], Step] = reduce,
+) -> Callable[[SessionState, SessionMessage], Step]:
+    def faulty(state: SessionState, message: SessionMessage) -> Step:
+        if isinstance(message, HookHint) and message.event == "POISON":
+            raise RuntimeError("poison message")
+        return reducer(state, message)
+
+    return faulty
+
+
+async def wait_for(condition: Callable[[], bool]) -> None:
+    """Let the actors run until ``condition`` holds (callers bound it with fail_after)."""
+    while not condition():
+        await anyio.wait_all_tasks_blocked()
+        if condition():
+            return
+        await anyio.lowlevel.checkpoint()
+
+
+async def collect(sub: object, count: int) -> list[Transition]:
+    got: list[Transition] = []
+    async for item in sub:  # type: ignore[attr-defined]
+        if isinstance(item, Transition):
+            got.append(item)
+            if len(got) == count:
+                break
+    return got
+
+
+async def test_same_transitions_as_the_reference_table() -> None:
+    table = SessionTable()
+    messages = claude_messages() + codex_messages()
+    expected = [t for m in messages for t in table.apply(m)]
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            with sup.subscribe("all") as sub:
+                for message in messages:
+                    await sup.inject(message)
+                got = await collect(sub, len(expected))
+    assert [(t.seq, t.key, t.after, t.cause) for t in got] == [
+        (t.seq, t.key, t.after, t.cause) for t in expected
+    ]
+
+
+async def test_poisoned_actor_restarts_from_last_state_while_siblings_publish() -> None:
+    with anyio.fail_after(20):
+        async with Supervisor(reducer=poisonous()) as sup:
+            with sup.subscribe("all", buffer=10_000) as sub:
+                await sup.inject(status(0, "busy", 0))
+                async with anyio.create_task_group() as tg:
+
+                    async def siblings() -> None:
+                        for step in range(1, 6):
+                            for n in range(1, 101):
+                                word = "busy" if step % 2 else "idle"
+                                await sup.inject(status(n, word, step))
+
+                    tg.start_soon(siblings)
+                    await sup.inject(poison(0, 1))
+                    await sup.inject(status(0, "waiting", 2))
+                got = await collect(sub, 1 + 100 * 5 + 1)
+            stats = sup.statistics()
+    assert stats.restarts == 1 and stats.drops == 1
+    mine = [t for t in got if t.key == key(0)]
+    # restarted from its last state: the next transition's `before` is that state
+    assert [t.after.turn for t in mine] == ["working", "needs_input"]
+    assert mine[1].before == mine[0].after
+    for n in range(1, 101):
+        turns = [t.after.turn for t in got if t.key == key(n)]
+        assert turns == ["working", "idle", "working", "idle", "working"]
+
+
+async def test_repeated_crashes_stop_the_actor_and_raise_failed() -> None:
+    with anyio.fail_after(10):
+        async with Supervisor(reducer=poisonous(), max_restarts=2) as sup:
+            with sup.subscribe("all") as sub:
+                await sup.inject(status(0, "busy", 0))
+                await sup.inject(status(1, "busy", 0))
+                for at in range(1, 4):
+                    await sup.inject(poison(0, at))
+                got = await collect(sub, 3)
+                failed = got[-1].after
+                assert got[-1].cause == "Supervisor:stopped"
+                assert failed.attention is not None and failed.attention.kind == "failed"
+                assert "stopped after 3 crashes" in failed.attention.reason
+                await wait_for(lambda: sup.statistics().stopped == 1)
+                # a stopped actor's messages are dropped and counted, siblings go on
+                await sup.inject(status(0, "idle", 9))
+                await sup.inject(status(1, "idle", 9))
+                (sibling,) = await collect(sub, 1)
+                assert sibling.key == key(1)
+                stats = sup.statistics()
+                assert stats.drops == 4 and stats.restarts == 2 and stats.stopped == 1
+                # acknowledging the failure gives the session a fresh actor
+                await sup.inject(Acknowledge(T + 10, key=key(0)))
+                (cleared,) = await collect(sub, 1)
+                assert cleared.key == key(0) and cleared.after.attention is None
+
+
+async def test_subscriber_joining_mid_stream_sees_snapshot_then_live_without_gap() -> None:
+    items: list[object] = []
+    with anyio.fail_after(20):
+        async with Supervisor() as sup:
+            joined = anyio.Event()
+
+            async def subscriber() -> None:
+                await joined.wait()
+                with sup.subscribe("all", snapshot=True) as sub:
+                    async for item in sub:
+                        items.append(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(subscriber)
+                for step in range(200):
+                    if step == 100:
+                        joined.set()
+                    word = ("busy", "idle", "waiting")[step % 3]
+                    await sup.inject(status(step % 20, word, step))
+                # every actor has drained its mailbox and the subscriber has read
+                # everything once all other tasks are blocked
+                await anyio.wait_all_tasks_blocked()
+                tg.cancel_scope.cancel()
+            final = {a.key: a for a in sup.snapshot()}
+            last_seq = sup.seq
+    head, *rest = items
+    assert isinstance(head, Snapshot) and 0 < head.seq < last_seq
+    seqs = [t.seq for t in rest if isinstance(t, Transition)]
+    assert seqs == list(range(head.seq + 1, last_seq + 1))
+    state = {a.key: a for a in head.activities}
+    for tr in rest:
+        assert isinstance(tr, Transition)
+        state[tr.key] = tr.after
+    assert state == final
+
+
+async def test_slow_all_subscriber_gets_overflow_and_is_closed_others_go_on() -> None:
+    with anyio.fail_after(20):
+        async with Supervisor() as sup:
+            with sup.subscribe("all", buffer=10) as slow, sup.subscribe("all") as fast:
+                for step in range(60):
+                    await sup.inject(status(step % 5, ("busy", "idle")[step % 2], step))
+                received = [item async for item in slow]
+                got = await collect(fast, 60)
+            assert sup.statistics().overflows == 1
+    assert isinstance(received[0], Snapshot)
+    assert isinstance(received[-1], Overflow)
+    assert [t.seq for t in received[1:-1] if isinstance(t, Transition)] == list(range(1, 11))
+    assert received[-1].next_seq == 11
+    assert [t.seq for t in got] == list(range(1, 61))
+
+
+async def test_slow_latest_subscriber_ends_on_the_final_state_of_every_key() -> None:
+    with anyio.fail_after(20):
+        async with Supervisor() as sup:
+            with sup.subscribe("latest", snapshot=False) as sub:
+                for step in range(1000):
+                    await sup.inject(status(step % 50, ("busy", "idle", "waiting")[step % 3], step))
+                await wait_for(lambda: sup.statistics().transitions == 1000)
+                latest: dict[SessionKey, Activity] = {}
+                while True:
+                    try:
+                        item = sub.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    assert isinstance(item, Transition)
+                    latest[item.key] = item.after
+            assert latest == {a.key: a for a in sup.snapshot()}
+            assert len(latest) == 50
+
+
+async def test_bad_input_is_rejected_counted_and_changes_nothing_else() -> None:
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            await sup.inject(status(1, "busy", 0))
+            await wait_for(lambda: sup.statistics().transitions == 1)
+            before = sup.snapshot()
+            bad = [
+                RegistryStatus(key(1), "x", "1", "idle", T, T),  # type: ignore[arg-type]
+                RegistryStatus(key(1), 5, "1", "idle", 1_795_995, T),  # seconds, not ms
+                RegistryStatus(SessionKey("claude-code", ""), 5, "1", "idle", T, T),
+                RegistryStatus(SessionKey("claude-code", "x" * 10_000), 5, "1", "idle", T, T),
+                RegistryStatus(SessionKey("emacs", "a"), 5, "1", "idle", T, T),  # type: ignore[arg-type]
+                NotifyHook("claude-code", ["not", "an", "object"], T, T),  # type: ignore[arg-type]
+            ]
+            for message in bad:  # type: ignore[assignment]
+                with pytest.raises(MessageError):
+                    await sup.inject(message)
+            await anyio.wait_all_tasks_blocked()
+            stats = sup.statistics()
+            assert stats.rejected == len(bad) and stats.messages == 1
+            assert len(stats.recent_rejected) == len(bad)
+            assert "at `$.pid`" in stats.recent_rejected[0].reason
+            assert sup.snapshot() == before
+
+
+async def test_unmapped_payload_is_counted_names_six_keys_and_changes_nothing() -> None:
+    payload = {f"k{i}": i for i in range(9)} | {"hook_event_name": "Brandnew", "session_id": "s"}
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            await sup.inject(NotifyHook("claude-code", payload, T, T))
+            await anyio.wait_all_tasks_blocked()
+            stats = sup.statistics()
+    assert stats.unmapped == 1 and stats.sessions == 0 and sup.snapshot() == ()
+    (record,) = stats.recent_unmapped
+    assert record.event == "Brandnew" and len(record.keys) == 6
+
+
+async def test_ended_session_actor_retires_and_its_activity_stays() -> None:
+    with anyio.fail_after(10):
+        async with Supervisor(linger=0) as sup:
+            await sup.inject(status(1, "idle", 0, pid=777))
+            await wait_for(lambda: sup.statistics().transitions == 1)
+            assert sup.statistics().sessions == 1
+            await sup.inject(ProcessGone(777, T + 5, T + 5))
+            await wait_for(lambda: sup.statistics().sessions == 0)
+            (activity,) = sup.snapshot()
+            assert activity.presence == "persisted"
+            # new evidence starts a fresh actor from the catalog's state
+            await sup.inject(status(1, "busy", 9, pid=778))
+            await wait_for(lambda: sup.statistics().transitions == 3)
+            (activity,) = sup.snapshot()
+            assert (activity.presence, activity.turn) == ("running", "working")
+
+
+async def test_inject_nowait_on_a_full_mailbox_raises_and_counts() -> None:
+    with anyio.fail_after(10):
+        async with Supervisor(mailbox_size=2) as sup:
+            sup.inject_nowait(status(1, "busy", 0))
+            sup.inject_nowait(status(1, "idle", 1))
+            with pytest.raises(MailboxFull, match="mailbox full"):
+                sup.inject_nowait(status(1, "busy", 2))
+            stats = sup.statistics()
+            assert stats.overflows == 1 and stats.drops == 1
+
+
+async def test_supervised_actor_is_restarted_then_stopped() -> None:
+    runs: list[int] = []
+
+    class Flaky:
+        async def run(self, sink: EvidenceSink) -> None:
+            runs.append(1)
+            sink.inject_nowait(status(len(runs), "busy", len(runs)))
+            raise RuntimeError("flaky")
+
+    with anyio.fail_after(10):
+        async with Supervisor(max_restarts=2) as sup:
+            sup.start_actor(Flaky())
+            await wait_for(lambda: len(runs) == 3 and sup.statistics().actors == 0)
+            assert sup.statistics().restarts == 2
+            await wait_for(lambda: sup.statistics().transitions == 3)
+
+
+async def test_shutdown_drains_ends_subscriptions_and_leaves_no_task() -> None:
+    tasks_before = len(asyncio.all_tasks())
+    cancelled = anyio.Event()
+
+    class Forever:
+        async def run(self, sink: EvidenceSink) -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancelled.set()
+
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            sup.start_actor(Forever())
+            sub = sup.subscribe("all", snapshot=False)
+            latest = sup.subscribe("latest", snapshot=False)
+            for n in range(50):
+                sup.inject_nowait(status(n, "busy", 0))
+        # every mailbox drained before the hub closed: nothing was lost
+        assert sup.statistics().transitions == 50
+        assert cancelled.is_set()
+        assert len([item async for item in sub]) == 50
+        assert len([item async for item in latest]) == 50
+        sub.close()
+        latest.close()
+        with pytest.raises(SupervisorClosed):
+            await sup.inject(status(1, "idle", 5))
+    assert len(asyncio.all_tasks()) == tasks_before
+
+
+def test_statistics_is_a_frozen_record() -> None:
+    stats = Supervisor().statistics()
+    with pytest.raises(AttributeError):
+        stats.messages = 3  # type: ignore[misc]
+    assert msgspec.structs.asdict(stats)["messages"] == 0
