@@ -1,0 +1,309 @@
+"""Pure parts of the tmux integration, without an event loop or tmux: the control-mode parser,
+the badge book (Activity -> pane options), option diffs, quoting and the pane table."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.tmux_badges import (
+    BADGES,
+    OPTION_NAMES,
+    BadgeBook,
+    PaneChange,
+    badge_word,
+    option_commands,
+    pane_options,
+    summary_command,
+    summary_text,
+)
+from actors.tmux_control import ControlParser, Notification, Reply, TmuxError, TmuxTarget, quote
+from actors.tmux_panes import PaneRow, PaneTable, parse_pane_rows
+from messages import (
+    Overflow,
+    PaneClosed,
+    PaneFocused,
+    PaneOpened,
+    PtyExit,
+    Snapshot,
+    Transition,
+    revalidate,
+)
+from tests.tmux_helpers import activity
+
+# -- control-mode parser ---------------------------------------------------------------------
+
+
+def test_parser_frames_replies_and_notifications_in_any_chunking() -> None:
+    data = (
+        b"%begin 1 10 0\n%end 1 10 0\n%session-changed $0 main\n"
+        b"%begin 2 11 1\n%0|123\n%end 2 11 1\n"
+        b"%begin 2 12 1\nparse error: unknown command: x\n%error 2 12 1\n"
+        b"%layout-change @0 abc\n%exit server exited\n"
+    )
+    for size in (1, 3, 7, len(data)):
+        parser = ControlParser()
+        events = []
+        for i in range(0, len(data), size):
+            events += parser.feed(data[i : i + size])
+        assert events[:5] == [
+            Reply(10, True, (), from_client=False),
+            Notification("session-changed", "$0 main"),
+            Reply(11, True, ("%0|123",), from_client=True),
+            Reply(12, False, ("parse error: unknown command: x",), from_client=True),
+            Notification("layout-change", "@0 abc"),
+        ]
+        assert len(events) == 6 and type(events[5]).__name__ == "_Exit"
+
+
+def test_parser_block_output_that_looks_like_protocol_stays_output() -> None:
+    parser = ControlParser()
+    events = parser.feed(
+        b"%begin 5 20 1\n%end 5 19 1\n%window-add @3\n%exit\n\xff\xfe\r\n%end 5 20 1\n"
+    )
+    assert events == [
+        Reply(20, True, ("%end 5 19 1", "%window-add @3", "%exit", "\ufffd\ufffd"), True)
+    ]
+
+
+def test_parser_keeps_partial_line_until_newline() -> None:
+    parser = ControlParser()
+    assert parser.feed(b"%window-pane-ch") == []
+    assert parser.feed(b"anged @1 %2\n") == [Notification("window-pane-changed", "@1 %2")]
+
+
+# -- quoting and targets ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "quoted"),
+    [
+        ("plain", '"plain"'),
+        ('a"b', '"a\\"b"'),
+        ("$HOME", '"\\$HOME"'),
+        ("back\\slash", '"back\\\\slash"'),
+        ("line\nbreak\ttab", '"line break tab"'),
+        ("; #{x} '~", "\"; #{x} '~\""),
+        ("▲ needs you", '"▲ needs you"'),
+    ],
+)
+def test_quote(value: str, quoted: str) -> None:
+    assert quote(value) == quoted
+
+
+def test_target_argv() -> None:
+    assert TmuxTarget("x").argv({}) == ["tmux", "-L", "x"]
+    assert TmuxTarget(None, "/s").argv({}) == ["tmux", "-S", "/s"]
+    assert TmuxTarget().argv({"TMUX": "/tmp/tmux-0/default,42,0"}) == [
+        "tmux", "-S", "/tmp/tmux-0/default",
+    ]
+    assert TmuxTarget().argv({}) == ["tmux"]
+    with pytest.raises(TmuxError, match="not both"):
+        TmuxTarget("x", "/s").argv({})
+
+
+# -- Activity -> badge -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "word"),
+    [
+        ({"turn": "working"}, "working"),
+        ({"turn": "idle"}, "idle"),
+        ({"turn": "unknown"}, "unknown"),
+        ({"turn": "needs_input"}, "needs you"),
+        ({"turn": "needs_input", "attention": "needs_input"}, "needs you"),
+        ({"turn": "idle", "attention": "turn_done"}, "done"),
+        ({"turn": "unknown", "presence": "persisted", "attention": "failed"}, "failed"),
+        ({"turn": "unknown", "presence": "persisted"}, "exited"),
+        ({"turn": "working", "presence": "shutting_down"}, "working"),
+    ],
+)
+def test_badge_word(kwargs: dict[str, str], word: str) -> None:
+    assert badge_word(activity("s", "%1", **kwargs)) == word
+
+
+def test_pane_options_are_the_full_set() -> None:
+    options = pane_options(activity("s", "%1", turn="idle", attention="turn_done", harness="codex"))
+    assert options == {
+        "@paneward_presence": "running",
+        "@paneward_turn": "idle",
+        "@paneward_attention": "turn_done",
+        "@paneward_harness": "codex",
+        "@paneward_badge": BADGES["done"],
+    }
+    assert set(options) == set(OPTION_NAMES)
+
+
+def _t(seq: int, **kwargs: object) -> Transition:
+    after = activity(**kwargs)  # type: ignore[arg-type]
+    return Transition(seq=seq, key=after.key, after=after, cause="test")
+
+
+def test_book_snapshot_then_transitions() -> None:
+    book = BadgeBook()
+    changes = book.apply(
+        Snapshot(seq=5, activities=(activity("a", "%1"), activity("b", None, turn="working")))
+    )
+    assert changes == [PaneChange("%1", pane_options(activity("a", "%1")))]
+    # b binds to %2, a starts working: both panes change, in pane order.
+    assert [c.pane for c in book.apply(_t(6, sid="b", pane="%2", turn="working"))] == ["%2"]
+    assert book.apply(_t(7, sid="a", pane="%1", turn="working"))[0].options == pane_options(
+        activity("a", "%1", turn="working")
+    )
+    assert book.summary() == "2 working"
+    # a repeat that changes nothing visible on the pane is no change
+    assert book.apply(_t(8, sid="a", pane="%1", turn="working")) == []
+    # a moves from %1 to %3: %1 is cleared, %3 gets it
+    assert book.apply(_t(9, sid="a", pane="%3", turn="working")) == [
+        PaneChange("%1", None),
+        PaneChange("%3", pane_options(activity("a", "%3", turn="working"))),
+    ]
+    assert set(book.shown) == {"%2", "%3"}
+
+
+def test_book_ignores_stale_and_foreign_items() -> None:
+    book = BadgeBook()
+    book.apply(Snapshot(seq=10, activities=(activity("a", "%1", turn="working"),)))
+    assert book.apply(_t(10, sid="a", pane="%1", turn="idle")) == []
+    assert book.apply(_t(3, sid="a", pane="%1", turn="idle")) == []
+    assert book.apply(Overflow(next_seq=1, dropped=1, reason="x")) == []
+    stats = book.statistics()
+    assert (stats.stale, stats.ignored, stats.transitions, stats.snapshots) == (2, 1, 0, 1)
+    assert book.shown["%1"]["@paneward_turn"] == "working"
+
+
+def test_book_snapshot_replaces_everything() -> None:
+    book = BadgeBook()
+    book.apply(Snapshot(seq=1, activities=(activity("a", "%1"), activity("b", "%2"))))
+    changes = book.apply(Snapshot(seq=9, activities=(activity("b", "%2"),)))
+    assert changes == [PaneChange("%1", None)]
+    assert book.statistics().sessions == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "winner"),
+    [
+        # attention: needs_input > failed > turn_done > none, whatever the order
+        ({"attention": "failed", "presence": "persisted"}, {"attention": "needs_input"}, "b"),
+        ({"attention": "needs_input"}, {"attention": "failed"}, "a"),
+        ({"attention": "turn_done"}, {"turn": "working"}, "a"),
+        ({"attention": "failed", "presence": "persisted"}, {"attention": "turn_done"}, "a"),
+        # then running over persisted
+        ({"turn": "idle"}, {"presence": "persisted", "turn": "unknown"}, "a"),
+        # then the newest seq
+        ({"turn": "working"}, {"turn": "idle"}, "b"),
+    ],
+)
+def test_book_several_sessions_one_pane(
+    first: dict[str, str], second: dict[str, str], winner: str
+) -> None:
+    book = BadgeBook()
+    a = activity("a", "%4", **first)
+    b = activity("b", "%4", **second)
+    book.apply(Snapshot(seq=1, activities=()))
+    book.apply(Transition(seq=2, key=a.key, after=a, cause="t"))
+    book.apply(Transition(seq=3, key=b.key, after=b, cause="t"))
+    assert book.shown["%4"] == pane_options(a if winner == "a" else b)
+    # Unbinding the winner hands the pane to the other; unbinding both clears it.
+    loser = b if winner == "a" else a
+    win = a if winner == "a" else b
+    book.apply(Transition(seq=4, key=win.key, after=activity(win.key.session_id, None), cause="t"))
+    assert book.shown["%4"] == pane_options(loser)
+    assert book.apply(
+        Transition(seq=5, key=loser.key, after=activity(loser.key.session_id, None), cause="t")
+    ) == [PaneChange("%4", None)]
+
+
+def test_summary_text() -> None:
+    assert summary_text([]) == ""
+    assert summary_text(["idle", "exited", "unknown"]) == ""
+    words = ["working", "needs you", "done", "working", "needs you", "failed", "idle"]
+    assert summary_text(words) == "2 need you · 1 failed · 1 done · 2 working"
+
+
+def test_option_commands_write_only_differences() -> None:
+    idle = pane_options(activity("a", "%1"))
+    working = pane_options(activity("a", "%1", turn="working"))
+    assert option_commands("%1", working, idle) == [
+        'set-option -p -t "%1" @paneward_turn "working"',
+        'set-option -p -t "%1" @paneward_badge "● working"',
+    ]
+    assert option_commands("%1", idle, idle) == []
+    assert option_commands("%1", None, None) == []
+    assert option_commands("%1", None, idle) == [
+        f'set-option -p -u -t "%1" {name}' for name in OPTION_NAMES
+    ]
+    assert len(option_commands("%1", idle, None)) == len(OPTION_NAMES)
+    assert summary_command("") == "set-option -g -u @paneward_summary"
+    assert summary_command("1 done") == 'set-option -g @paneward_summary "1 done"'
+
+
+# -- panes -----------------------------------------------------------------------------------
+
+
+def _row(pane: str, pid: int = 100, **kw: object) -> PaneRow:
+    base = PaneRow(pane, pid, False, None, None, False, "/w")
+    return base._replace(**kw)  # type: ignore[arg-type]
+
+
+def test_parse_pane_rows() -> None:
+    rows, errors = parse_pane_rows(
+        [
+            "%0|101|0|||1|/home/u/a|b",
+            "%1|102|1|3||0|",
+            "%2|103|1||9|0|/x",
+            "%0|101|0|||0|/home/u/a|b",  # linked window: same pane again, merged
+            "garbage",
+            "%x|1|0|||0|/",
+            "%4|0|0|||0|/",
+        ]
+    )
+    assert rows == [
+        PaneRow("%0", 101, False, None, None, True, "/home/u/a|b"),
+        PaneRow("%1", 102, True, 3, None, False, None),
+        PaneRow("%2", 103, True, None, 9, False, "/x"),
+    ]
+    assert len(errors) == 3 and "7 fields" in errors[0]
+
+
+def test_pane_table_diffs() -> None:
+    table = PaneTable()
+    first = table.update("s1", [_row("%0", focused=True), _row("%1", 200)], 1_800_000_000_000)
+    assert first == [
+        PaneOpened(pane="%0", root_pid=100, at_ms=1_800_000_000_000, cwd="/w", focused=True),
+        PaneOpened(pane="%1", root_pid=200, at_ms=1_800_000_000_000, cwd="/w", focused=False),
+    ]
+    for message in first:
+        assert revalidate(message) == message
+    t = 1_800_000_000_100
+    # focus moves to %1; %0's loss of focus is not a message
+    assert table.update("s1", [_row("%0"), _row("%1", 200, focused=True)], t) == [
+        PaneFocused(pane="%1", at_ms=t)
+    ]
+    # %1 dies before tmux knows the status: nothing yet; then the status: one PtyExit
+    assert table.update("s1", [_row("%0"), _row("%1", 200, focused=True, dead=True)], t) == []
+    dead = _row("%1", 200, focused=True, dead=True, dead_status=3)
+    assert table.update("s1", [_row("%0"), dead], t) == [
+        PtyExit(at_ms=t, observed_at_ms=t, pane="%1", code=3)
+    ]
+    assert table.update("s1", [_row("%0"), dead], t) == []
+    # respawn-pane: same id, new root pid
+    assert table.update("s1", [_row("%0"), _row("%1", 300)], t) == [
+        PaneOpened(pane="%1", root_pid=300, at_ms=t, cwd="/w")
+    ]
+    # %1 closed, %2 opened already dead by a signal
+    assert table.update(
+        "s1", [_row("%0"), _row("%2", 400, dead=True, dead_signal=9)], t
+    ) == [
+        PaneClosed(pane="%1", at_ms=t),
+        PaneOpened(pane="%2", root_pid=400, at_ms=t, cwd="/w"),
+        PtyExit(at_ms=t, observed_at_ms=t, pane="%2", signal=9),
+    ]
+    # a new server: every old pane is closed, even if its id is reused
+    assert table.update("s2", [_row("%0", 999)], t) == [
+        PaneClosed(pane="%0", at_ms=t),
+        PaneClosed(pane="%2", at_ms=t),
+        PaneOpened(pane="%0", root_pid=999, at_ms=t, cwd="/w"),
+    ]
+    stats = table.statistics()
+    assert (stats.server_changes, stats.exited, stats.focused, stats.panes) == (1, 2, 1, 1)
