@@ -230,7 +230,7 @@ def plan_emissions(
         ):
             memory[view.fire_id] = before
             continue
-        if before is None or before.status != view.status:
+        if before is None or before.status != view.status or before.session_id != view.session_id:
             at_ms = view.at_ms if view.at_ms is not None else observed_ms
         else:
             at_ms = observed_ms
