@@ -25,12 +25,13 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 import anyio
 import anyio.lowlevel
 import msgspec
 
+from actors.base import EvidenceSink
 from actors.tmux_badges import (
     BADGE_OPTION,
     OPTION_NAMES,
@@ -58,7 +59,7 @@ from actors.tmux_panes import (
     PaneTableStatistics,
     parse_pane_rows,
 )
-from messages import Inbound, MessageError
+from messages import MessageError
 
 __all__ = [
     "BridgeHost",
@@ -77,12 +78,7 @@ _UNKNOWN: Final[Mapping[str, str]] = dict.fromkeys(OPTION_NAMES, "\x00unknown")
 _MAX_SETTLE_ROUNDS: Final = 1000
 
 
-class EvidenceSink(Protocol):
-    """Where the pane watcher's messages go (the supervisor)."""
-
-    def inject_nowait(self, message: Inbound) -> None: ...
-
-
+@runtime_checkable
 class BridgeHost(EvidenceSink, Protocol):
     """What :meth:`TmuxBridge.run` needs from the supervisor."""
 
@@ -175,8 +171,15 @@ class TmuxBridge:
 
     # -- entry points ------------------------------------------------------------------------
 
-    async def run(self, host: BridgeHost) -> None:
-        """Run under the supervisor: subscribe ``latest`` and inject pane messages into it."""
+    async def run(self, sink: EvidenceSink) -> None:
+        """Run under the supervisor (``Supervisor.start_actor``): subscribe ``latest`` to its
+        broadcast and inject pane messages into it.
+
+        :raises TmuxError: if ``sink`` cannot be subscribed to (it is not a supervisor).
+        """
+        if not isinstance(sink, BridgeHost):
+            raise TmuxError(f"TmuxBridge.run needs a supervisor, got {type(sink).__name__}")
+        host = sink
         async with host.subscribe(mode="latest", snapshot=True) as items:
             await self.serve(items if self._badges_on else None, host if self._panes_on else None)
 

@@ -7,14 +7,26 @@ real messages (the supervisor is not needed for the sink's behaviour).
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import pytest
 
+from actors.procfs import start_token
 from actors.tmux import TmuxBridge
 from actors.tmux_badges import BADGES, OPTION_NAMES
-from messages import PaneClosed, PaneFocused, PaneOpened, PtyExit
+from messages import (
+    PaneClosed,
+    PaneFocused,
+    PaneOpened,
+    ProgramStatus,
+    PtyExit,
+    PtySpawned,
+    SessionKey,
+)
+from supervisor import Supervisor
 from tests.tmux_helpers import ListSink, TmuxServer, TransitionSource, activity, eventually
 
 
@@ -280,3 +292,45 @@ async def test_stale_options_from_a_killed_run_are_removed(server: TmuxServer) -
             assert bridge.statistics().stale_cleared == 1
             tg.cancel_scope.cancel()
         source.close()
+
+
+async def test_with_the_real_supervisor(server: TmuxServer) -> None:
+    """End to end: the supervisor's reducer decides, the bridge shows it, tmux panes go in."""
+    with anyio.fail_after(30):
+        agent = await server.new_pane()
+        me = os.getpid()
+        token = start_token(me)
+        assert token is not None
+        key = SessionKey("terminal", "t1")
+        t = int(time.time() * 1000)
+        async with Supervisor() as sup:
+            bridge = TmuxBridge(socket_name=server.name)
+            sup.start_actor(bridge, name="tmux")
+            await sup.inject(PtySpawned(key=key, pid=me, start_token=token, at_ms=t,
+                                        observed_at_ms=t, pane=agent))
+            await sup.inject(ProgramStatus(state="working", at_ms=t + 1, observed_at_ms=t + 1,
+                                           key=key))
+
+            async def working() -> bool:
+                return await server.show(agent, "@paneward_badge") == "● working"
+
+            await eventually(working)
+            assert await server.pane_option_names("%0") == []
+            await sup.inject(ProgramStatus(state="done", at_ms=t + 2, observed_at_ms=t + 2,
+                                           key=key))
+
+            async def done() -> bool:
+                return await server.show(agent, "@paneward_badge") == "✔ done"
+
+            await eventually(done)
+            # Focusing the pane in tmux reaches the reducer, which closes turn_done.
+            await server.arun("select-pane", "-t", agent)
+
+            async def idle() -> bool:
+                return await server.show(agent, "@paneward_badge") == "○ idle"
+
+            await eventually(idle)
+            stats = bridge.statistics()
+            assert stats.injected >= 2 and stats.rejected == 0
+        # Supervisor shutdown ended the subscription: every option is gone.
+        assert await server.pane_option_names(agent) == []
