@@ -502,13 +502,13 @@ async def _migrate(db: aiosqlite.Connection, path: Path) -> int:
     return version
 
 
-async def _connect(path: Path) -> aiosqlite.Connection:
+async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
     await anyio.to_thread.run_sync(_prepare_path, path)
     db = await aiosqlite.connect(path, isolation_level=None)
     try:
         # Read the header first: a garbage file fails here ("file is not a database").
         await _pragma(db, "PRAGMA application_id")
-        await db.execute("PRAGMA busy_timeout = 5000")
+        await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         mode = await _pragma(db, "PRAGMA journal_mode = WAL")
         if mode != "wal":
             raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode!r})")
@@ -954,6 +954,7 @@ async def open_store(
     max_pending: int = DEFAULT_MAX_PENDING,
     owner_of: Callable[[SessionKey], Owner | None] | None = None,
     close_timeout_s: float = 5.0,
+    busy_timeout_ms: int = 5_000,
     clock: Callable[[], int] = _wall_ms,
 ) -> AsyncIterator[Store]:
     """Open (creating or migrating) the store at ``path`` and run its writer task.
@@ -962,6 +963,8 @@ async def open_store(
     flushes everything still pending (shielded from cancellation, bounded by
     ``close_timeout_s``; rows left after that are counted as dropped) and closes the
     database. ``owner_of`` supplies owners for catalog rows when ``record`` gets none.
+    ``busy_timeout_ms`` bounds how long a flush waits for another connection's write
+    lock before it fails (counted; the batch is retried).
 
     :raises StoreError: the file is not a paneward database, is corrupt, or has a
         newer schema version.
@@ -972,7 +975,9 @@ async def open_store(
             raise ValueError(f"{name} must be >= 1, not {value}")
     if not (batch_ms > 0 and math.isfinite(batch_ms)):
         raise ValueError(f"batch_ms must be > 0, not {batch_ms}")
-    db = await _connect(Path(path))
+    if busy_timeout_ms < 0:
+        raise ValueError(f"busy_timeout_ms must be >= 0, not {busy_timeout_ms}")
+    db = await _connect(Path(path), busy_timeout_ms)
     try:
         store = Store(
             db,
@@ -985,13 +990,20 @@ async def open_store(
             clock=clock,
         )
         await store._count_journal()
+        body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(store._run_writer)
             try:
                 yield store
+            except BaseException as exc:
+                # Re-raised below, outside the task group, so the caller sees its own
+                # exception rather than an ExceptionGroup around it.
+                body_error = exc
             finally:
                 await store._close(close_timeout_s)
                 tg.cancel_scope.cancel()
+        if body_error is not None:
+            raise body_error
     finally:
         with anyio.CancelScope(shield=True):
             await db.close()

@@ -1,0 +1,725 @@
+"""Tests of actors/store.py: real SQLite files, real processes, real SIGKILL.
+
+The pure re-proof decision is tested without an event loop; everything else opens
+real databases under ``tmp_path`` and checks them with an independent stdlib
+``sqlite3`` connection.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import sqlite3
+import stat
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import msgspec
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+import messages as m
+from actors import procfs
+from actors.store import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    Correction,
+    Owner,
+    Restored,
+    Store,
+    StoreError,
+    open_store,
+    reprove,
+)
+
+T0 = 1_700_000_000_000
+
+
+def key(n: int, harness: m.Harness = "claude-code") -> m.SessionKey:
+    return m.SessionKey(harness, f"s{n:03d}")
+
+
+def activity(
+    k: m.SessionKey,
+    *,
+    presence: m.Presence = "running",
+    turn: m.Turn = "working",
+    attention: m.Attention | None = None,
+    at: int = T0,
+    native: str | None = None,
+    pane: str | None = None,
+) -> m.Activity:
+    return m.Activity(
+        key=k,
+        presence=presence,
+        turn=turn,
+        attention=attention,
+        pane=pane,
+        evidence=m.Evidence(
+            source="claude_registry",
+            native_state=native,
+            observed_at_ms=at,
+            at_ms=at,
+            harness_version="2.1.332",
+        ),
+    )
+
+
+def transition(seq: int, k: m.SessionKey, **kw: Any) -> m.Transition:
+    turns: tuple[m.Turn, ...] = ("working", "idle", "needs_input", "unknown")
+    kw.setdefault("turn", turns[seq % 4])
+    kw.setdefault("at", T0 + seq)
+    kw.setdefault("native", f"n{seq}")
+    return m.Transition(seq=seq, key=k, after=activity(k, **kw), cause=f"test:{seq}")
+
+
+def db_query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+    """An independent stdlib connection: what is really on disk (committed)."""
+    conn = sqlite3.connect(path, isolation_level=None)  # autocommit: writes land at once
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+async def wait_until(predicate: Callable[[], bool], what: str) -> None:
+    """Poll a condition with a deadline (the caller's fail_after is the hard bound)."""
+    with anyio.fail_after(10):
+        while not predicate():  # noqa: ASYNC110 - the store exposes counters, not events
+            await anyio.sleep(0.005)
+    assert predicate(), what
+
+
+def stat_token(pid: int) -> str:
+    """Field 22 of /proc/<pid>/stat, read independently of actors.procfs."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()[19]
+
+
+# --------------------------------------------------------------------------- reprove (pure)
+
+
+def restored_of(*pairs: tuple[m.Activity, Owner | None]) -> Restored:
+    owners = {a.key: o for a, o in pairs if o is not None}
+    return Restored(tuple(a for a, _ in pairs), owners, last_seq=7)
+
+
+def test_reprove_keeps_live_same_incarnation_and_persisted_silently() -> None:
+    live = activity(key(1), turn="working", pane="%1")
+    down = activity(key(2), presence="persisted", turn="unknown")
+    stopping = activity(key(3), presence="shutting_down", turn="unknown")
+    calls: list[int] = []
+
+    def probe(pid: int) -> str | None:
+        calls.append(pid)
+        return {100: "tok100"}.get(pid)
+
+    r = reprove(
+        restored_of((live, (100, "tok100")), (down, (555, "x")), (stopping, (100, "tok100"))),
+        probe,
+    )
+    assert r.restored == (live, down, stopping)
+    assert r.corrections == ()
+    assert dict(r.live_owners) == {key(1): (100, "tok100"), key(3): (100, "tok100")}
+    # Each distinct pid probed once; a persisted session's old owner is never probed.
+    assert calls == [100]
+    assert r.activities() == (live, down, stopping)
+
+
+@pytest.mark.parametrize(
+    ("probed", "reason"),
+    [(None, "owner_dead"), ("other-token", "owner_recycled")],
+)
+def test_reprove_corrects_dead_or_recycled_owner(probed: str | None, reason: str) -> None:
+    needs = activity(
+        key(1),
+        turn="needs_input",
+        attention=m.Attention(kind="needs_input", reason="permission: Bash", since_ms=T0),
+        pane="%4",
+    )
+    done = activity(
+        key(2), turn="idle", attention=m.Attention(kind="turn_done", reason="done", since_ms=T0)
+    )
+    failed = activity(
+        key(3), turn="idle", attention=m.Attention(kind="failed", reason="exit 1", since_ms=T0)
+    )
+    r = reprove(
+        restored_of((needs, (9, "t")), (done, (9, "t")), (failed, (9, "t"))),
+        lambda pid: probed,
+        observed_at_ms=T0 + 5,
+    )
+    assert r.restored == ()
+    assert dict(r.live_owners) == {}
+    assert [c.reason for c in r.corrections] == [reason] * 3
+    assert [c.before for c in r.corrections] == [needs, done, failed]
+    ev = m.Evidence(source="persisted_store", observed_at_ms=T0 + 5)
+    assert [c.after for c in r.corrections] == [
+        # needs_input cannot outlive its process; the other attention items stay open
+        msgspec.structs.replace(needs, presence="persisted", turn="unknown", attention=None,
+                                evidence=ev),
+        msgspec.structs.replace(done, presence="persisted", turn="unknown", evidence=ev),
+        msgspec.structs.replace(failed, presence="persisted", turn="unknown", evidence=ev),
+    ]
+    assert r.corrections[0].after.pane == "%4"
+    assert r.corrections[0].cause == f"persisted_store:{reason}"
+
+
+def test_reprove_without_recorded_owner_cannot_prove_running() -> None:
+    a = activity(key(1))
+
+    def probe(pid: int) -> str | None:
+        raise AssertionError("nothing to probe")
+
+    r = reprove(restored_of((a, None)), probe)
+    assert r.restored == ()
+    assert [(c.reason, c.after.presence, c.after.turn) for c in r.corrections] == [
+        ("owner_unknown", "persisted", "unknown")
+    ]
+
+
+def test_reprove_with_a_real_child_process() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        token = stat_token(child.pid)
+        a = activity(key(1), turn="working")
+        restored = restored_of((a, (child.pid, token)))
+
+        alive = reprove(restored, procfs.probe)
+        assert alive.restored == (a,)
+        assert alive.corrections == ()
+        assert dict(alive.live_owners) == {key(1): (child.pid, token)}
+
+        # Same live pid, but the recorded token is another incarnation's (our own,
+        # a real token): exactly what a recycled pid looks like to the probe.
+        recycled = reprove(restored_of((a, (child.pid, stat_token(os.getpid())))), procfs.probe)
+        assert [c.reason for c in recycled.corrections] == ["owner_recycled"]
+        assert recycled.corrections[0].after.presence == "persisted"
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        assert child.wait(timeout=30) == 0
+
+    dead = reprove(restored, procfs.probe, observed_at_ms=T0)
+    assert dead.restored == ()
+    assert dead.corrections == (
+        Correction(
+            a,
+            msgspec.structs.replace(
+                a,
+                presence="persisted",
+                turn="unknown",
+                evidence=m.Evidence(source="persisted_store", observed_at_ms=T0),
+            ),
+            "owner_dead",
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+async def test_round_trip_1000_transitions_over_50_keys(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "paneward" / "paneward.db"
+    sent = [transition(seq, key(seq % 50)) for seq in range(1, 1001)]
+    owners = {key(n): (10_000 + n, f"tok{n}") for n in range(50)}
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=10, batch_rows=64) as store:
+            for i, t in enumerate(sent):
+                store.record(t, owners[t.key])
+                if i % 100 == 99:
+                    await anyio.lowlevel.checkpoint()  # the writer interleaves, as with a live hub
+        # Reopen: everything must have been flushed by the close.
+        async with open_store(path) as store:
+            restored = await store.load()
+            since_0 = await store.journal_since(0, limit=5_000)
+            since_990 = await store.journal_since(990)
+            paged = await store.journal_since(500, limit=3)
+            bounds = await store.journal_bounds()
+
+    newest = {t.key: t.after for t in sent}  # later seq wins
+    assert len(restored.activities) == 50
+    assert {a.key: a for a in restored.activities} == newest
+    assert dict(restored.owners) == owners
+    assert restored.last_seq == 1000
+    assert restored.skipped == 0
+    assert since_0 == sent
+    assert since_990 == sent[990:]
+    assert [t.seq for t in paged] == [501, 502, 503]
+    assert bounds == (1, 1000)
+    # The catalog rows are what the issue names, with the newest seq per key.
+    rows = db_query(path, "SELECT harness, session_id, owner_pid, owner_start_token, "
+                    "last_seen_ms, seq FROM sessions ORDER BY session_id")
+    assert rows[0] == ("claude-code", "s000", 10_000, "tok0", T0 + 1000, 1000)
+    assert rows[49] == ("claude-code", "s049", 10_049, "tok49", T0 + 999, 999)
+
+
+async def test_retention_keeps_at_most_the_newest_rows(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=60_000, batch_rows=10**6,
+                              retention_rows=100) as store:
+            for seq in range(1, 1001):
+                store.record(transition(seq, key(seq % 7)))
+                if seq % 37 == 0:
+                    await store.flush()
+                    count, low, high = db_query(
+                        path, "SELECT count(*), min(seq), max(seq) FROM journal")[0]
+                    assert count == min(seq, 100)
+                    assert (low, high) == (max(1, seq - 99), seq)
+            await store.flush()
+            assert await store.journal_bounds() == (901, 1000)
+            assert store.statistics().pruned == 900
+            assert store.statistics().written == 1000
+        # The bound holds across a reopen with a smaller retention: the existing rows count.
+        async with open_store(path, retention_rows=50) as store:
+            store.record(transition(1001, key(1)))
+            await store.flush()
+            assert await store.journal_bounds() == (952, 1001)
+            assert store.statistics().pruned == 51  # 100 old + 1 new - 50 kept
+    assert db_query(path, "SELECT count(*) FROM journal") == [(50,)]
+    # Retention never touches the catalog: all 7 keys are still known.
+    assert db_query(path, "SELECT count(*) FROM sessions") == [(7,)]
+
+
+# --------------------------------------------------------------------------- batching
+
+
+async def test_record_is_sync_and_writes_are_batched(tmp_path: Path) -> None:
+    assert not inspect.iscoroutinefunction(Store.record)
+    assert inspect.signature(Store.record).return_annotation == "None"
+    path = tmp_path / "b.db"
+    with anyio.fail_after(30):
+        # Size trigger only (the time window is a minute): every flush the writer
+        # makes holds at least batch_rows rows.
+        async with open_store(path, batch_ms=60_000, batch_rows=500) as store:
+            for seq in range(1, 5001):
+                store.record(transition(seq, key(seq % 50)))
+                if seq % 100 == 0:
+                    await anyio.lowlevel.checkpoint()
+            await wait_until(lambda: store.statistics().written >= 4500, "size-triggered flushes")
+            await store.flush()
+            st = store.statistics()
+    assert st.recorded == st.written == 5000
+    assert 1 <= st.batches <= 11  # 5000 rows in at most 10 full batches + the final one
+    assert st.catalog_writes <= 50 * st.batches
+    assert (st.pending, st.in_flight, st.dropped, st.flush_errors) == (0, 0, 0, 0)
+    assert st.last_flushed_seq == 5000
+    assert db_query(path, "SELECT count(*) FROM journal") == [(5000,)]
+
+
+async def test_time_window_flushes_without_being_asked(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=20, batch_rows=500) as store:
+            for seq in (1, 2, 3):
+                store.record(transition(seq, key(seq)))
+            assert store.statistics().pending == 3
+            await wait_until(lambda: store.statistics().written == 3, "window flush")
+            assert db_query(path, "SELECT seq FROM journal ORDER BY seq") == [(1,), (2,), (3,)]
+            assert store.statistics().batches == 1
+
+
+async def test_pending_cap_counts_drops(tmp_path: Path) -> None:
+    with anyio.fail_after(30):
+        async with open_store(tmp_path / "c.db", batch_ms=60_000, max_pending=10) as store:
+            for seq in range(1, 16):
+                store.record(transition(seq, key(0)))
+            st = store.statistics()
+            assert (st.recorded, st.pending, st.dropped) == (15, 10, 5)
+            await store.flush()
+            assert store.statistics().written == 10
+            assert [t.seq for t in await store.journal_since(0)] == list(range(1, 11))
+
+
+async def test_close_flushes_even_when_cancelled(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with anyio.fail_after(30):
+        with anyio.CancelScope() as scope:
+            async with open_store(path, batch_ms=60_000) as store:
+                for seq in range(1, 101):
+                    store.record(transition(seq, key(seq % 3)))
+                scope.cancel()
+                await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert db_query(path, "SELECT count(*), max(seq) FROM journal") == [(100, 100)]
+    assert store.statistics().written == 100
+    with pytest.raises(StoreError, match="closed store"):
+        store.record(transition(101, key(0)))
+
+
+async def test_duplicate_and_regressing_seq_are_counted(tmp_path: Path) -> None:
+    path = tmp_path / "d.db"
+    first = transition(2, key(1), turn="working")
+    with anyio.fail_after(30):
+        async with open_store(path) as store:
+            store.record(transition(1, key(1)))
+            store.record(first)
+            await store.flush()
+            store.record(transition(2, key(1), turn="idle"))  # the same seq again
+            await store.flush()
+            st = store.statistics()
+            assert (st.written, st.duplicates, st.seq_regressions) == (2, 1, 1)
+            assert await store.journal_since(1) == [first]  # the journal kept the first one
+
+
+async def test_invalid_input_is_rejected_counted_and_changes_nothing(tmp_path: Path) -> None:
+    with anyio.fail_after(30):
+        async with open_store(tmp_path / "i.db") as store:
+            bad: list[tuple[Callable[[], None], type[Exception], str]] = [
+                (lambda: store.record("nope"), m.MessageError, "takes a Transition"),  # type: ignore[arg-type]
+                (lambda: store.record(transition(1, key(1)), (0, "t")), m.MessageError,
+                 "invalid owner"),
+                (lambda: store.record(transition(1, key(1)), (True, "t")), m.MessageError,
+                 "invalid owner"),
+                (lambda: store.record(transition(1, key(1)), (5, "")), m.MessageError,
+                 "invalid owner"),
+                (lambda: store.record_snapshot(transition(1, key(1))),  # type: ignore[arg-type]
+                 m.MessageError, "takes a Snapshot"),
+                (lambda: store.record_gap(None), m.MessageError,  # type: ignore[arg-type]
+                 "takes an Overflow"),
+            ]
+            for call, exc, text in bad:
+                with pytest.raises(exc, match=text):
+                    call()
+            st = store.statistics()
+            assert (st.rejected, st.recorded, st.pending) == (len(bad), 0, 0)
+            with pytest.raises(ValueError, match="limit"):
+                await store.journal_since(0, limit=0)
+    with pytest.raises(ValueError, match="batch_rows"):
+        async with open_store(tmp_path / "j.db", batch_rows=0):
+            pass
+
+
+# --------------------------------------------------------------------------- subscription
+
+
+async def test_run_subscription_snapshot_transition_overflow(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    snap = m.Snapshot(seq=10, activities=(activity(key(1)), activity(key(2)), activity(key(3))))
+    t11 = transition(11, key(2))
+    items: list[m.Outbound] = [
+        snap,
+        t11,
+        m.Unmapped(harness="codex", event="x", keys=("a",), at_ms=T0),
+        m.Overflow(next_seq=12, dropped=5, reason="subscriber lagged"),
+    ]
+    owners = {key(1): (41, "a"), key(2): (42, "b")}
+
+    def owner_of(k: m.SessionKey) -> Owner | None:
+        if k == key(3):
+            raise RuntimeError("pid watcher hiccup")
+        return owners.get(k)
+
+    send, receive = anyio.create_memory_object_stream[m.Outbound](10)
+    with anyio.fail_after(30):
+        async with open_store(path, owner_of=owner_of) as store:
+            with send:
+                for item in items:
+                    send.send_nowait(item)
+            with receive:
+                await store.run_subscription(receive)
+            restored = await store.load()
+            st = store.statistics()
+    assert (st.snapshot_rows, st.recorded, st.ignored, st.gaps, st.gap_transitions) == (
+        3, 1, 1, 1, 5)
+    assert st.owner_errors == 1
+    assert {a.key: a for a in restored.activities} == {
+        key(1): snap.activities[0], key(2): t11.after, key(3): snap.activities[2]}
+    assert dict(restored.owners) == owners
+    assert restored.last_seq == 11
+    assert db_query(path, "SELECT next_seq, dropped, reason FROM gaps") == [
+        (12, 5, "subscriber lagged")]
+    assert db_query(path, "SELECT session_id, seq FROM sessions ORDER BY session_id") == [
+        ("s001", 10), ("s002", 11), ("s003", 10)]
+
+
+# --------------------------------------------------------------------------- files, schema
+
+
+V1_SCHEMA = (
+    # What a version-1 paneward database holds, written out literally: the test
+    # must not build "v1" with the code under test.
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    """CREATE TABLE sessions (harness TEXT NOT NULL, session_id TEXT NOT NULL,
+       activity TEXT NOT NULL, owner_pid INTEGER, owner_start_token TEXT, pane TEXT,
+       last_seen_ms INTEGER NOT NULL, seq INTEGER NOT NULL,
+       PRIMARY KEY (harness, session_id)) WITHOUT ROWID""",
+    """CREATE TABLE journal (seq INTEGER PRIMARY KEY, harness TEXT NOT NULL,
+       session_id TEXT NOT NULL, at_ms INTEGER, transition TEXT NOT NULL)""",
+    "PRAGMA user_version = 1",
+)
+
+
+def write_v1(path: Path, t: m.Transition, owner: Owner) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        for statement in V1_SCHEMA:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO journal VALUES (?, ?, ?, ?, ?)",
+            (t.seq, t.key.harness, t.key.session_id, T0, m.encode(t).decode()),
+        )
+        conn.execute(
+            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (t.key.harness, t.key.session_id, m.encode(t.after).decode(), *owner, None, T0,
+             t.seq),
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_v1_database_migrates_and_keeps_its_data(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    t = transition(41, key(1))
+    write_v1(path, t, (77, "tok"))
+    with anyio.fail_after(30):
+        async with open_store(path) as store:
+            restored = await store.load()
+            assert restored.activities == (t.after,)
+            assert dict(restored.owners) == {key(1): (77, "tok")}
+            assert restored.last_seq == 41
+            assert await store.journal_since(0) == [t]
+            store.record_gap(m.Overflow(next_seq=42, dropped=1, reason="lag"))  # v2 table
+            await store.flush()
+    assert db_query(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert SCHEMA_VERSION == 2
+    assert db_query(path, "SELECT next_seq FROM gaps") == [(42,)]
+    assert db_query(path, "PRAGMA journal_mode") == [("wal",)]
+
+
+async def test_failed_migration_leaves_the_old_version_intact(tmp_path: Path) -> None:
+    path = tmp_path / "v1-broken.db"
+    write_v1(path, transition(1, key(1)), (77, "tok"))
+    # A v1 file that (against the rules) already has a `gaps` table: step 2 fails.
+    db_query(path, "CREATE TABLE gaps (x)")
+    with anyio.fail_after(30), pytest.raises(StoreError, match="already exists"):
+        async with open_store(path):
+            pass
+    assert db_query(path, "PRAGMA user_version") == [(1,)]
+    assert db_query(path, "SELECT count(*) FROM journal") == [(1,)]
+
+
+async def test_newer_schema_refuses_to_open(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    with anyio.fail_after(30):
+        async with open_store(path):
+            pass
+    db_query(path, f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    with anyio.fail_after(30), pytest.raises(StoreError, match=r"schema version 7, newer"):
+        async with open_store(path):
+            pass
+    assert db_query(path, "PRAGMA user_version") == [(SCHEMA_VERSION + 5,)]
+
+
+async def test_garbage_file_gives_a_clear_error_and_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    junk = b"this is not sqlite\n" * 300
+    path.write_bytes(junk)
+    with anyio.fail_after(30):
+        for _ in range(2):  # a retrying daemon gets the same clear error, no crash loop
+            with pytest.raises(StoreError, match=r"not a usable paneward store.*move it aside"):
+                async with open_store(path):
+                    pass
+    assert path.read_bytes() == junk
+
+
+async def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    db_query(path, "CREATE TABLE notes (body TEXT)")
+    with anyio.fail_after(30), pytest.raises(StoreError, match="did not create"):
+        async with open_store(path):
+            pass
+    assert db_query(path, "PRAGMA user_version") == [(0,)]
+
+
+async def test_creates_private_dirs_and_file_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "paneward" / "paneward.db"
+    old = os.umask(0o022)
+    try:
+        with anyio.fail_after(30):
+            async with open_store(path) as store:
+                store.record(transition(1, key(1)))
+                await store.flush()
+                wal = path.with_name(path.name + "-wal")
+                assert wal.exists()
+                assert stat.S_IMODE(wal.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert db_query(path, "PRAGMA journal_mode") == [("wal",)]
+    assert db_query(path, "PRAGMA application_id") == [(APPLICATION_ID,)]
+
+
+async def test_undecodable_rows_are_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "u.db"
+    with anyio.fail_after(30):
+        async with open_store(path) as store:
+            for seq in (1, 2, 3):
+                store.record(transition(seq, key(seq)))
+    db_query(path, "UPDATE sessions SET activity = '{\"type\":\"Activity\"}' WHERE seq = 2")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE journal SET transition = 'garbage' WHERE seq = 3")
+    conn.commit()
+    conn.close()
+    with anyio.fail_after(30):
+        async with open_store(path) as store:
+            restored = await store.load()
+            journal = await store.journal_since(0)
+            assert store.statistics().decode_errors == 2
+    assert restored.skipped == 1
+    assert [a.key for a in restored.activities] == [key(1), key(3)]
+    assert restored.last_seq == 3
+    assert [t.seq for t in journal] == [1, 2]
+
+
+# --------------------------------------------------------------------------- failures
+
+
+async def test_locked_database_flush_fails_is_counted_and_retried(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=60_000, busy_timeout_ms=50) as store:
+            # A real second writer holds the write lock (another process would do the same).
+            locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            try:
+                await anyio.to_thread.run_sync(locker.execute, "BEGIN IMMEDIATE")
+                for seq in (1, 2, 3):
+                    store.record(transition(seq, key(seq)))
+                await store.flush()  # one attempt, fails on the lock, keeps the rows
+                st = store.statistics()
+                assert (st.flush_errors, st.written, st.pending, st.dropped) == (1, 0, 3, 0)
+                await anyio.to_thread.run_sync(locker.execute, "ROLLBACK")
+            finally:
+                locker.close()
+            await store.flush()
+            st = store.statistics()
+            assert (st.flush_errors, st.written, st.pending, st.batches) == (1, 3, 0, 1)
+    assert db_query(path, "SELECT seq FROM journal ORDER BY seq") == [(1,), (2,), (3,)]
+
+
+# --------------------------------------------------------------------------- kill -9
+
+CHILD = r"""
+import mmap, os, struct, sys
+from pathlib import Path
+
+import anyio
+
+import messages as m
+from actors.store import open_store
+
+T0 = 1_700_000_000_000
+
+
+async def main() -> None:
+    fd = os.open(sys.argv[2], os.O_RDWR)
+    shared = mmap.mmap(fd, 16)
+    async with open_store(Path(sys.argv[1]), batch_ms=20, batch_rows=500,
+                          retention_rows=1_000_000) as store:
+        batches = 0
+        for seq in range(1, 10_001):
+            key = m.SessionKey("codex", f"k{seq % 50}")
+            after = m.Activity(key=key, presence="running", turn="working",
+                               evidence=m.Evidence(source="codex_rollout", native_state=str(seq),
+                                                   observed_at_ms=T0 + seq))
+            store.record(m.Transition(seq=seq, key=key, after=after, cause="burst"),
+                         (os.getpid(), "tok"))
+            # What a kill right now could lose, according to the store itself.
+            struct.pack_into("<qq", shared, 0, seq, store.statistics().unflushed)
+            if seq % 50 == 0:
+                # Hook events arrive over time, not all at once: this paces the
+                # workload (it synchronises nothing).
+                await anyio.sleep(0.002)
+                st = store.statistics()
+                if st.batches != batches:
+                    batches = st.batches
+                    print("ack", st.last_flushed_seq, flush=True)
+        print("done", flush=True)
+        await anyio.sleep_forever()
+
+
+anyio.run(main)
+"""
+
+
+async def test_kill_9_during_a_burst_loses_at_most_the_unflushed_window(tmp_path: Path) -> None:
+    db = tmp_path / "kill.db"
+    shm = tmp_path / "progress"
+    shm.write_bytes(bytes(16))
+    acks: list[int] = []
+    with anyio.fail_after(60):
+        async with await anyio.open_process(
+            [sys.executable, "-c", CHILD, str(db), str(shm)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as proc:
+            killed = False
+            try:
+                assert proc.stdout is not None
+                lines = BufferedByteReceiveStream(proc.stdout)
+                while len(acks) < 3:
+                    word, *rest = (await lines.receive_until(b"\n", 1024)).split()
+                    assert word == b"ack", word
+                    acks.append(int(rest[0]))
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+            finally:
+                # Signal at most once: Popen.send_signal() polls first, and a second
+                # signal after the exit could reap the child behind asyncio's watcher.
+                if not killed:
+                    proc.kill()
+                code = await proc.wait()
+            assert proc.stderr is not None
+            err = await proc.stderr.receive() if code != -signal.SIGKILL else b""
+    assert code == -signal.SIGKILL, err
+    recorded, unflushed = struct.unpack("<qq", shm.read_bytes())
+    assert recorded < 10_000, "the kill must land mid-burst"
+    assert acks == sorted(acks)
+
+    assert db_query(db, "PRAGMA integrity_check") == [("ok",)]
+    seqs = [s for (s,) in db_query(db, "SELECT seq FROM journal ORDER BY seq")]
+    top = seqs[-1]
+    # Every batch is all-or-nothing: the journal is an unbroken prefix of the burst...
+    assert seqs == list(range(1, top + 1))
+    # ...that holds everything acknowledged as flushed...
+    assert top >= acks[-1]
+    # ...and misses no more than the store's own unflushed window at the kill.
+    assert 0 <= recorded - top <= unflushed
+    # The catalog is consistent with the journal: each key's row is its newest journal row.
+    newest = dict(db_query(db, "SELECT session_id, max(seq) FROM journal GROUP BY session_id"))
+    catalog = db_query(db, "SELECT session_id, seq, activity FROM sessions")
+    assert len(catalog) == 50
+    for session_id, seq, text in catalog:
+        assert seq == newest[session_id]
+        (journal_text,) = db_query(db, "SELECT transition FROM journal WHERE seq = ?", (seq,))[0]
+        decoded = m.decode_outbound(journal_text)
+        assert isinstance(decoded, m.Transition)
+        assert m.decode_outbound(text) == decoded.after
+
+    # Restart: the store opens the recovered file and picks up where it was.
+    with anyio.fail_after(30):
+        async with open_store(db) as store:
+            restored = await store.load()
+    assert restored.last_seq == top
+    assert len(restored.activities) == 50
+    assert all(owner[1] == "tok" for owner in restored.owners.values())
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_children() -> Iterator[None]:
+    yield
+    # Every test reaps what it spawns: a leftover child (or zombie) is a test bug.
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+    assert children == []
