@@ -1,0 +1,343 @@
+"""The pane mapper: the pure PaneMap over synthetic trees, the actor over real process trees."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+
+import anyio
+import anyio.abc
+import pytest
+
+import messages
+from actors import procfs
+from actors.pane_mapper import MAX_VISIT, Binding, PaneMap, PaneMapper, codex_resume_thread
+
+AT = 1_800_000_000_000
+KEY_A = messages.SessionKey("claude-code", "a")
+KEY_B = messages.SessionKey("claude-code", "b")
+KEY_X = messages.SessionKey("codex", "thread-x")
+
+
+def registry(key: messages.SessionKey, pid: int, token: str = "1") -> messages.RegistryStatus:
+    return messages.RegistryStatus(
+        key=key, pid=pid, start_token=token, status="idle", at_ms=AT, observed_at_ms=AT
+    )
+
+
+# ---------------------------------------------------------------- pure
+
+
+@pytest.mark.parametrize(
+    ("comm", "argv", "thread"),
+    [
+        ("codex", ["codex", "resume", "0199-abc"], "0199-abc"),
+        ("codex", ["/usr/bin/codex", "-m", "gpt", "resume", "0199-abc"], "0199-abc"),
+        ("codex", ["codex", "resume", "--", "0199-abc"], "0199-abc"),
+        ("codex", ["codex", "resume", "--last"], None),
+        ("codex", ["codex", "resume"], None),
+        ("codex", ["codex"], None),
+        ("codex", ["codex", "exec", "hi"], None),
+        ("node", ["node", "codex", "resume", "0199-abc"], None),
+        ("codex", ["codex", "resume", "x" * 257], None),
+    ],
+)
+def test_codex_resume_thread(comm: str, argv: list[str], thread: str | None) -> None:
+    assert codex_resume_thread(comm, argv) == thread
+
+
+def test_walk_finds_the_nearest_owner_breadth_first() -> None:
+    m = PaneMap()
+    edges = {1: [2, 3], 2: [4], 3: [5], 4: [6]}
+    m.observe(registry(KEY_A, 6))
+    m.observe(registry(KEY_B, 5))
+    # 5 is at depth 2, 6 at depth 3.
+    assert m.walk(1, lambda p: edges.get(p, [])) == Binding(KEY_B, "claude_registry_pid")
+    assert m.walk(4, lambda p: edges.get(p, [])) == Binding(KEY_A, "claude_registry_pid")
+    assert m.walk(6, lambda p: edges.get(p, [])) == Binding(KEY_A, "claude_registry_pid")
+    assert m.walk(3, lambda p: []) is None
+
+
+def test_same_depth_prefers_most_recently_learnt_owner() -> None:
+    m = PaneMap()
+    edges = {1: [2, 3]}
+    m.observe(registry(KEY_A, 3))
+    m.observe(registry(KEY_B, 2))
+    assert m.walk(1, lambda p: edges.get(p, [])) == Binding(KEY_B, "claude_registry_pid")
+
+
+def test_walk_visits_at_most_256_processes_and_survives_cycles() -> None:
+    m = PaneMap()
+    chain = {n: [n + 1] for n in range(1, 400)}
+    m.observe(registry(KEY_A, MAX_VISIT + 1))
+    assert m.walk(1, lambda p: chain.get(p, [])) is None
+    assert m.truncated == 1
+    m.observe(registry(KEY_B, MAX_VISIT))
+    assert m.walk(1, lambda p: chain.get(p, [])) == Binding(KEY_B, "claude_registry_pid")
+    cyclic = {1: [2], 2: [1, 3]}
+    m.observe(registry(KEY_A, 3))
+    assert m.walk(1, lambda p: cyclic.get(p, [])) == Binding(KEY_A, "claude_registry_pid")
+
+
+def test_codex_resume_argv_binds_only_with_no_owner_at_that_depth() -> None:
+    m = PaneMap()
+    edges = {1: [2, 3]}
+    descr: dict[int, tuple[str, Sequence[str]]] = {3: ("codex", ["codex", "resume", "thread-x"])}
+    assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_X, "codex_resume_argv")
+    m.observe(registry(KEY_A, 2))
+    assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_A, "claude_registry_pid")
+
+
+def test_proof_words_per_evidence() -> None:
+    m = PaneMap()
+    m.observe(
+        messages.RolloutOwned(key=KEY_X, pid=10, start_token="t", at_ms=AT, observed_at_ms=AT)
+    )
+    child = messages.SessionKey("codex", "child")
+    m.observe(
+        messages.RolloutOwned(
+            key=child, pid=11, start_token="t", at_ms=AT, observed_at_ms=AT, root_key=KEY_X
+        ),
+    )
+    m.observe(
+        messages.HookHint(
+            key=KEY_A, source="claude_hook", event="UserPromptSubmit", hint="working",
+            at_ms=AT, observed_at_ms=AT, pid=12,
+        ),
+    )  # fmt: skip
+    assert m.walk(10, lambda p: []) == Binding(KEY_X, "codex_rollout_owner")
+    assert m.walk(11, lambda p: []) is None  # a child rollout never binds a pane
+    assert m.walk(12, lambda p: []) == Binding(KEY_A, "hook_owner_pid")
+    # The registry is better proof for the same pid and key, and replaces the hook owner.
+    m.observe(registry(KEY_A, 12))
+    assert m.walk(12, lambda p: []) == Binding(KEY_A, "claude_registry_pid")
+    assert len(m.owners[12]) == 1
+
+
+def test_rebind_flow_open_bind_rebind_close() -> None:
+    m = PaneMap()
+    edges: dict[int, list[int]] = {100: [101], 101: [102]}
+    assert m.observe(messages.PaneOpened(pane="%1", root_pid=100, at_ms=AT)) == []
+    assert m.rebind(lambda p: edges.get(p, []), None, AT) == []  # nothing owns anything yet
+    m.observe(registry(KEY_A, 102))
+    assert m.rebind(lambda p: edges.get(p, []), None, AT) == [
+        messages.PaneBound(key=KEY_A, pane="%1", at_ms=AT, proof="claude_registry_pid")
+    ]
+    # The same proof again changes nothing.
+    m.observe(registry(KEY_A, 102))
+    assert m.rebind(lambda p: edges.get(p, []), None, AT) == []
+    # The agent exits: the pane keeps its last session until another agent is proven.
+    m.observe(messages.ProcessGone(pid=102, start_token="1", at_ms=AT, observed_at_ms=AT))
+    del edges[101]
+    assert m.rebind(lambda p: edges.get(p, []), None, AT) == []
+    assert m.bindings["%1"].key == KEY_A
+    edges[101] = [103]
+    m.observe(registry(KEY_B, 103))
+    assert m.rebind(lambda p: edges.get(p, []), None, AT) == [
+        messages.PaneUnbound(key=KEY_A, pane="%1", at_ms=AT),
+        messages.PaneBound(key=KEY_B, pane="%1", at_ms=AT, proof="claude_registry_pid"),
+    ]
+    assert m.observe(messages.PaneClosed(pane="%1", at_ms=AT + 1)) == [
+        messages.PaneUnbound(key=KEY_B, pane="%1", at_ms=AT + 1)
+    ]
+    assert m.panes == {} and m.bindings == {}
+
+
+def test_owner_removal_rules() -> None:
+    m = PaneMap()
+    m.observe(registry(KEY_A, 5, token="1"))
+    # Another incarnation's death does not remove this owner.
+    m.observe(messages.ProcessGone(pid=5, start_token="2", at_ms=AT, observed_at_ms=AT))
+    assert 5 in m.owners
+    m.observe(messages.RegistryRemoved(key=KEY_A, pid=5, at_ms=AT, observed_at_ms=AT, rotated=True))
+    assert 5 not in m.owners
+    m.observe(messages.RolloutOwned(key=KEY_X, pid=6, start_token="t", at_ms=AT, observed_at_ms=AT))
+    m.observe(messages.RolloutReleased(key=KEY_X, pid=6, at_ms=AT, observed_at_ms=AT))
+    assert m.owners == {}
+    m.observe(registry(KEY_A, 7, token="1"))
+    m.observe(messages.ProcessGone(pid=7, at_ms=AT, observed_at_ms=AT))  # any incarnation
+    assert m.owners == {}
+    m.observe(messages.PaneFocused(pane="%1", at_ms=AT))
+    assert m.ignored == 1
+
+
+def test_claude_rotation_replaces_the_registry_owner_of_a_pid() -> None:
+    m = PaneMap()
+    m.observe(registry(KEY_A, 5))
+    m.observe(registry(KEY_B, 5))
+    assert [o.key for o in m.owners[5]] == [KEY_B]
+
+
+# ---------------------------------------------------------------- the actor, real processes
+
+AGENT = (
+    "import os, sys\n"
+    "with open('/proc/self/comm', 'w') as f: f.write(sys.argv[1])\n"
+    "print(os.getpid(), flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.items: list[messages.Inbound] = []
+        self._changed: anyio.Event | None = None
+
+    def inject_nowait(self, message: messages.Inbound) -> None:
+        self.items.append(messages.revalidate(message))
+        if self._changed is not None:
+            self._changed.set()
+
+    async def wait_count(self, n: int) -> list[messages.Inbound]:
+        while len(self.items) < n:
+            self._changed = anyio.Event()
+            await self._changed.wait()
+        return self.items
+
+
+class PaneTree:
+    """``sh -> sh -> python agents``, started in their own session like a pane."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.buffer = b""
+
+    async def next_pid(self) -> int:
+        assert self.process.stdout is not None
+        while b"\n" not in self.buffer:
+            self.buffer += await self.process.stdout.receive()
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return int(line)
+
+
+@asynccontextmanager
+async def pane_tree(*agents: list[str]) -> AsyncIterator[PaneTree]:
+    py = sys.executable
+    inner = "; ".join(f'{py} -c "$AGENT" {" ".join(args)}' for args in agents)
+    # "; true" keeps each sh from exec-ing its last command, so the tree really is
+    # sh -> sh -> agent.
+    process = await anyio.open_process(
+        ["sh", "-c", f"sh -c '{inner}; true'; true"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "AGENT": AGENT},
+        start_new_session=True,
+    )
+    async with process:
+        try:
+            yield PaneTree(process)
+        finally:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+
+
+@asynccontextmanager
+async def running(mapper: PaneMapper, sink: ListSink) -> AsyncIterator[None]:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(mapper.run, sink)
+        yield
+        tg.cancel_scope.cancel()
+
+
+async def test_real_tree_binds_rebinds_and_unbinds() -> None:
+    sink = ListSink()
+    mapper = PaneMapper(rescan_interval=None)
+    with anyio.fail_after(20):
+        async with pane_tree(["claude"], ["claude"]) as pane, running(mapper, sink):
+            first = await pane.next_pid()
+            inner_sh = procfs.read_ppid(first)
+            assert inner_sh is not None and procfs.read_ppid(inner_sh) == pane.process.pid
+            assert procfs.read_comm(first) == "claude"
+            mapper.send_nowait(messages.PaneOpened(pane="%7", root_pid=pane.process.pid, at_ms=AT))
+            await mapper.wait_idle()
+            assert sink.items == []  # nothing owns a session yet
+            mapper.send_nowait(registry(KEY_A, first, procfs.start_token(first) or "?"))
+            [bound] = await sink.wait_count(1)
+            assert isinstance(bound, messages.PaneBound)
+            assert bound == messages.PaneBound(
+                key=KEY_A,
+                pane="%7",
+                at_ms=bound.at_ms,
+                proof="claude_registry_pid",
+            )
+            # The first agent exits; the pane's shell starts a second one.
+            os.kill(first, signal.SIGKILL)
+            second = await pane.next_pid()
+            assert procfs.read_ppid(second) == inner_sh
+            mapper.send_nowait(registry(KEY_B, second, procfs.start_token(second) or "?"))
+            items = await sink.wait_count(3)
+            assert [(type(m).__name__, getattr(m, "key", None)) for m in items[1:]] == [
+                ("PaneUnbound", KEY_A),
+                ("PaneBound", KEY_B),
+            ]
+            mapper.send_nowait(messages.PaneClosed(pane="%7", at_ms=AT))
+            items = await sink.wait_count(4)
+            stats = mapper.statistics()
+    assert items[3] == messages.PaneUnbound(key=KEY_B, pane="%7", at_ms=AT)
+    assert stats.panes == 0 and stats.bound == 0
+    assert stats.bound_sent == 2 and stats.unbound_sent == 2
+    assert stats.received == 4 and stats.ignored == 0
+
+
+async def test_codex_daemon_tui_is_bound_only_by_resume_argv() -> None:
+    sink = ListSink()
+    mapper = PaneMapper(rescan_interval=None)
+    with anyio.fail_after(20):
+        async with (
+            pane_tree(["codex"]) as plain,
+            pane_tree(["codex", "resume", "thread-x"]) as resumed,
+            running(mapper, sink),
+        ):
+            await plain.next_pid()
+            tui = await resumed.next_pid()
+            assert procfs.read_comm(tui) == "codex"
+            mapper.send_nowait(messages.PaneOpened(pane="%1", root_pid=plain.process.pid, at_ms=AT))
+            mapper.send_nowait(
+                messages.PaneOpened(pane="%2", root_pid=resumed.process.pid, at_ms=AT)
+            )
+            [bound] = await sink.wait_count(1)
+            await mapper.wait_idle()
+    assert isinstance(bound, messages.PaneBound)
+    assert bound == messages.PaneBound(
+        key=KEY_X,
+        pane="%2",
+        at_ms=bound.at_ms,
+        proof="codex_resume_argv",
+    )
+    assert len(sink.items) == 1  # the plain codex TUI is not bound to any guessed thread
+    assert mapper.bindings() == {"%2": KEY_X}
+
+
+async def test_periodic_rescan_finds_processes_no_message_announced() -> None:
+    sink = ListSink()
+    mapper = PaneMapper(rescan_interval=0.05)
+    with anyio.fail_after(20):
+        async with (
+            running(mapper, sink),
+            pane_tree(["sleep-first"], ["codex", "resume", "thread-x"]) as pane,
+        ):
+            first = await pane.next_pid()
+            mapper.send_nowait(messages.PaneOpened(pane="%3", root_pid=pane.process.pid, at_ms=AT))
+            await mapper.wait_idle()
+            assert sink.items == []
+            os.kill(first, signal.SIGKILL)
+            await pane.next_pid()
+            [bound] = await sink.wait_count(1)
+    assert isinstance(bound, messages.PaneBound)
+    assert bound.key == KEY_X
+
+
+async def test_full_mailbox_is_counted() -> None:
+    mapper = PaneMapper(mailbox_size=1)
+    mapper.send_nowait(messages.PaneClosed(pane="%1", at_ms=AT))
+    with pytest.raises(anyio.WouldBlock):
+        mapper.send_nowait(messages.PaneClosed(pane="%2", at_ms=AT))
+    assert mapper.statistics().mailbox_overflow == 1
+    mapper.close()
+    with pytest.raises(anyio.ClosedResourceError):
+        mapper.send_nowait(messages.PaneClosed(pane="%3", at_ms=AT))
