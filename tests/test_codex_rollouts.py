@@ -24,6 +24,7 @@ from actors.harnesses.codex_rollouts import (
     Released,
     RolloutTail,
     build_sample,
+    codex_processes,
     parse_boundary_line,
     parse_session_meta,
     parse_timestamp_ms,
@@ -558,11 +559,26 @@ async def test_unreadable_fd_table_never_marks_a_live_owner_dead(
 
 
 async def test_failed_process_scan_proves_nothing(tmp_path: Path) -> None:
+    def broken() -> list[procfs.ProcessInfo]:
+        raise PermissionError("/proc")
+
     with anyio.fail_after(10):
-        actor = CodexRolloutDiscovery(tmp_path, watch=False, process_table=list)
+        actor = CodexRolloutDiscovery(tmp_path, watch=False, process_table=broken)
         sink = ListSink()
         await actor.sample_now(sink)
         assert sink.items == [] and actor.statistics().sample_errors == 1
+
+
+@pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="needs Linux /proc")
+def test_codex_processes_finds_exactly_the_renamed_children(
+    tmp_path: Path, spawn: list[subprocess.Popen[bytes]]
+) -> None:
+    a = hold(spawn, "codex")
+    b = hold(spawn, "codexy")
+    found = {p.pid: p for p in codex_processes()}
+    assert a.pid in found and b.pid not in found
+    assert found[a.pid].start_token == procfs.start_token(a.pid)
+    assert found[a.pid].ppid == os.getpid()
 
 
 @pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="needs Linux /proc")
