@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 
 from actors.procfs import start_token
-from actors.tmux import TmuxBridge
+from actors.tmux import TmuxBridge, tmux_config_snippet
 from actors.tmux_badges import BADGES, OPTION_NAMES
 from messages import (
     PaneClosed,
@@ -334,3 +335,20 @@ async def test_with_the_real_supervisor(server: TmuxServer) -> None:
             assert stats.injected >= 2 and stats.rejected == 0
         # Supervisor shutdown ended the subscription: every option is gone.
         assert await server.pane_option_names(agent) == []
+
+
+async def test_config_snippet_sources_and_renders(server: TmuxServer, tmp_path: Path) -> None:
+    with anyio.fail_after(20):
+        conf = tmp_path / "paneward.conf"
+        conf.write_text(tmux_config_snippet(), encoding="utf-8")
+        await server.arun("source-file", str(conf))
+        agent = await server.new_pane()
+        await server.arun("set-option", "-p", "-t", agent, "@paneward_badge", "▲ needs you")
+        await server.arun("set-option", "-p", "-t", agent, "@paneward_attention", "needs_input")
+        await server.arun("set-option", "-g", "@paneward_summary", "1 need you")
+        border = await server.arun("display-message", "-p", "-t", agent, "#{E:pane-border-format}")
+        assert "#[reverse bold]▲ needs you#[default]" in border
+        plain = await server.arun("display-message", "-p", "-t", "%0", "#{E:pane-border-format}")
+        assert "needs you" not in plain and plain.strip().startswith("0:")
+        status = await server.arun("display-message", "-p", "#{E:status-right}")
+        assert status.startswith("1 need you | ")

@@ -1,0 +1,152 @@
+"""tmux badge benchmarks (private server, tmux -L pw-bench-<random>), ratios in the same run.
+
+1. 50 badge changes in one tick through TmuxBridge (subscription item -> BadgeBook -> one
+   pipelined control-mode batch -> every reply) vs a bare pipelined control-mode batch of
+   50 ``set-option`` commands on the same server (our ControlClient, no bridge), and vs the
+   exact command lines the bridge wrote (isolates the bridge's own overhead).
+2. transition -> pane option visible to ``tmux show -p`` (a separate tmux client), p50/p99 over
+   200 events.
+
+Run: .venv/bin/python bench/bench_tmux.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from actors.tmux import TmuxBridge
+from actors.tmux_control import ControlClient, TmuxTarget, quote
+from tests.tmux_helpers import TmuxServer, TransitionSource, activity
+
+ROUNDS = 60
+
+
+async def _wait_batches(bridge: TmuxBridge, n: int) -> None:
+    # Busy-wait on the loop (a checkpoint per turn): measures the batch, not a timer.
+    while True:
+        if bridge.statistics().badge_batches >= n:
+            return
+        await anyio.lowlevel.checkpoint()
+
+
+async def bench(server: TmuxServer) -> dict[str, float]:
+    panes = [
+        (await server.arun("new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 600")).strip()
+        for _ in range(50)
+    ]
+    results: dict[str, float] = {}
+    # -- 1a. through the bridge -----------------------------------------------------------------
+    source = TransitionSource(*(activity(f"s{i}", p) for i, p in enumerate(panes)))
+    bridge = TmuxBridge(socket_name=server.name, panes=False)
+    sink_times: list[float] = []
+    turns = ("working", "idle")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(bridge.serve, source.receive, None)
+        await _wait_batches(bridge, 1)
+        for r in range(ROUNDS):
+            n = bridge.statistics().badge_batches
+            start = time.perf_counter()
+            for i, pane in enumerate(panes):
+                source.publish(activity(f"s{i}", pane, turn=turns[r % 2]))
+            await _wait_batches(bridge, n + 1)
+            sink_times.append(time.perf_counter() - start)
+        stats = bridge.statistics()
+        tg.cancel_scope.cancel()
+    source.close()
+    per_batch_cmds = 50 * 2 + 1  # turn + badge per pane, + summary
+    # -- 1b. bare control-mode batches on the same server ---------------------------------------
+    bare50: list[float] = []
+    same: list[float] = []
+    badges = ("● working", "○ idle")
+    async with ControlClient(TmuxTarget(server.name)) as client:
+        for r in range(ROUNDS):
+            commands = [
+                f"set-option -p -t {quote(p)} @paneward_badge {quote(badges[r % 2])}"
+                for p in panes
+            ]
+            start = time.perf_counter()
+            await client.run_batch(commands)
+            bare50.append(time.perf_counter() - start)
+        for r in range(ROUNDS):
+            commands = []
+            for p in panes:
+                commands.append(f"set-option -p -t {quote(p)} @paneward_turn {quote(turns[r % 2])}")
+                commands.append(
+                    f"set-option -p -t {quote(p)} @paneward_badge {quote(badges[r % 2])}"
+                )
+            commands.append(f"set-option -g @paneward_summary {quote(str(r))}")
+            start = time.perf_counter()
+            await client.run_batch(commands)
+            same.append(time.perf_counter() - start)
+    results["sink_50_ms"] = statistics.median(sink_times) * 1e3
+    results["bare_50_setoption_ms"] = statistics.median(bare50) * 1e3
+    results["bare_same_commands_ms"] = statistics.median(same) * 1e3
+    results["commands_per_tick"] = per_batch_cmds
+    results["badge_batches_for_rounds"] = stats.badge_batches - 1
+    # -- 2. transition -> visible to another tmux client ----------------------------------------
+    source = TransitionSource(activity("lat", panes[0]))
+    bridge = TmuxBridge(socket_name=server.name, panes=False)
+    latencies: list[float] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(bridge.serve, source.receive, None)
+        await _wait_batches(bridge, 1)
+        for i in range(200):
+            turn = turns[i % 2]
+            want = "● working" if turn == "working" else "○ idle"
+            start = time.perf_counter()
+            source.publish(activity("lat", panes[0], turn=turn))
+            while True:
+                out = await anyio.run_process(
+                    server.argv("show-options", "-p", "-v", "-t", panes[0], "@paneward_badge")
+                )
+                if out.stdout.decode().strip() == want:
+                    break
+            latencies.append(time.perf_counter() - start)
+        tg.cancel_scope.cancel()
+    source.close()
+    # The floor: one `tmux show` process with nothing to wait for.
+    floor: list[float] = []
+    for _ in range(50):
+        start = time.perf_counter()
+        show = server.argv("show-options", "-p", "-q", "-v", "-t", panes[0], "@paneward_badge")
+        await anyio.run_process(show, check=False)
+        floor.append(time.perf_counter() - start)
+    latencies.sort()
+    results["visible_p50_ms"] = latencies[len(latencies) // 2] * 1e3
+    results["visible_p99_ms"] = latencies[int(len(latencies) * 0.99) - 1] * 1e3
+    results["tmux_show_spawn_p50_ms"] = statistics.median(floor) * 1e3
+    return results
+
+
+def main() -> None:
+    server = TmuxServer()
+    server.name = server.name.replace("pw-", "pw-bench-")
+    server.start()
+    try:
+        r = anyio.run(bench, server)
+    finally:
+        subprocess.run(server.argv("kill-server"), check=False, capture_output=True)
+    print(f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}")
+    print(f"50 badge changes, one tick, through TmuxBridge: {r['sink_50_ms']:.3f} ms "
+          f"(median of {ROUNDS}; {r['commands_per_tick']:.0f} commands, "
+          f"{r['badge_batches_for_rounds']:.0f} batches for {ROUNDS} ticks)")
+    print(f"bare pipelined batch, 50 set-option:            {r['bare_50_setoption_ms']:.3f} ms "
+          f"-> ratio {r['sink_50_ms'] / r['bare_50_setoption_ms']:.2f}x")
+    print(f"bare pipelined batch, the same 101 commands:    {r['bare_same_commands_ms']:.3f} ms "
+          f"-> ratio {r['sink_50_ms'] / r['bare_same_commands_ms']:.2f}x")
+    print(f"transition -> visible to `tmux show -p`: p50 {r['visible_p50_ms']:.2f} ms, "
+          f"p99 {r['visible_p99_ms']:.2f} ms over 200 events "
+          f"(one `tmux show` spawn alone: p50 {r['tmux_show_spawn_p50_ms']:.2f} ms)")
+
+
+if __name__ == "__main__":
+    main()
