@@ -723,3 +723,21 @@ def _no_leaked_children() -> Iterator[None]:
     # Every test reaps what it spawns: a leftover child (or zombie) is a test bug.
     children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
     assert children == []
+
+
+async def test_rows_left_at_a_failed_close_are_counted_as_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "cl.db"
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        with anyio.fail_after(30):
+            async with open_store(path, batch_ms=60_000, busy_timeout_ms=50,
+                                  close_timeout_s=0.5) as store:
+                await anyio.to_thread.run_sync(locker.execute, "BEGIN IMMEDIATE")
+                for seq in (1, 2, 3):
+                    store.record(transition(seq, key(seq)))
+            st = store.statistics()
+            assert (st.flush_errors, st.written, st.dropped, st.pending) == (1, 0, 3, 0)
+            await anyio.to_thread.run_sync(locker.execute, "ROLLBACK")
+    finally:
+        locker.close()
+    assert db_query(path, "SELECT count(*) FROM journal") == [(0,)]
