@@ -741,3 +741,111 @@ async def test_rows_left_at_a_failed_close_are_counted_as_dropped(tmp_path: Path
     finally:
         locker.close()
     assert db_query(path, "SELECT count(*) FROM journal") == [(0,)]
+
+
+# --------------------------------------------------------------------------- with the real hub
+
+
+@pytest.fixture
+def live_child() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process that lives until the test ends (it reads stdin until EOF)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        yield child
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        assert child.wait(timeout=30) == 0
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The pid of a real process that has exited and been reaped."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert gone.wait(timeout=30) == 0
+    return gone.pid
+
+
+async def test_restart_through_the_real_hub_reproves_before_publishing(
+    tmp_path: Path, live_child: subprocess.Popen[bytes], dead_pid: int
+) -> None:
+    """Daemon life 1 persists through a real BroadcastHub; life 2 re-proves, then publishes."""
+    from actors.broadcast import BroadcastHub
+
+    path = tmp_path / "restart.db"
+    live_owner = (live_child.pid, stat_token(live_child.pid))
+    owners = {key(1): live_owner, key(2): (dead_pid, "12345")}
+    with anyio.fail_after(30):
+        hub = BroadcastHub()
+        async with open_store(path, owner_of=owners.get) as store:
+            sub = hub.subscribe("all")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(store.run_subscription, sub)
+                hub.publish(key(1), activity(key(1), turn="working"), "RegistryStatus:busy")
+                hub.publish(key(2), activity(key(2), turn="idle"), "RegistryStatus:idle")
+                hub.publish(key(3), activity(key(3), presence="persisted", turn="unknown"),
+                            "RegistryRemoved")
+                hub.publish(key(2), activity(key(2), turn="working"), "HookHint:PreToolUse")
+                hub.close()  # shutdown: the subscription drains, then ends
+            await store.flush()
+            assert store.statistics().written == 4
+
+        # Life 2: load, re-prove, seed the hub, publish only the corrections.
+        async with open_store(path) as store:
+            restored = await store.load()
+            proof = reprove(restored, procfs.probe, observed_at_ms=T0 + 99)
+            hub = BroadcastHub()
+            hub.restore([*proof.restored, *(c.before for c in proof.corrections)],
+                        restored.last_seq)
+            sub = hub.subscribe("all")
+            for c in proof.corrections:
+                hub.publish(c.after.key, c.after, c.cause)
+            hub.close()
+            seen = [item async for item in sub]
+            await store.run_subscription(_replay(seen))
+            snapshot = await store.load()
+
+    assert restored.last_seq == 4
+    assert dict(proof.live_owners) == {key(1): live_owner}
+    assert [c.reason for c in proof.corrections] == ["owner_dead"]
+    first, *rest = seen
+    assert isinstance(first, m.Snapshot)
+    assert first.seq == 4
+    # The live session is running in the first thing a subscriber sees, and nothing about
+    # it follows: no flicker. The dead owner's session gets exactly one correction.
+    by_key = {a.key: a for a in first.activities}
+    assert by_key[key(1)].presence == "running"
+    assert [(t.seq, t.key, t.cause, t.after.presence, t.after.turn)
+            for t in rest if isinstance(t, m.Transition)] == [
+        (5, key(2), "persisted_store:owner_dead", "persisted", "unknown")]
+    assert {a.key: a.presence for a in snapshot.activities} == {
+        key(1): "running", key(2): "persisted", key(3): "persisted"}
+    assert snapshot.last_seq == 5
+
+
+async def _replay(items: list[Any]) -> Any:
+    for item in items:
+        yield item
+
+
+async def test_real_hub_overflow_is_recorded_as_a_gap(tmp_path: Path) -> None:
+    from actors.broadcast import BroadcastHub
+
+    path = tmp_path / "gap.db"
+    hub = BroadcastHub()
+    with anyio.fail_after(30):
+        async with open_store(path) as store:
+            sub = hub.subscribe("all", buffer=2)
+            for n in range(5):  # the store is not reading: the subscriber falls behind
+                hub.publish(key(n), activity(key(n)), f"test:{n}")
+            await store.run_subscription(sub)  # snapshot, 2 transitions, Overflow, end
+            hub.close()
+            journal = [t.seq for t in await store.journal_since(0)]  # flushes first
+            st = store.statistics()
+            gaps = db_query(path, "SELECT next_seq, dropped FROM gaps")
+    assert (st.recorded, st.gaps) == (2, 1)
+    assert journal == [1, 2]
+    assert gaps == [(3, st.gap_transitions)]
+    assert st.gap_transitions == 3
