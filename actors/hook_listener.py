@@ -287,7 +287,15 @@ def check_frame(frame: bytes) -> messages.Inbound | Rejection:
     try:
         return messages.decode_inbound(frame)
     except messages.MessageError as exc:
-        return Rejection(_classify(exc), str(exc))
+        reason = _classify(exc)
+        if reason != "bad_json":
+            # msgspec validates while it parses, so a truncated frame can fail on a field
+            # first; only call it a typing problem when the text is well-formed JSON at all.
+            try:
+                msgspec.json.decode(frame)
+            except msgspec.DecodeError as syntax:
+                return Rejection("bad_json", f"malformed JSON for inbound message: {syntax}")
+        return Rejection(reason, str(exc))
     except RecursionError:  # belt and braces: the depth check should have caught it
         return Rejection("too_deep", "JSON nested too deeply to decode")
 

@@ -1,0 +1,662 @@
+"""HookListener: pure framing/validation decisions, then a real Unix socket and a real http port."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import messages
+from actors.hook_listener import (
+    MAX_DEPTH,
+    MAX_FRAME_BYTES,
+    FrameSplitter,
+    HookListener,
+    HookListenerError,
+    Oversize,
+    Rejection,
+    RequestHead,
+    check_frame,
+    check_http_request,
+    load_http_token,
+    nesting_depth,
+    parse_request_head,
+    restamp,
+)
+
+AT = 1_795_999_000_000
+FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+
+
+def notify_frame(payload: Any, *, harness: str = "claude-code", pid: int | None = None) -> bytes:
+    return json.dumps(
+        {
+            "type": "NotifyHook",
+            "harness": harness,
+            "payload": payload,
+            "at_ms": AT,
+            "observed_at_ms": AT,
+            "pid": pid,
+            "start_token": None,
+        }
+    ).encode()
+
+
+class ListSink:
+    """The supervisor stand-in: records what the listener injects, wakes waiters."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.items: list[messages.Inbound] = []
+        self.refuse = refuse
+        self._changed = anyio.Event()
+
+    def inject_nowait(self, message: messages.Inbound) -> None:
+        if self.refuse:
+            raise messages.MessageError("mailbox refused it")
+        self.items.append(message)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_count(self, count: int) -> None:
+        while len(self.items) < count:
+            await self._changed.wait()
+
+
+async def wait_until(predicate: Any) -> None:
+    """Poll a condition that has no event of its own (listener counters), bounded by caller."""
+    while not predicate():  # noqa: ASYNC110 - counters have no event; callers bound it
+        await anyio.sleep(0.005)
+
+
+@asynccontextmanager
+async def running(listener: HookListener, sink: ListSink) -> AsyncIterator[HookListener]:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.run, sink)
+        await listener.wait_listening()
+        yield listener
+        tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+def sock_path(tmp_path: Path) -> Path:
+    return tmp_path / "rt" / "paneward" / "hook.sock"
+
+
+# --------------------------------------------------------------------------------------------
+# Pure decisions
+
+
+def test_splitter_splits_lines_across_chunks() -> None:
+    splitter = FrameSplitter(max_frame=10)
+    assert splitter.feed(b"ab") == []
+    assert splitter.feed(b"c\nde\n\nf") == [b"abc", b"de", b""]
+    assert splitter.close() == [b"f"]
+    assert splitter.close() == []
+
+
+def test_splitter_rejects_oversize_once_and_resynchronises() -> None:
+    splitter = FrameSplitter(max_frame=4)
+    assert splitter.feed(b"12345") == []  # over the limit: not buffered any further
+    assert splitter.buffered == 0
+    assert splitter.feed(b"678") == []
+    assert splitter.feed(b"9\nok\n") == [Oversize(9), b"ok"]
+    assert splitter.feed(b"toolong\nok2\n") == [Oversize(7), b"ok2"]
+    assert splitter.feed(b"1234") == []
+    assert splitter.feed(b"\n") == [b"1234"]  # exactly the limit is fine
+    assert splitter.feed(b"abcdef") == []
+    assert splitter.close() == [Oversize(6)]
+
+
+def test_nesting_depth_ignores_brackets_in_strings() -> None:
+    assert nesting_depth(b'{"a":[1,{"b":2}]}') == 3
+    deep = b"[" * 100 + b"]" * 100
+    assert nesting_depth(deep) == 100
+    text = b'{"a":"' + b"[" * 200 + b'"}'
+    assert nesting_depth(text) == 1
+    escaped = b'{"a":"\\"' + b"{" * 100 + b'"}'
+    assert nesting_depth(escaped) == 1
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        (b"{" + b"\x00" + b"}", "nul_byte"),
+        (b'{"type":"NotifyHook","payload":"\xff"}', "invalid_utf8"),
+        (notify_frame({"a": json.loads("[" * 70 + "]" * 70)}), "too_deep"),
+        (b'{"type":"NotifyHook"', "bad_json"),
+        (b"not json", "bad_json"),
+        (b'{"type":"Bogus","x":1}', "unknown_type"),
+        (notify_frame("a string payload"), "invalid_message"),
+        (notify_frame({}, harness="vim"), "invalid_message"),
+        (b"[1,2]", "invalid_message"),
+        (b'{"harness":"codex"}', "invalid_message"),
+        (b"x" * (MAX_FRAME_BYTES + 1), "oversize"),
+    ],
+)
+def test_check_frame_rejects_with_reason(frame: bytes, reason: str) -> None:
+    result = check_frame(frame)
+    assert isinstance(result, Rejection)
+    assert result.reason == reason
+    assert result.detail
+
+
+def test_check_frame_depth_limit_is_exact() -> None:
+    inner_ok = json.loads("[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2))
+    assert not isinstance(check_frame(notify_frame({"a": inner_ok})), Rejection)
+    inner_bad = json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))
+    rejected = check_frame(notify_frame({"a": inner_bad}))
+    assert isinstance(rejected, Rejection)
+    assert rejected.reason == "too_deep"
+
+
+def test_check_frame_accepts_every_real_claude_payload() -> None:
+    lines = (FIXTURES / "claude-hooks.jsonl").read_text().splitlines()
+    for line in lines:
+        payload = json.loads(line)["stdin"]
+        result = check_frame(notify_frame(payload, pid=4242))
+        assert isinstance(result, messages.NotifyHook), result
+        assert result.payload == payload
+        assert result.pid == 4242
+
+
+def test_restamp_sets_observed_time_only() -> None:
+    message = check_frame(notify_frame({"hook_event_name": "Stop"}))
+    assert isinstance(message, messages.NotifyHook)
+    stamped = restamp(message, AT + 5)
+    assert isinstance(stamped, messages.NotifyHook)
+    assert stamped.observed_at_ms == AT + 5
+    assert stamped.at_ms == AT
+    assert msgspec.structs.replace(stamped, observed_at_ms=AT) == message
+
+
+def test_parse_request_head() -> None:
+    head = parse_request_head(
+        b"POST /hook/claude-code HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+        b"X-Paneward-Token: t\r\nConnection: keep-alive"
+    )
+    assert head == RequestHead(
+        "POST",
+        "/hook/claude-code",
+        "HTTP/1.1",
+        {"host": "x", "content-length": "2", "x-paneward-token": "t", "connection": "keep-alive"},
+    )
+    assert isinstance(head, RequestHead) and head.keep_alive
+    for bad in (b"GARBAGE", b"POST / HTTP/2\r\n", b"POST / HTTP/1.1\r\nno colon"):
+        result = parse_request_head(bad)
+        assert isinstance(result, Rejection) and result.reason == "http_bad_request"
+    dup = parse_request_head(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2")
+    assert isinstance(dup, Rejection)
+
+
+def _head(target: str = "/hook/claude-code", method: str = "POST", **headers: str) -> RequestHead:
+    return RequestHead(
+        method, target, "HTTP/1.1", {k.replace("_", "-"): v for k, v in headers.items()}
+    )
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "reason"),
+    [
+        (_head(content_length="2"), 401, "http_unauthorized"),
+        (_head(content_length="2", x_paneward_token="wrong"), 401, "http_unauthorized"),
+        (_head("/hook/vim", x_paneward_token="tok", content_length="2"), 404, "http_not_found"),
+        (_head("/other/claude-code", x_paneward_token="tok"), 404, "http_not_found"),
+        (_head(method="GET", x_paneward_token="tok"), 405, "http_method"),
+        (_head(x_paneward_token="tok"), 411, "http_length_required"),
+        (_head(x_paneward_token="tok", content_length="-1"), 400, "http_bad_request"),
+        (
+            _head(x_paneward_token="tok", content_length=str(MAX_FRAME_BYTES + 1)),
+            413,
+            "http_too_large",
+        ),
+        (_head(x_paneward_token="tok", transfer_encoding="chunked"), 501, "http_bad_request"),
+    ],
+)
+def test_check_http_request_refusals(head: RequestHead, status: int, reason: str) -> None:
+    reply = check_http_request(head, "tok")
+    assert reply.status == status
+    assert reply.rejection is not None and reply.rejection.reason == reason
+
+
+def test_check_http_request_accepts() -> None:
+    reply = check_http_request(
+        _head("/hook/codex", x_paneward_token="tok", content_length="5"), "tok"
+    )
+    assert (reply.status, reply.harness, reply.content_length, reply.rejection) == (
+        200,
+        "codex",
+        5,
+        None,
+    )
+
+
+def test_load_http_token_refuses_readable_file(tmp_path: Path) -> None:
+    token = tmp_path / "http-token"
+    with pytest.raises(HookListenerError, match="no token"):
+        load_http_token(token)
+    token.write_text("secret\n")
+    token.chmod(0o644)
+    with pytest.raises(HookListenerError, match="mode 0600"):
+        load_http_token(token)
+    token.chmod(0o600)
+    assert load_http_token(token) == "secret"
+
+
+# --------------------------------------------------------------------------------------------
+# Real Unix socket
+
+
+async def send_raw(path: Path, data: bytes) -> None:
+    async with await anyio.connect_unix(path) as stream:
+        await stream.send(data)
+        await stream.send_eof()
+
+
+async def test_socket_and_directory_permissions_and_cleanup(sock_path: Path) -> None:
+    with anyio.fail_after(10):
+        sink = ListSink()
+        async with running(HookListener(socket_path=sock_path), sink) as listener:
+            assert listener.socket_path == sock_path
+            assert stat.S_IMODE(os.stat(sock_path.parent).st_mode) == 0o700
+            assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
+            assert stat.S_ISSOCK(os.stat(sock_path).st_mode)
+            await send_raw(sock_path, notify_frame({"hook_event_name": "Stop"}) + b"\n")
+            await sink.wait_count(1)
+        assert not await anyio.Path(sock_path).exists()
+
+
+async def test_directory_mode_is_tightened(sock_path: Path) -> None:
+    sock_path.parent.mkdir(parents=True, mode=0o755)
+    sock_path.parent.chmod(0o755)
+    with anyio.fail_after(10):
+        async with running(HookListener(socket_path=sock_path), ListSink()):
+            assert stat.S_IMODE(sock_path.parent.stat().st_mode) == 0o700
+
+
+async def test_stale_socket_is_replaced_live_one_is_not(sock_path: Path) -> None:
+    sock_path.parent.mkdir(parents=True, mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(os.fspath(sock_path))
+    stale.close()  # bound, never listening, closed: a dead daemon's leftover
+    with anyio.fail_after(10):
+        sink = ListSink()
+        async with running(HookListener(socket_path=sock_path), sink):
+            second = HookListener(socket_path=sock_path)
+            with pytest.raises(HookListenerError, match="already listening"):
+                await second.run(ListSink())
+            # The first listener is untouched and still serves.
+            await send_raw(sock_path, notify_frame({"n": 1}) + b"\n")
+            await sink.wait_count(1)
+
+
+async def test_refuses_to_replace_a_regular_file(sock_path: Path) -> None:
+    await anyio.Path(sock_path.parent).mkdir(parents=True, mode=0o700)
+    await anyio.Path(sock_path).write_text("precious")
+    with anyio.fail_after(10), pytest.raises(HookListenerError, match="not a socket"):
+        await HookListener(socket_path=sock_path).run(ListSink())
+    assert await anyio.Path(sock_path).read_text() == "precious"
+
+
+async def test_bad_frames_counted_valid_ones_delivered_on_same_connection(
+    sock_path: Path,
+) -> None:
+    with anyio.fail_after(20):
+        sink = ListSink()
+        async with running(HookListener(socket_path=sock_path), sink) as listener:
+            stream = b"".join(
+                [
+                    notify_frame({"n": 1}) + b"\n",
+                    b"{broken\n",
+                    b"\n",
+                    b'{"type":"Nope"}\n',
+                    b"x" * (MAX_FRAME_BYTES + 10) + b"\n",
+                    notify_frame({"n": 2}) + b"\n",
+                    b"\xff\xfe\n",
+                    notify_frame({"n": 3}),  # no trailing newline: EOF ends it
+                ]
+            )
+            await send_raw(sock_path, stream)
+            await sink.wait_count(3)
+            await wait_until(lambda: listener.statistics().connections_open == 0)
+            stats = listener.statistics()
+        assert [m.payload for m in sink.items if isinstance(m, messages.NotifyHook)] == [
+            {"n": 1},
+            {"n": 2},
+            {"n": 3},
+        ]
+        assert dict(stats.rejected) == {
+            "bad_json": 1,
+            "unknown_type": 1,
+            "oversize": 1,
+            "invalid_utf8": 1,
+        }
+        assert stats.frames_received == 7
+        assert stats.frames_delivered == 3
+        assert stats.blank_lines == 1
+        assert [r.reason for r in stats.recent_rejections] == [
+            "bad_json",
+            "unknown_type",
+            "oversize",
+            "invalid_utf8",
+        ]
+        assert all(r.peer_pid == os.getpid() for r in stats.recent_rejections)
+
+
+async def test_observed_time_is_restamped(sock_path: Path) -> None:
+    clock = iter(range(AT + 100, AT + 200))
+    with anyio.fail_after(10):
+        sink = ListSink()
+        listener = HookListener(socket_path=sock_path, clock_ms=lambda: next(clock))
+        async with running(listener, sink):
+            await send_raw(sock_path, notify_frame({"n": 1}) + b"\n")
+            await sink.wait_count(1)
+    message = sink.items[0]
+    assert isinstance(message, messages.NotifyHook)
+    assert (message.at_ms, message.observed_at_ms) == (AT, AT + 100)
+
+
+async def test_sink_refusal_is_counted(sock_path: Path) -> None:
+    with anyio.fail_after(10):
+        listener = HookListener(socket_path=sock_path)
+        async with running(listener, ListSink(refuse=True)):
+            await send_raw(sock_path, notify_frame({"n": 1}) + b"\n")
+            await wait_until(lambda: listener.statistics().rejected_total == 1)
+        stats = listener.statistics()
+        assert dict(stats.rejected) == {"refused_by_sink": 1}
+        assert "mailbox refused it" in stats.recent_rejections[0].detail
+        assert stats.frames_delivered == 0
+
+
+# Hostile frames: each strategy yields (bytes without a newline, expected reason or None).
+_valid = st.dictionaries(
+    st.text(max_size=8),
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=20)),
+    max_size=4,
+).map(lambda p: (notify_frame(p), None))
+_truncated = _valid.flatmap(
+    lambda pair: st.integers(1, len(pair[0]) - 1).map(lambda n: (pair[0][:n], "bad_json"))
+)
+_wrong_types = st.sampled_from(
+    [
+        ("at_ms", "soon"),
+        ("pid", "x"),
+        ("pid", -5),
+        ("harness", "vim"),
+        ("payload", [1, 2]),
+        ("at_ms", 12),
+        ("start_token", 7),
+    ]
+).map(
+    lambda kv: (
+        json.dumps({**json.loads(notify_frame({})), kv[0]: kv[1]}).encode(),
+        "invalid_message",
+    )
+)
+_unknown = (
+    st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef", min_size=1, max_size=12)
+    .filter(lambda t: t not in {c.__name__ for c in messages.codec.INBOUND_TYPES})
+    .map(lambda t: (json.dumps({"type": t}).encode(), "unknown_type"))
+)
+_nul = _valid.flatmap(
+    lambda pair: st.integers(0, len(pair[0])).map(
+        lambda n: (pair[0][:n] + b"\x00" + pair[0][n:], "nul_byte")
+    )
+)
+_bad_utf8 = st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"]).map(
+    lambda junk: (notify_frame({"k": "v"}).replace(b'"v"', b'"' + junk + b'"'), "invalid_utf8")
+)
+_deep = st.integers(MAX_DEPTH + 1, 5000).map(
+    lambda d: (notify_frame({"a": 1}).replace(b"1", b"[" * d + b"]" * d, 1), "too_deep")
+)
+_hostile = st.one_of(_valid, _truncated, _wrong_types, _unknown, _nul, _bad_utf8, _deep)
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    frames=st.lists(_hostile, min_size=99, max_size=99),
+    oversize_at=st.integers(0, 99),
+    oversize_extra=st.integers(1, 70_000),
+)
+async def test_ten_thousand_hostile_frames_through_a_real_socket(
+    frames: list[tuple[bytes, str | None]], oversize_at: int, oversize_extra: int
+) -> None:
+    # 100 examples x (99 generated + 1 oversize) = 10,000 frames, each over a real socket.
+    oversize = (b"o" * (MAX_FRAME_BYTES + oversize_extra), "oversize")
+    frames = [*frames[:oversize_at], oversize, *frames[oversize_at:]]
+    tmp = Path(tempfile.mkdtemp(prefix="pw-hyp-"))
+    path = tmp / "rt" / "hook.sock"
+    try:
+        with anyio.fail_after(60):
+            sink = ListSink()
+            listener = HookListener(socket_path=path)
+            async with running(listener, sink):
+                # Split across several connections to exercise resynchronisation per stream.
+                for start in range(0, len(frames), 25):
+                    chunk = frames[start : start + 25]
+                    await send_raw(path, b"".join(f + b"\n" for f, _ in chunk))
+                expected_valid = [f for f, reason in frames if reason is None]
+                await sink.wait_count(len(expected_valid))
+                await wait_until(lambda: listener.statistics().frames_received == len(frames))
+                stats = listener.statistics()
+        expected: dict[str, int] = {}
+        for _, reason in frames:
+            if reason is not None:
+                expected[reason] = expected.get(reason, 0) + 1
+        assert dict(stats.rejected) == expected
+        assert [
+            msgspec.json.encode(m.payload) for m in sink.items if isinstance(m, messages.NotifyHook)
+        ] == [msgspec.json.encode(json.loads(f)["payload"]) for f in expected_valid]
+        assert stats.frames_delivered == len(expected_valid)
+    finally:
+        shutil.rmtree(tmp)
+
+
+# --------------------------------------------------------------------------------------------
+# Another user
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A directory under /tmp another uid can traverse (pytest's tmp_path is 0700 root's)."""
+    path = Path(tempfile.mkdtemp(prefix="pw-uid-"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path)
+
+
+_OTHER_CLIENT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+except OSError as exc:
+    print("connect-error", exc.errno)
+    sys.exit(0)
+print("connected")
+try:  # the listener may already have hung up on us: that is the point
+    s.sendall(sys.argv[2].encode() + b"\\n")
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)
+except OSError:
+    pass
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching to another uid needs root (setpriv)")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not installed")
+async def test_another_users_client_is_refused(shared_tmp: Path) -> None:
+    path = shared_tmp / "rt" / "hook.sock"
+    system_python = "/usr/bin/python3"  # readable by uid 65534, unlike a venv under /root
+    if not os.access(system_python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 for the other user's client")
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", system_python, "-c"]
+    frame = notify_frame({"from": "nobody"}).decode()
+    with anyio.fail_after(30):
+        sink = ListSink()
+        listener = HookListener(socket_path=path)
+        async with running(listener, sink):
+            # Layer 1: the 0700 directory keeps the other user from reaching the socket.
+            first = await anyio.run_process([*nobody, _OTHER_CLIENT, str(path), frame])
+            assert first.stdout.decode().split() == ["connect-error", "13"]  # EACCES
+            # Layer 2: even when the directory and socket are opened up (misconfiguration),
+            # SO_PEERCRED identifies the peer and the listener refuses it.
+            path.parent.chmod(0o711)
+            path.chmod(0o666)
+            second = await anyio.run_process([*nobody, _OTHER_CLIENT, str(path), frame])
+            assert second.stdout.decode().split() == ["connected"]
+            await wait_until(lambda: listener.statistics().rejected.get("peer_uid") == 1)
+            # Our own uid still gets through afterwards.
+            await send_raw(path, notify_frame({"from": "us"}) + b"\n")
+            await sink.wait_count(1)
+            stats = listener.statistics()
+        assert [m.payload for m in sink.items if isinstance(m, messages.NotifyHook)] == [
+            {"from": "us"}
+        ]
+        assert stats.recent_rejections[0].detail == f"peer uid 65534 is not {os.getuid()}"
+        assert stats.recent_rejections[0].peer_pid is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Real http listener
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "state" / "http-token"
+    path.parent.mkdir(mode=0o700)
+    path.write_text("s3cret-token\n")
+    path.chmod(0o600)
+    return path
+
+
+async def http_exchange(
+    stream: anyio.abc.SocketStream, request: bytes
+) -> tuple[int, dict[str, str], Any]:
+    await stream.send(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += await stream.receive()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = int(headers["content-length"])
+    while len(rest) < length:
+        rest += await stream.receive()
+    return status, headers, json.loads(rest[:length])
+
+
+def post(
+    harness: str, body: bytes, token: str | None = "s3cret-token", close: bool = False
+) -> bytes:
+    headers = [
+        f"POST /hook/{harness} HTTP/1.1",
+        "Host: 127.0.0.1",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+    ]
+    if token is not None:
+        headers.append(f"X-Paneward-Token: {token}")
+    if close:
+        headers.append("Connection: close")
+    return ("\r\n".join(headers) + "\r\n\r\n").encode() + body
+
+
+async def test_http_hooks_token_delivery_and_refusals(sock_path: Path, token_file: Path) -> None:
+    real = json.loads((FIXTURES / "http-hook-request-sample.json").read_text())["body"]
+    with anyio.fail_after(20):
+        sink = ListSink()
+        listener = HookListener(socket_path=sock_path, http_port=0, token_path=token_file)
+        async with running(listener, sink):
+            port = listener.http_port
+            assert port is not None and port > 0
+            # Keep-alive: several requests on one connection, like axios does.
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                status, headers, body = await http_exchange(
+                    stream, post("claude-code", json.dumps(real).encode())
+                )
+                assert (status, body, headers["connection"]) == (200, {}, "keep-alive")
+                status, _, body = await http_exchange(
+                    stream, post("claude-code", json.dumps({**real, "n": 2}).encode())
+                )
+                assert (status, body) == (200, {})
+                start = {**real, "hook_event_name": "SessionStart"}
+                status, _, body = await http_exchange(
+                    stream, post("claude-code", json.dumps(start).encode())
+                )
+                assert status == 422
+                assert body["error"].startswith("SessionStart cannot be an http hook")
+                status, _, body = await http_exchange(stream, post("claude-code", b"[1]"))
+                assert (status, body) == (400, {"error": "body is a JSON list"})
+            for request, expected in [
+                (post("claude-code", b"{}", token=None), 401),
+                (post("claude-code", b"{}", token="nope"), 401),
+                (post("vim", b"{}"), 404),
+                (
+                    b"POST /hook/codex HTTP/1.1\r\nX-Paneward-Token: s3cret-token\r\n"
+                    + f"Content-Length: {MAX_FRAME_BYTES + 1}\r\n\r\n".encode(),
+                    413,
+                ),
+            ]:
+                async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                    status, headers, _ = await http_exchange(stream, request)
+                    assert status == expected
+                    assert headers["connection"] == "close"
+            await wait_until(lambda: listener.statistics().rejected_total == 6)
+            stats = listener.statistics()
+    assert [m.payload for m in sink.items if isinstance(m, messages.NotifyHook)] == [
+        real,
+        {**real, "n": 2},
+    ]
+    first = sink.items[0]
+    assert isinstance(first, messages.NotifyHook)
+    assert first.harness == "claude-code" and first.pid is None
+    assert dict(stats.rejected) == {
+        "http_session_start": 1,
+        "http_not_object": 1,
+        "http_unauthorized": 2,
+        "http_not_found": 1,
+        "http_too_large": 1,
+    }
+    assert stats.http_requests == 8
+    assert stats.http_delivered == 2
+
+
+async def test_http_enabled_without_token_refuses_to_start(sock_path: Path, tmp_path: Path) -> None:
+    listener = HookListener(
+        socket_path=sock_path, http_port=0, token_path=tmp_path / "missing-token"
+    )
+    with anyio.fail_after(10), pytest.raises(HookListenerError, match="install-hooks"):
+        await listener.run(ListSink())
+
+
+def test_listener_module_never_imported_by_hook_path() -> None:
+    # `paneward hook` must stay stdlib-only: run the real console script's import chain.
+    code = (
+        "import sys, actors.cli; print(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in {'anyio', 'msgspec', 'messages', 'psutil', 'typing'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    assert out.strip() == "[]"
