@@ -831,18 +831,20 @@ class Store:
     async def flush(self) -> None:
         """Commit everything recorded so far (waits for a flush already running).
 
-        A batch that fails stays queued for the writer's retry; ``flush`` returns
-        after one attempt at it rather than spinning on a broken disk.
+        One transaction after taking the lock covers every row recorded before the
+        call (a flush that was in flight already held its own batch), so a producer
+        that keeps recording cannot keep ``flush`` busy forever. A batch that fails
+        stays queued for the writer's retry; ``flush`` returns after that one attempt.
         """
         async with self._lock:
-            errors = self._flush_errors
-            while (self._pending or self._pending_gaps) and self._flush_errors == errors:
-                await self._flush_once()
+            await self._flush_once()
 
     async def _close(self, deadline_s: float) -> None:
         """Final flush (shielded, bounded), then no more records."""
         with anyio.move_on_after(deadline_s, shield=True):
-            await self.flush()
+            errors = self._flush_errors
+            while (self._pending or self._pending_gaps) and self._flush_errors == errors:
+                await self.flush()
         self._closed = True
         left = len(self._pending) + len(self._pending_gaps)
         if left:

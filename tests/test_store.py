@@ -849,3 +849,72 @@ async def test_real_hub_overflow_is_recorded_as_a_gap(tmp_path: Path) -> None:
     assert journal == [1, 2]
     assert gaps == [(3, st.gap_transitions)]
     assert st.gap_transitions == 3
+
+
+CHILD_BIG_FLUSH = r"""
+import os, sys
+from pathlib import Path
+
+import anyio
+
+import messages as m
+from actors.store import open_store
+
+T0 = 1_700_000_000_000
+
+
+def transition(seq: int) -> m.Transition:
+    key = m.SessionKey("codex", f"k{seq % 50}")
+    after = m.Activity(key=key, presence="running", turn="working",
+                       evidence=m.Evidence(source="codex_rollout", native_state=str(seq),
+                                           observed_at_ms=T0 + seq))
+    return m.Transition(seq=seq, key=key, after=after, cause="burst")
+
+
+async def main() -> None:
+    async with open_store(Path(sys.argv[1]), batch_ms=60_000, batch_rows=10**6) as store:
+        for seq in range(1, 1_001):
+            store.record(transition(seq), (os.getpid(), "tok"))
+        await store.flush()
+        print("ack", store.statistics().last_flushed_seq, flush=True)
+        for seq in range(1_001, 10_001):
+            store.record(transition(seq), (os.getpid(), "tok"))
+        # 9,000 rows go into ONE transaction; the parent kills us as soon as it reads this.
+        print("begin", flush=True)
+        await store.flush()
+        print("done", flush=True)
+        await anyio.sleep_forever()
+
+
+anyio.run(main)
+"""
+
+
+async def test_kill_9_inside_a_large_flush_commits_all_or_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "big.db"
+    with anyio.fail_after(60):
+        async with await anyio.open_process(
+            [sys.executable, "-c", CHILD_BIG_FLUSH, str(db)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as proc:
+            killed = False
+            try:
+                assert proc.stdout is not None
+                lines = BufferedByteReceiveStream(proc.stdout)
+                assert await lines.receive_until(b"\n", 1024) == b"ack 1000"
+                assert await lines.receive_until(b"\n", 1024) == b"begin"
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+            finally:
+                if not killed:  # signal at most once (see the test above)
+                    proc.kill()
+                code = await proc.wait()
+    assert code == -signal.SIGKILL
+    assert db_query(db, "PRAGMA integrity_check") == [("ok",)]
+    count, top = db_query(db, "SELECT count(*), max(seq) FROM journal")[0]
+    # The 9,000-row batch is all or nothing (almost always nothing: the kill lands while
+    # the transaction is being written).
+    assert (count, top) in ((1000, 1000), (10_000, 10_000))
+    newest = dict(db_query(db, "SELECT session_id, max(seq) FROM journal GROUP BY session_id"))
+    assert dict(db_query(db, "SELECT session_id, seq FROM sessions")) == newest
