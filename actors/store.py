@@ -991,7 +991,13 @@ async def open_store(
             owner_of=owner_of,
             clock=clock,
         )
-        await store._count_journal()
+        try:
+            await store._count_journal()  # reads every journal page: finds a corrupt body
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{path} is not a usable paneward store ({exc}); "
+                "move it aside and paneward will start a new one"
+            ) from exc
         body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(store._run_writer)
