@@ -80,10 +80,10 @@ class Tmux:
         return result.stdout
 
     def start(self, command: list[str], env: dict[str, str], *, width: int = 80,
-              height: int = 24) -> str:
+              height: int = 24, cwd: Path = REPO) -> str:
         """Start a detached session running ``command``; return its pane id."""
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        line = f"cd {shlex.quote(str(REPO))} && exec env {exports} {shlex.join(command)}"
+        line = f"cd {shlex.quote(str(cwd))} && exec env {exports} {shlex.join(command)}"
         pane = self.run(
             "new-session", "-d", "-P", "-F", "#{pane_id}", "-x", str(width), "-y", str(height),
             "sh", "-c", line,
