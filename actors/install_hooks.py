@@ -643,6 +643,7 @@ def plan(
         do_uninstall: Callable[[str | None], str | None],
         private: bool = False,
     ) -> None:
+        path = _target(path)
         before = _read(path)
         if not uninstall:
             after = do_install(before)
@@ -681,7 +682,7 @@ def plan(
             )
     elif harness == "codex":
         codex_events = tuple(events or CODEX_EVENTS)
-        config = config_dir / "config.toml"
+        config = _target(config_dir / "config.toml")
         before = _read(config)
         if uninstall:
             after, note = uninstall_codex_config(before, str(config))
@@ -721,6 +722,11 @@ def plan(
     return Plan(tuple(changes), tuple(notes))
 
 
+def _target(path: Path) -> Path:
+    """Follow a symlinked config (dotfile managers): edit and back up its target, keep the link."""
+    return path.resolve() if path.is_symlink() else path
+
+
 def _backup_path(path: Path, absent: bool) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     base = f"{path.name}{BACKUP_INFIX}{stamp}"
@@ -751,8 +757,7 @@ def apply_plan(changes: Iterable[FileChange]) -> list[Path]:
     """Write the changes (backup first, then an atomic replace); returns the backups made."""
     backups: list[Path] = []
     for change in changes:
-        # Follow a symlinked config (dotfile managers) and write its target, not over the link.
-        path = change.path.resolve() if change.path.is_symlink() else change.path
+        path = _target(change.path)
         path.parent.mkdir(parents=True, exist_ok=True)
         current = _read(path)
         if current != change.before:

@@ -1,0 +1,387 @@
+"""install-hooks on real files with user content: preserved, idempotent, exactly reversible."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import cli, install_hooks
+from actors.hook_listener import HookListener
+from actors.install_hooks import (
+    CLAUDE_EVENTS,
+    CODEX_EVENTS,
+    CURSOR_EVENTS,
+    HookTarget,
+    InstallError,
+    install_claude_settings,
+    install_codex_config,
+    is_paneward_command,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+EXE = "/opt/pw bin/paneward"  # a space: the command must be shell-quoted
+
+USER_SETTINGS = """{
+    "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
+    "env": {"FOO": "bär"},
+    "hooks": {
+        "Stop": [
+            {"matcher": "", "hooks": [{"type": "command", "command": "say done"}]}
+        ],
+        "PreCompact": [{"hooks": [{"type": "command", "command": "backup.sh"}]}]
+    },
+    "model": "opus"
+}"""  # 4-space indent, inline objects, no trailing newline: not what json.dumps writes
+
+
+def ours(entries: list[Any]) -> list[Any]:
+    return [
+        h
+        for group in entries
+        for h in group.get("hooks", [])
+        if is_paneward_command(h.get("command")) or h.get("type") == "http"
+    ]
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def run_cli(*args: str) -> int:
+    return cli.main(["install-hooks", *args, "--executable", EXE])
+
+
+@pytest.fixture
+def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    claude = tmp_path / "claude-config"
+    codex = tmp_path / "codex-home"
+    state = tmp_path / "state"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", os.fspath(claude))
+    monkeypatch.setenv("CODEX_HOME", os.fspath(codex))
+    monkeypatch.setenv("PANEWARD_STATE_DIR", os.fspath(state))
+    monkeypatch.setenv("HOME", os.fspath(tmp_path / "home"))
+    return {"claude": claude, "codex": codex, "state": state, "home": tmp_path / "home"}
+
+
+# --------------------------------------------------------------------------------------------
+# Claude Code settings.json
+
+
+def test_claude_install_preserves_user_content_is_idempotent_and_reversible(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = homes["claude"] / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(USER_SETTINGS)
+    settings.chmod(0o640)
+
+    assert run_cli("claude-code") == 0
+    installed = json.loads(settings.read_text())
+    user = json.loads(USER_SETTINGS)
+    for key in ("permissions", "env", "model"):
+        assert installed[key] == user[key]
+    assert installed["hooks"]["PreCompact"] == user["hooks"]["PreCompact"]
+    # The user's own Stop hook is first and untouched; ours is appended as its own group.
+    assert installed["hooks"]["Stop"][0] == user["hooks"]["Stop"][0]
+    for event in CLAUDE_EVENTS:
+        assert ours(installed["hooks"][event]) == [
+            {
+                "type": "command",
+                "command": "'/opt/pw bin/paneward' hook --harness claude-code",
+                "timeout": 10,
+            }
+        ], event
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o640
+    backups = sorted(settings.parent.glob("settings.json.paneward-backup-*"))
+    assert len(backups) == 1 and backups[0].read_text() == USER_SETTINGS
+    out = capsys.readouterr().out
+    assert "merged paneward's hooks into it (backup:" in out
+
+    before_second = snapshot(settings.parent)
+    assert run_cli("claude-code") == 0
+    assert snapshot(settings.parent) == before_second  # no write, no new backup
+    assert "already installed; nothing to do" in capsys.readouterr().out
+
+    assert run_cli("claude-code", "--uninstall") == 0
+    assert settings.read_text() == USER_SETTINGS  # byte for byte, odd formatting and all
+    assert "original bytes restored from backup" in capsys.readouterr().out
+
+
+def test_claude_uninstall_after_user_edit_keeps_their_edit(homes: dict[str, Path]) -> None:
+    settings = homes["claude"] / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(USER_SETTINGS)
+    assert run_cli("claude-code") == 0
+    edited = json.loads(settings.read_text())
+    edited["model"] = "sonnet"  # Claude or the user changed something since
+    settings.write_text(json.dumps(edited, indent=2) + "\n")
+    assert run_cli("claude-code", "--uninstall") == 0
+    expected = json.loads(USER_SETTINGS)
+    expected["model"] = "sonnet"
+    assert json.loads(settings.read_text()) == expected
+
+
+def test_claude_absent_file_is_created_then_removed(homes: dict[str, Path]) -> None:
+    settings = homes["claude"] / "settings.json"
+    assert run_cli("claude-code") == 0
+    assert set(json.loads(settings.read_text())["hooks"]) == set(CLAUDE_EVENTS)
+    assert run_cli("claude-code", "--uninstall") == 0
+    assert not settings.exists()
+
+
+def test_claude_http_keeps_session_start_a_command_and_creates_token(
+    homes: dict[str, Path],
+) -> None:
+    settings = homes["claude"] / "settings.json"
+    assert run_cli("claude-code", "--http", "--http-port", "47999") == 0
+    token_path = homes["state"] / "http-token"
+    token = token_path.read_text().strip()
+    assert len(token) >= 40
+    assert stat.S_IMODE(token_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600  # it holds the token
+    hooks = json.loads(settings.read_text())["hooks"]
+    assert ours(hooks["SessionStart"])[0]["type"] == "command"
+    for event in set(CLAUDE_EVENTS) - {"SessionStart"}:
+        assert ours(hooks[event]) == [
+            {
+                "type": "http",
+                "url": "http://127.0.0.1:47999/hook/claude-code",
+                "headers": {"X-Paneward-Token": token},
+                "timeout": 10,
+            }
+        ]
+    # Switching back to command hooks rewrites ours in place (no duplicates).
+    assert run_cli("claude-code") == 0
+    hooks = json.loads(settings.read_text())["hooks"]
+    assert all(len(ours(hooks[e])) == 1 and ours(hooks[e])[0]["type"] == "command" for e in hooks)
+    # The same token is reused by a later --http install.
+    assert run_cli("claude-code", "--http", "--http-port", "47999") == 0
+    assert token_path.read_text().strip() == token
+
+
+async def test_http_token_written_by_install_is_accepted_by_the_listener(
+    homes: dict[str, Path],
+) -> None:
+    assert run_cli("claude-code", "--http") == 0
+    listener = HookListener(socket_path=homes["state"] / "rt" / "hook.sock", http_port=0)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+
+            class Sink:
+                def inject_nowait(self, message: object) -> None:
+                    del message
+
+            tg.start_soon(listener.run, Sink())
+            await listener.wait_listening()
+            assert listener.http_port is not None
+            tg.cancel_scope.cancel()
+
+
+def test_invalid_json_is_refused_untouched(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = homes["claude"] / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"hooks": {,}}')
+    assert run_cli("claude-code") == 1
+    assert settings.read_text() == '{"hooks": {,}}'
+    assert "is not valid JSON" in capsys.readouterr().err
+    assert list(settings.parent.iterdir()) == [settings]
+
+
+def test_wrong_shape_is_refused() -> None:
+    target = HookTarget(EXE)
+    with pytest.raises(InstallError, match='"hooks" is a list'):
+        install_claude_settings('{"hooks": []}', target)
+    with pytest.raises(InstallError, match=r"hooks\.Stop is a str"):
+        install_claude_settings('{"hooks": {"Stop": "x"}}', target)
+
+
+def test_symlinked_settings_stay_a_symlink(homes: dict[str, Path]) -> None:
+    real = homes["claude"].parent / "dotfiles" / "settings.json"
+    real.parent.mkdir()
+    real.write_text(USER_SETTINGS)
+    homes["claude"].mkdir()
+    link = homes["claude"] / "settings.json"
+    link.symlink_to(real)
+    assert run_cli("claude-code") == 0
+    assert link.is_symlink()
+    assert "hooks" in json.loads(real.read_text())
+    assert run_cli("claude-code", "--uninstall") == 0
+    assert link.is_symlink() and real.read_text() == USER_SETTINGS
+
+
+def test_dry_run_writes_nothing(homes: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    settings = homes["claude"] / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(USER_SETTINGS)
+    assert run_cli("claude-code", "--dry-run") == 0
+    assert snapshot(settings.parent) == {"settings.json": USER_SETTINGS.encode()}
+    out = capsys.readouterr().out
+    assert "would change" in out and "+" in out and "hook --harness claude-code" in out
+
+
+def test_events_option_limits_the_install(homes: dict[str, Path]) -> None:
+    assert run_cli("claude-code", "--events", "SessionStart,Stop") == 0
+    hooks = json.loads((homes["claude"] / "settings.json").read_text())["hooks"]
+    assert set(hooks) == {"SessionStart", "Stop"}
+
+
+# --------------------------------------------------------------------------------------------
+# Codex config.toml + hooks.json
+
+
+def test_codex_chains_the_users_notify_and_restores_it_exactly(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    homes["codex"].mkdir()
+    config = homes["codex"] / "config.toml"
+    original = (FIXTURES / "config.toml").read_text()
+    config.write_text(original)
+    user_notify = tomllib.loads(original)["notify"]
+
+    assert run_cli("codex") == 0
+    text = config.read_text()
+    data = tomllib.loads(text)
+    assert data["notify"] == [
+        EXE,
+        "hook",
+        "--harness",
+        "codex",
+        "--forward-json",
+        json.dumps(user_notify),
+    ]
+    before = tomllib.loads(original)
+    assert {k: v for k, v in data.items() if k != "notify"} == {
+        k: v for k, v in before.items() if k != "notify"
+    }
+    assert "# paneward-original: notify = " in text
+    out = capsys.readouterr().out
+    assert "found your notify" in out and "chained it" in out
+    hooks = json.loads((homes["codex"] / "hooks.json").read_text())["hooks"]
+    assert set(hooks) == set(CODEX_EVENTS)
+
+    first = snapshot(homes["codex"])
+    assert run_cli("codex") == 0
+    assert snapshot(homes["codex"]) == first
+
+    assert run_cli("codex", "--uninstall") == 0
+    assert config.read_text() == original
+    assert not (homes["codex"] / "hooks.json").exists()
+
+
+def test_codex_multiline_notify_and_no_notify(homes: dict[str, Path]) -> None:
+    target = HookTarget(EXE)
+    multi = '# top\nmodel = "m"\nnotify = [\n  "a", # x\n  "b]",\n]\n\n[tui]\nx = 1\n'
+    installed, _ = install_codex_config(multi, target)
+    assert installed is not None
+    assert tomllib.loads(installed)["notify"][-1] == json.dumps(["a", "b]"])
+    assert tomllib.loads(installed)["tui"] == {"x": 1}
+    restored, _ = install_hooks.uninstall_codex_config(installed)
+    assert restored == multi
+
+    bare = 'model = "m"\n\n[tui]\nx = 1\n'
+    installed, note = install_codex_config(bare, target)
+    assert installed is not None and "no notify was set" in note
+    assert tomllib.loads(installed)["notify"] == [EXE, "hook", "--harness", "codex"]
+    assert install_codex_config(installed, target)[0] is None
+    restored, _ = install_hooks.uninstall_codex_config(installed)
+    assert restored == bare
+
+
+def test_codex_refuses_malformed_notify() -> None:
+    with pytest.raises(InstallError, match="not a list of strings"):
+        install_codex_config('notify = "say hi"\n', HookTarget(EXE))
+    with pytest.raises(InstallError, match="not valid TOML"):
+        install_codex_config("notify = [\n", HookTarget(EXE))
+
+
+def test_codex_hooks_json_keeps_user_hooks(homes: dict[str, Path]) -> None:
+    homes["codex"].mkdir()
+    hooks_json = homes["codex"] / "hooks.json"
+    original = (FIXTURES / "hooks.json").read_text()
+    hooks_json.write_text(original)
+    assert run_cli("codex") == 0
+    merged = json.loads(hooks_json.read_text())["hooks"]
+    for event, groups in json.loads(original)["hooks"].items():
+        assert merged[event][: len(groups)] == groups
+    assert run_cli("codex", "--uninstall") == 0
+    assert hooks_json.read_text() == original
+
+
+async def test_installed_codex_notify_runs_end_to_end(
+    homes: dict[str, Path], tmp_path: Path
+) -> None:
+    """Run the installed notify argv exactly as Codex would (payload appended as last arg)."""
+    homes["codex"].mkdir()
+    out = tmp_path / "user-notify.out"
+    user = [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[-1])"]
+    config = homes["codex"] / "config.toml"
+    await anyio.Path(config).write_text(f"notify = {json.dumps([*user, os.fspath(out)])}\n")
+    executable = os.fspath(Path(sys.executable).with_name("paneward"))
+    assert cli.main(["install-hooks", "codex", "--executable", executable]) == 0
+    notify = tomllib.loads(await anyio.Path(config).read_text())["notify"]
+    payload = (FIXTURES / "notify.jsonl").read_text().splitlines()[0]
+    payload_arg = json.loads(payload)["argv"][-1]
+    sock = tmp_path / "rt" / "hook.sock"
+    received: list[object] = []
+    done = anyio.Event()
+
+    class Sink:
+        def inject_nowait(self, message: object) -> None:
+            received.append(message)
+            done.set()
+
+    with anyio.fail_after(30):
+        listener = HookListener(socket_path=sock)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.run, Sink())
+            await listener.wait_listening()
+            result = await anyio.run_process(
+                [*notify, payload_arg],
+                env={**os.environ, "PANEWARD_SOCKET": os.fspath(sock)},
+                check=False,
+            )
+            assert result.returncode == 0
+            await done.wait()
+            tg.cancel_scope.cancel()
+    assert await anyio.Path(out).read_text() == payload_arg
+    assert getattr(received[0], "payload", None) == json.loads(payload_arg)
+
+
+# --------------------------------------------------------------------------------------------
+# Cursor
+
+
+def test_cursor_hooks(homes: dict[str, Path]) -> None:
+    cursor = homes["home"] / ".cursor"
+    cursor.mkdir(parents=True)
+    hooks_json = cursor / "hooks.json"
+    original = json.dumps({"version": 1, "hooks": {"stop": [{"command": "./mine.sh"}]}}, indent=2)
+    original += "\n"
+    hooks_json.write_text(original)
+    assert run_cli("cursor") == 0
+    data = json.loads(hooks_json.read_text())
+    assert data["hooks"]["stop"] == [
+        {"command": "./mine.sh"},
+        {"command": "'/opt/pw bin/paneward' hook --harness cursor"},
+    ]
+    assert set(data["hooks"]) == set(CURSOR_EVENTS)
+    first = snapshot(cursor)
+    assert run_cli("cursor") == 0
+    assert snapshot(cursor) == first
+    assert run_cli("cursor", "--uninstall") == 0
+    assert hooks_json.read_text() == original
+
+
+def test_http_is_claude_only(capsys: pytest.CaptureFixture[str], homes: dict[str, Path]) -> None:
+    assert run_cli("codex", "--http") == 1
+    assert "--http is only for Claude Code" in capsys.readouterr().err
