@@ -48,6 +48,9 @@ __all__ = [
 
 _PROC = "/proc"
 
+# scan_processes releases the GIL this often (entries), see _scan_proc.
+_YIELD_EVERY = 64
+
 # True where /proc has the Linux layout (stat with starttime in field 22).
 HAVE_PROCFS: bool = sys.platform.startswith("linux") and os.path.isfile("/proc/self/stat")
 
@@ -289,8 +292,8 @@ def _scan_proc(out: list[ProcessInfo]) -> list[ProcessInfo]:
         return out
     append = out.append
     for index, name in enumerate(names):
-        if not index & 7:
-            # Hand the GIL to the event loop thread every 8 entries: otherwise it
+        if not index % _YIELD_EVERY:
+            # Hand the GIL to the event loop thread every _YIELD_EVERY entries: otherwise it
             # waits a whole switch interval (5 ms) for this pure-Python loop.
             time.sleep(0)
         if not name.isdigit():
