@@ -35,7 +35,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.base import Actor
-from actors.broadcast import BroadcastHub, Subscription
+from actors.broadcast import BroadcastHub, HubClosed, Subscription
 from actors.routing import Delivery, RoutingIndex, normalize
 from actors.session_reducer import (
     SessionMessage,
@@ -48,7 +48,7 @@ from actors.session_reducer import (
 )
 from actors.session_table import cause_of
 from messages.activity import Activity, Rejected, Unmapped
-from messages.codec import Inbound, revalidate
+from messages.codec import Inbound, decode_inbound, revalidate
 from messages.common import Attention, SessionKey
 from messages.control import Acknowledge
 from messages.errors import MessageError, PanewardError
@@ -164,6 +164,7 @@ class Supervisor:
         self._observers: list[Callable[[Inbound], None]] = []
         self._actor_scopes: list[anyio.CancelScope] = []
         self._actors_running = 0
+        self._corrections: list[tuple[Activity, str]] = []
         self._tg: TaskGroup | None = None
         self._state: Literal["new", "running", "closing", "closed"] = "new"
         self._recent_rejected: deque[Rejected] = deque(maxlen=_RECENT_RECORDS)
@@ -225,7 +226,21 @@ class Supervisor:
         :raises MessageError: the message is malformed (counted in ``rejected``).
         :raises SupervisorClosed: the supervisor is not running.
         """
-        for delivery in self._accept(message, origin="inject"):
+        await self._deliver(self._accept(message, origin="inject"))
+
+    async def inject_bytes(self, data: bytes) -> None:
+        """Decode one wire frame (:func:`messages.encode` JSON) and route it like :meth:`inject`.
+
+        Decoding is the validation, so this is the cheapest way in for bytes.
+        """
+        await self._deliver(self._accept(data, origin="hook"))
+
+    def inject_bytes_nowait(self, data: bytes) -> None:
+        """Decode one wire frame and route it like :meth:`inject_nowait`."""
+        self._deliver_nowait(self._accept(data, origin="hook"), "frame")
+
+    async def _deliver(self, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
             handle = self._handle_for(delivery)
             if handle is not None:
                 try:
@@ -239,8 +254,11 @@ class Supervisor:
         Used by producers that must never wait (discovery ticks, the hook socket).
         Every delivery that fits is made; the ones that do not are counted.
         """
+        self._deliver_nowait(self._accept(message, origin="inject"), type(message).__name__)
+
+    def _deliver_nowait(self, deliveries: list[Delivery], what: str) -> None:
         full: list[SessionKey] = []
-        for delivery in self._accept(message, origin="inject"):
+        for delivery in deliveries:
             handle = self._handle_for(delivery)
             if handle is None:
                 continue
@@ -256,14 +274,16 @@ class Supervisor:
             raise MailboxFull(
                 f"mailbox full ({self._mailbox_size} pending) for "
                 + ", ".join(str(key) for key in full)
-                + f": {type(message).__name__} not delivered"
+                + f": {what} not delivered"
             )
 
-    def _accept(self, message: Inbound, *, origin: Literal["inject", "hook"]) -> list[Delivery]:
+    def _accept(
+        self, message: Inbound | bytes, *, origin: Literal["inject", "hook"]
+    ) -> list[Delivery]:
         if self._state != "running":
             raise SupervisorClosed(f"supervisor is {self._state}: cannot accept messages")
         try:
-            valid = revalidate(message)
+            valid = decode_inbound(message) if isinstance(message, bytes) else revalidate(message)
         except MessageError as exc:
             self._reject(str(exc), origin)
             raise
@@ -371,7 +391,14 @@ class Supervisor:
         handle.state = step.state
         self._reindex(old, step.state)
         if step.publish is not None:
-            self._hub.publish(handle.key, step.publish, cause_of(message))
+            self._publish(handle.key, step.publish, cause_of(message))
+
+    def _publish(self, key: SessionKey, activity: Activity, cause: str) -> None:
+        try:
+            self._hub.publish(key, activity, cause)
+        except HubClosed:
+            # Only possible in the last instant of a forced shutdown: counted, not raised.
+            self._drops += 1
 
     def _crashed(self, handle: _SessionHandle, message: SessionMessage, exc: Exception) -> bool:
         """Count a crash; drop its message. Return False when the actor must stop."""
@@ -395,7 +422,7 @@ class Supervisor:
         )
         activity = derive(failed)
         if activity is not None:
-            self._hub.publish(handle.key, activity, "Supervisor:stopped")
+            self._publish(handle.key, activity, "Supervisor:stopped")
         handle.state = msgspec.structs.replace(failed, activity=activity)
         return False
 
@@ -481,12 +508,18 @@ class Supervisor:
         activities: Iterable[Activity],
         seq: int,
         owners: Mapping[SessionKey, tuple[int, str]] | None = None,
+        corrections: Iterable[tuple[Activity, str]] = (),
     ) -> None:
         """Seed the catalog from the store before any message (nothing is published).
 
         Restored sessions that are ``running`` get an actor at once, with their owner
-        in the routing index, so that a later ``ProcessGone`` ends them.
+        in the routing index, so that a later ``ProcessGone`` ends them (the same live
+        incarnation stays ``running`` without a flicker). ``corrections`` are the
+        activities of restored sessions whose owner could not be re-proven, with the
+        cause to publish them under: call :meth:`publish_corrections` once the
+        subscribers that must see them (the store) are in place.
         """
+        self._corrections = list(corrections)
         if self._state != "running" or self._messages:
             raise SupervisorClosed("restore() must come right after entering the supervisor")
         restored = list(activities)
@@ -500,6 +533,15 @@ class Supervisor:
             if owner is not None:
                 state = msgspec.structs.replace(state, owner_pid=owner[0], owner_token=owner[1])
             self._spawn(activity.key, state)
+
+    def publish_corrections(self) -> int:
+        """Publish the corrections given to :meth:`restore`; return how many changed."""
+        published = 0
+        for activity, cause in self._corrections:
+            if self._hub.publish(activity.key, activity, cause) is not None:
+                published += 1
+        self._corrections = []
+        return published
 
     # ------------------------------------------------------------------ reading
 

@@ -105,6 +105,38 @@ def _run_install_hooks(args: argparse.Namespace) -> int:
     return install_hooks.run(args)
 
 
+def _daemon_side(name: str) -> tuple[AddArguments, Run]:
+    """Lazy wrappers for the subcommands in :mod:`actors.cli_daemon`."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        import actors.cli_daemon as cli_daemon
+
+        getattr(cli_daemon, f"add_{name}")(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        import actors.cli_daemon as cli_daemon
+
+        result: int = getattr(cli_daemon, f"run_{name}")(args)
+        return result
+
+    return add, run
+
+
+def _add_wrap(parser: argparse.ArgumentParser) -> None:
+    # Documentation only: `wrap` is dispatched before argparse (see main()).
+    parser.add_argument("--harness", help="claude-code, codex, cursor, hermes or terminal")
+    parser.add_argument("--pass-status", action="store_true",
+                        help="keep OSC 7501 records in the output the terminal sees")
+    parser.add_argument("--aliases", action="store_true", help="print shell aliases")
+    parser.add_argument("command", nargs="*", help="-- COMMAND [ARGS...]")
+
+
+def _run_wrap(args: argparse.Namespace) -> int:  # pragma: no cover - dispatched in main()
+    from actors.wrap import wrap_main
+
+    return wrap_main(sys.argv[2:])
+
+
 COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arguments, run)
     "hook": ("forward one hook payload to the daemon (always exits 0)", _add_hook, _run_hook),
     "install-hooks": (
@@ -114,6 +146,16 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
     ),
     "inject": ("send one inbound message to the daemon", _add_inject, _run_inject),
     "version": ("print the version", _add_version, _run_version),
+    "run": ("run the daemon (discovery, hook socket, store, optional tmux badges)",
+            *_daemon_side("run")),
+    "status": ("show every session: pane, harness, presence, turn, attention",
+               *_daemon_side("status")),
+    "watch": ("print transitions as they happen (JSON lines with --json)",
+              *_daemon_side("watch")),
+    "wrap": ("run a program in a transparent PTY that reports its OSC 7501 status",
+             _add_wrap, _run_wrap),
+    "tmux-config": ("print the tmux snippet that shows paneward badges",
+                    *_daemon_side("tmux_config")),
 }
 
 
@@ -136,6 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] == "hook" and not ({"-h", "--help"} & set(args[1:])):
         # Fast path: stdlib only, never raises, always 0.
         return hook_client.main(args[1:])
+    if args and args[0] == "wrap" and not ({"-h", "--help"} & set(args[1:])):
+        # Everything after `wrap` belongs to the wrapper (and to the wrapped command).
+        from actors.wrap import wrap_main
+
+        return wrap_main(args[1:])
     parser = build_parser()
     namespace = parser.parse_args(args)
     _, _, run = COMMANDS[namespace.command]
