@@ -366,6 +366,14 @@ class Supervisor:
         """The next message, or None when the actor should stop (drained or retired)."""
         receive = handle.receive
         state = handle.state
+        # Drain what is already queued without a wake-up per message (the mailbox is
+        # bounded, so a busy session cannot starve the others for long).
+        try:
+            return receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except anyio.EndOfStream:
+            return None
         if (self._state == "running" and retirable(state)) or not state.known:
             linger = self._linger if state.known else 0.0
             with anyio.move_on_after(linger):
@@ -377,9 +385,7 @@ class Supervisor:
             # (A message injected right now would find no handle and spawn a fresh actor.)
             try:
                 return receive.receive_nowait()
-            except anyio.WouldBlock:
-                return None
-            except anyio.EndOfStream:
+            except (anyio.WouldBlock, anyio.EndOfStream):
                 return None
         try:
             return await receive.receive()

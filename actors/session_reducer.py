@@ -110,7 +110,9 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     ended_at_ms: int = 0  # presence claims at or before this are from the dead
     # Turn ordering: newest applied turn evidence, and recent fingerprints.
     turn_at_ms: int = 0
-    recent: tuple[tuple[object, ...], ...] = ()
+    # Hashes of recent evidence records (a 64-bit hash: a collision would need
+    # 2**32 records, the window holds 32; the hash is per process, never persisted).
+    recent: tuple[int, ...] = ()
     # Attention that is not derived from the turn.
     needs_reason: str = ""
     needs_since_ms: int = 0
@@ -238,8 +240,13 @@ def _remember(items: tuple[str, ...], item: str | None, limit: int) -> tuple[str
     return (*items, item)[-limit:]
 
 
-def _fingerprint(message: SessionMessage) -> tuple[object, ...] | None:
+def _fingerprint(message: SessionMessage) -> int | None:
     """Identity of an evidence record, for dropping exact duplicates."""
+    identity = _identity(message)
+    return None if identity is None else hash(identity)
+
+
+def _identity(message: SessionMessage) -> tuple[object, ...] | None:
     if isinstance(message, RegistryStatus):
         return ("reg", message.status, message.waiting_for, message.at_ms, message.pid)
     if isinstance(message, HookHint):
@@ -321,57 +328,96 @@ def _end(
 
 
 def derive_turn(state: SessionState) -> Turn:
-    """The turn as it would be published for ``state`` (children rolled up)."""
-    activity = derive(state)
-    return activity.turn if activity is not None else "unknown"
+    """The turn as it would be published for ``state`` (children rolled up).
+
+    The same rule as :func:`derive`, without building the activity (hot path).
+    """
+    if not state.known or state.presence == "persisted":
+        return "unknown"
+    turn = state.turn
+    if state.presence == "running" and turn != "needs_input":
+        for _, child_turn, _ in state.children:
+            if _RANK[child_turn] > _RANK[turn] and child_turn != "needs_input":
+                turn = child_turn
+    return turn
 
 
 def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
-    """Apply presence and turn claims with event-time ordering (the shared path)."""
-    new = state
+    """Apply presence and turn claims with event-time ordering (the shared path).
+
+    Collects every field change and replaces the state once (this is the hot path).
+    """
+    updates: dict[str, object] = {}
     changed = False
+    presence = state.presence
     if claim.running and not state.host_owned and claim.at_ms > state.ended_at_ms:
-        if new.presence != "running" or not new.known:
+        if presence != "running" or not state.known:
             changed = True
-        new = msgspec.structs.replace(new, known=True, presence="running", exit=None)
+        presence = "running"
+        updates["known"] = True
+        updates["presence"] = "running"
+        if state.exit is not None:
+            updates["exit"] = None
         if claim.owner is not None:
-            new = msgspec.structs.replace(new, owner_pid=claim.owner[0], owner_token=claim.owner[1])
-    if claim.turn is not None:
-        if claim.at_ms < new.turn_at_ms:
-            return new  # stale: older than the newest applied turn evidence
-        before = derive_turn(new)
+            updates["owner_pid"], updates["owner_token"] = claim.owner
+    if claim.turn is not None and claim.at_ms >= state.turn_at_ms:
+        known = state.known or bool(updates)
+        before: Turn = "unknown"
+        if known and presence != "persisted":
+            before = derive_turn(state) if state.presence == presence else state.turn
         turn = claim.turn
-        updates: dict[str, object] = {"turn": turn, "turn_at_ms": claim.at_ms, "known": True}
+        updates["turn"] = turn
+        updates["turn_at_ms"] = claim.at_ms
+        updates["known"] = True
+        needs_reason = ""
         if turn == "needs_input":
-            if new.turn != "needs_input":
+            if state.turn != "needs_input":
                 updates["needs_since_ms"] = claim.at_ms
-            updates["needs_reason"] = claim.reason or new.needs_reason or "input required"
-        else:
-            updates["needs_reason"] = ""
+            needs_reason = claim.reason or state.needs_reason or "input required"
+        elif state.needs_since_ms:
             updates["needs_since_ms"] = 0
+        updates["needs_reason"] = needs_reason
+        done = state.done
         if turn == "working" and before != "working" and before != "needs_input":
-            updates["done"] = None  # the next turn closes turn_done
+            done = None  # the next turn closes turn_done
             updates["interrupted"] = None
-        new = msgspec.structs.replace(new, **updates)
         if claim.completion == "completed":
-            if claim.turn_id is None or claim.turn_id not in new.completed:
-                new = _open_done(new, claim.at_ms, f"turn done ({claim.native or claim.source})")
-            new = msgspec.structs.replace(
-                new, completed=_remember(new.completed, claim.turn_id, _COMPLETED), interrupted=None
-            )
-        if derive_turn(new) != before or new.needs_reason != state.needs_reason:
+            if (
+                claim.turn_id is None or claim.turn_id not in state.completed
+            ) and not state.focused:
+                done = Attention(
+                    "turn_done", f"turn done ({claim.native or claim.source})", claim.at_ms
+                )
+            updates["completed"] = _remember(state.completed, claim.turn_id, _COMPLETED)
+            updates["interrupted"] = None
+        if done is not state.done:
+            updates["done"] = done
+        if presence == "persisted":
+            after: Turn = "unknown"
+        elif state.children:
+            after = derive_turn(msgspec.structs.replace(state, **updates))
+        else:
+            after = turn
+        if after != before or needs_reason != state.needs_reason:
             changed = True
     # A new native word from the same state-word source is news (registry idle -> shell);
     # event names of hooks are not (every tool call would publish).
     reworded = (
         claim.turn is not None
         and claim.source in _STATE_WORD_SOURCES
-        and claim.source == new.source
-        and claim.native != new.native
+        and claim.source == state.source
+        and claim.native != state.native
     )
     if changed or reworded or not state.known:
-        new = _with_evidence(new, claim)
-    return new
+        updates["source"] = claim.source
+        updates["native"] = claim.native
+        updates["evidence_at_ms"] = claim.at_ms
+        updates["observed_at_ms"] = claim.observed_at_ms
+        if claim.version:
+            updates["version"] = claim.version
+    if not updates:
+        return state
+    return msgspec.structs.replace(state, **updates)
 
 
 # --------------------------------------------------------------------------- reduce
@@ -383,20 +429,22 @@ def reduce(state: SessionState, message: SessionMessage) -> Step:
     :return: the new state, and the activity to publish if it visibly changed.
     """
     fingerprint = _fingerprint(message)
+    recent = state.recent
     if fingerprint is not None:
-        if fingerprint in state.recent:
+        if fingerprint in recent:
             return Step(state, None, "duplicate")
-        state = msgspec.structs.replace(state, recent=(*state.recent, fingerprint)[-_RECENT:])
+        recent = (*recent, fingerprint)[-_RECENT:]
     new = _dispatch(state, message)
     if new is None:
-        return Step(state, None, "no claim")
+        if recent is state.recent:
+            return Step(state, None, "no claim")
+        return Step(msgspec.structs.replace(state, recent=recent), None, "no claim")
     activity = derive(new)
     previous = new.activity
-    if activity is None:
-        return Step(new, None, None)
-    if previous is not None and previous.visible() == activity.visible():
-        return Step(new, None, "repeat")
-    new = msgspec.structs.replace(new, activity=activity)
+    if activity is None or (previous is not None and previous.visible() == activity.visible()):
+        new = msgspec.structs.replace(new, recent=recent)
+        return Step(new, None, None if activity is None else "repeat")
+    new = msgspec.structs.replace(new, recent=recent, activity=activity)
     return Step(new, activity, None)
 
 
@@ -768,5 +816,6 @@ def _ledger(state: SessionState, message: LedgerFire) -> SessionState | None:
         return None
     # A fire that finished on its own is a graceful end; an abandoned one is a death.
     graceful = native != "abandoned"
-    return _end(state, at, "hermes_executions", native, seen, failed_reason=reason,
-                graceful=graceful)
+    return _end(
+        state, at, "hermes_executions", native, seen, failed_reason=reason, graceful=graceful
+    )
