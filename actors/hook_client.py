@@ -11,6 +11,9 @@ Codex and Cursor, so its cost is paid on every tool call. It
    itself), nothing for Cursor; plus that pid's start token (field 22 of ``/proc/<pid>/stat``);
 3. sends ONE line -- a ``NotifyHook`` encoded exactly as ``messages.codec.encode`` would -- to
    the hook socket (:func:`actors.paths.socket_path`), with a short timeout;
+   ``$PANEWARD_HOOK_AT_MS`` (a decimal integer, epoch milliseconds) overrides ``at_ms``: replays
+   and tests set it to the moment the recorded hook originally fired. A value that is not a
+   positive integer below 2**63 is ignored (the hook never fails over it; debug says why);
 4. exits 0 whatever happened (no daemon, bad payload, bad arguments): a status tool must never
    break or slow the agent it watches. Set ``PANEWARD_HOOK_DEBUG=1`` to see failures on stderr.
 
@@ -42,6 +45,7 @@ __all__ = [
     "STDIN_TIMEOUT_S",
     "HookArgs",
     "build_frame",
+    "fire_time_ms",
     "main",
     "owner_pid",
     "parse_args",
@@ -278,10 +282,26 @@ def _debug(message: str) -> None:
             pass
 
 
+def fire_time_ms(environ: Mapping[str, str], now_ms: int) -> int:
+    """When the hook fired: ``$PANEWARD_HOOK_AT_MS`` if it is a valid epoch-ms integer, else now.
+
+    Only ASCII digits are accepted (no sign, no spaces, no ``_``): ``int()`` alone would take
+    ``" 12"``, ``"1_000"`` and non-ASCII digits, none of which a replay tool writes.
+    """
+    raw = environ.get("PANEWARD_HOOK_AT_MS")
+    if raw is None:
+        return now_ms
+    if raw.isascii() and raw.isdigit() and 0 < int(raw) < 2**63:
+        return int(raw)
+    _debug(f"ignoring PANEWARD_HOOK_AT_MS={raw!r}: not a positive integer (epoch ms)")
+    return now_ms
+
+
 def main(argv: Sequence[str]) -> int:
     """Run ``paneward hook``; returns 0 always (or ``exec``s the chained ``notify`` command)."""
     at_ms = time.time_ns() // 1_000_000
     try:
+        at_ms = fire_time_ms(os.environ, at_ms)
         args = parse_args(argv)
         if args.show_help:
             sys.stdout.write(_USAGE)

@@ -313,3 +313,46 @@ async def test_version_command() -> None:
     with anyio.fail_after(30):
         result = await anyio.run_process([os.fspath(PANEWARD), "version"])
     assert result.stdout.decode().strip() == "paneward 0.1.0"
+
+
+# --------------------------------------------------------------------------------------------
+# PANEWARD_HOOK_AT_MS: the original fire time, for replays
+
+
+def test_fire_time_override_accepts_only_plain_positive_integers() -> None:
+    now = 1_700_000_000_000
+    assert hook_client.fire_time_ms({}, now) == now
+    assert hook_client.fire_time_ms({"PANEWARD_HOOK_AT_MS": "1795999000123"}, now) == (
+        1_795_999_000_123
+    )
+    assert hook_client.fire_time_ms({"PANEWARD_HOOK_AT_MS": "1"}, now) == 1
+    bad = ["", "0", "-5", "+5", " 12", "12 ", "1_000", "1.5", "1e3", "abc", "١٢٣", str(2**63)]
+    for value in bad:
+        assert hook_client.fire_time_ms({"PANEWARD_HOOK_AT_MS": value}, now) == now, value
+
+
+async def test_fire_time_override_reaches_the_listener(tmp_path: Path) -> None:
+    sock = tmp_path / "rt" / "hook.sock"
+    payload = json.loads((FIXTURES / "claude-hooks.jsonl").read_text().splitlines()[3])["stdin"]
+    with anyio.fail_after(30):
+        async with listening(sock) as (_, sink):
+            for count, value in enumerate(("1795999000123", "not-a-number"), start=1):
+                result = await anyio.run_process(
+                    [os.fspath(PANEWARD), "hook", "--harness", "claude-code"],
+                    input=json.dumps(payload).encode(),
+                    env=hook_env(sock, PANEWARD_HOOK_AT_MS=value, PANEWARD_HOOK_DEBUG="1"),
+                    check=False,
+                )
+                assert result.returncode == 0
+                if value.isdigit():
+                    assert result.stderr == b""
+                else:
+                    assert b"ignoring PANEWARD_HOOK_AT_MS='not-a-number'" in result.stderr
+                await sink.wait_count(count)
+    overridden, ignored = sink.items
+    assert isinstance(overridden, messages.NotifyHook)
+    assert isinstance(ignored, messages.NotifyHook)
+    assert overridden.at_ms == 1_795_999_000_123
+    # a bad value falls back to the real clock: close to now, far from the bogus value
+    assert abs(ignored.at_ms - ignored.observed_at_ms) < 60_000
+    assert ignored.payload == payload
