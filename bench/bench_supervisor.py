@@ -20,8 +20,10 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 import msgspec
@@ -29,10 +31,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from messages import NotifyHook, Transition, decode_inbound  # noqa: E402
-from supervisor import Supervisor  # noqa: E402
+from messages import NotifyHook, Transition, decode_inbound
+from supervisor import Supervisor
 
 T0 = 1_795_995_000_000
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
 
 
 def hook_frames(sessions: int, events: int) -> list[bytes]:
@@ -69,7 +75,7 @@ async def baseline(
     target = [0]
     reached = [anyio.Event()]
 
-    async def router() -> None:
+    async def router(_: int) -> None:
         async with receive:
             async for msg in receive:
                 sid = msg.payload["session_id"]
@@ -98,7 +104,7 @@ async def baseline(
         target,
         reached,
         feed,
-        [router, *[(lambda i=i: subscriber(i)) for i in range(subscribers)]],
+        [(router, 0), *[(subscriber, i) for i in range(subscribers)]],
         [send, *outs],
     )
 
@@ -111,12 +117,12 @@ async def _drive(
     target: list[int],
     reached: list[anyio.Event],
     feed: Callable[[list[bytes]], Awaitable[None]],
-    tasks: list[Callable[[], Awaitable[None]]],
-    closers: list[object],
+    tasks: list[tuple[Callable[[int], Coroutine[Any, Any, None]], int]],
+    closers: Sequence[Closable],
 ) -> tuple[float, list[float]]:
     async with anyio.create_task_group() as tg:
-        for task in tasks:
-            tg.start_soon(task)
+        for task, arg in tasks:
+            tg.start_soon(task, arg)
         target[0] = len(frames)
         t0 = time.perf_counter()
         await feed(frames)
@@ -140,7 +146,7 @@ async def _drive(
             latencies.append(time.perf_counter() - t1)
         tg.cancel_scope.cancel()
     for closer in closers:
-        closer.close()  # type: ignore[attr-defined]
+        closer.close()
     return elapsed, latencies
 
 
@@ -190,7 +196,7 @@ async def paneward(
             target,
             reached,
             feed,
-            [(lambda i=i: subscriber(i)) for i in range(subscribers)],
+            [(subscriber, i) for i in range(subscribers)],
             subs,
         )
         stats = sup.statistics()
@@ -234,10 +240,16 @@ anyio.run(main)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     base, peak = (float(x) for x in out.stdout.split())
     bare = subprocess.run(
-        [sys.executable, "-c",
-         "import pathlib;print([l for l in pathlib.Path('/proc/self/status').read_text()"
-         ".splitlines() if l.startswith('VmHWM')][0].split()[1])"],
-        capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import pathlib;print([l for l in pathlib.Path('/proc/self/status').read_text()"
+            ".splitlines() if l.startswith('VmHWM')][0].split()[1])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return {"peak_mb": peak, "after_imports_mb": base, "python_c_pass_mb": int(bare.stdout) / 1024}
 
 
@@ -252,9 +264,9 @@ def main() -> None:
     for subscribers in (1, 10):
         results = {}
         for name, fn in (
-            ("baseline", lambda: baseline(frames, subscribers, args.probes)),
-            ("inject", lambda: paneward(frames, subscribers, args.probes, False)),
-            ("inject_bytes", lambda: paneward(frames, subscribers, args.probes, True)),
+            ("baseline", partial(baseline, frames, subscribers, args.probes)),
+            ("inject", partial(paneward, frames, subscribers, args.probes, False)),
+            ("inject_bytes", partial(paneward, frames, subscribers, args.probes, True)),
         ):
             gc.collect()
             elapsed, lat = anyio.run(fn)
@@ -270,14 +282,15 @@ def main() -> None:
         f"events={args.events} sessions={args.sessions} probes={args.probes} "
         f"python={sys.version.split()[0]} pid={os.getpid()}"
     )
-    print("| S | pipeline | events/s | × baseline | idle p50 µs | × baseline | idle p99 µs |")
+    print("| S | pipeline | events/s | x baseline | idle p50 µs | x baseline | idle p99 µs |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for s, name, rate, ratio, p50, p50r, p99 in rows:
         print(f"| {s} | {name} | {rate:,.0f} | {ratio:.2f} | {p50:.0f} | {p50r:.2f} | {p99:.0f} |")
     mem = rss_with_live_sessions(args.sessions)
     print(
         f"\npeak RSS with {args.sessions} live session actors: {mem['peak_mb']:.1f} MB "
-        f"(after imports {mem['after_imports_mb']:.1f} MB; python -c pass {mem['python_c_pass_mb']:.1f} MB)"
+        f"(after imports {mem['after_imports_mb']:.1f} MB; "
+        f"python -c pass {mem['python_c_pass_mb']:.1f} MB)"
     )
 
 
