@@ -21,7 +21,7 @@ import fcntl
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,12 +120,19 @@ def state_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def _plain(value: object) -> object:
+    """msgspec ``enc_hook``: read-only mappings (``MappingProxyType`` counters) as dicts."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
 def _statistics_of(parts: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     def collect() -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, part in parts.items():
             try:
-                out[name] = msgspec.to_builtins(part.statistics())
+                out[name] = msgspec.to_builtins(part.statistics(), enc_hook=_plain)
             except Exception as exc:  # a broken counter must not break `status`
                 out[name] = {"error": repr(exc)}
         return out

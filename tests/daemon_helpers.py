@@ -1,0 +1,368 @@
+"""Run the real ``paneward`` daemon, CLI and helper processes from tests and benchmarks.
+
+Everything here starts real processes and cleans them up: :class:`Daemon` (``paneward run``
+on a private state directory, ``--no-discovery`` unless asked), :class:`Watcher`
+(``paneward watch --json``), :class:`Owner` (a live process that stands for an agent: its
+pid and start token are real, and it runs hook commands as its children, as Codex runs
+``notify``). Waiting is done by polling the daemon's control socket with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from actors.control_server import request_lines
+
+__all__ = [
+    "PANEWARD",
+    "Daemon",
+    "Owner",
+    "Watcher",
+    "daemon_env",
+    "owner",
+    "poll_until",
+    "raw_send",
+    "request",
+    "start_token",
+    "watching",
+]
+
+PANEWARD = Path(sys.executable).with_name("paneward")
+POLL_S = 0.01
+
+# Variables that would point a child at another daemon or claim another owner.
+_SCRUB = (
+    "PANEWARD_SOCKET",
+    "XDG_RUNTIME_DIR",
+    "XDG_STATE_HOME",
+    "CLAUDE_PID",
+    "PANEWARD_HOOK_AT_MS",
+    "PANEWARD_HOOK_DEBUG",
+)
+
+
+def daemon_env(state_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of every process of one test: all sockets under ``state_dir``."""
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env["PANEWARD_STATE_DIR"] = os.fspath(state_dir)
+    # discovery is off, but point the harness homes at empty places all the same
+    home = state_dir.parent / "homes"
+    env["CLAUDE_CONFIG_DIR"] = os.fspath(home / "claude")
+    env["CODEX_HOME"] = os.fspath(home / "codex")
+    env["HERMES_HOME"] = os.fspath(home / "hermes")
+    env.update(extra)
+    return env
+
+
+def start_token(pid: int) -> str:
+    """Field 22 of /proc/<pid>/stat, read independently of the code under test."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return fields[19]
+
+
+def _request_sync(control: Path, body: dict[str, Any]) -> dict[str, Any]:
+    line = next(iter(request_lines(control, body)))
+    value = json.loads(line)
+    assert isinstance(value, dict)
+    return value
+
+
+async def request(control: Path, body: dict[str, Any]) -> dict[str, Any]:
+    """One control-socket request (status), off the event loop."""
+    return await anyio.to_thread.run_sync(_request_sync, control, body)
+
+
+async def poll_until(
+    check: Callable[[], Any], what: str, *, within: float = 20.0
+) -> None:
+    """Call the async ``check`` until it returns true; fail after ``within`` naming ``what``."""
+    try:
+        with anyio.fail_after(within):
+            # another process's counters: there is no event to wait on, so poll
+            while not await check():  # noqa: ASYNC110
+                await anyio.sleep(POLL_S)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {within} s waiting for {what}") from None
+
+
+def _raw_send_sync(path: Path, data: bytes) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(os.fspath(path))
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        with suppress(OSError):
+            sock.recv(1)  # wait for the listener to hang up: everything was read
+
+
+async def raw_send(path: Path, data: bytes) -> None:
+    """Send ``data`` over ONE connection to the hook socket (frames in order)."""
+    await anyio.to_thread.run_sync(_raw_send_sync, path, data)
+
+
+class _Lines:
+    """Newline-delimited reader over a process pipe."""
+
+    def __init__(self, stream: anyio.abc.ByteReceiveStream) -> None:
+        self._buffered = BufferedByteReceiveStream(stream)
+
+    async def receive_line(self) -> bytes:
+        return await self._buffered.receive_until(b"\n", 1 << 24)
+
+
+class Daemon:
+    """``paneward run`` on ``state_dir`` (its sockets there too); use ``async with``."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        extra_args: Sequence[str] = (),
+        discovery: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.env = dict(env) if env is not None else daemon_env(state_dir)
+        self.args = [
+            os.fspath(PANEWARD),
+            "run",
+            "--state-dir",
+            os.fspath(state_dir),
+            *(() if discovery else ("--no-discovery",)),
+            *extra_args,
+        ]
+        self.process: anyio.abc.Process | None = None
+        self.stderr_path = state_dir.parent / f"daemon-{id(self)}.stderr"
+
+    @property
+    def hook_socket(self) -> Path:
+        return self.state_dir / "hook.sock"
+
+    @property
+    def control_socket(self) -> Path:
+        return self.state_dir / "control.sock"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    async def start(self) -> None:
+        self.state_dir.parent.mkdir(parents=True, exist_ok=True)
+        with self.stderr_path.open("wb") as err:
+            self.process = await anyio.open_process(
+                self.args, env=self.env, stdin=subprocess.DEVNULL, stdout=err, stderr=err
+            )
+
+        async def ready() -> bool:
+            assert self.process is not None
+            if self.process.returncode is not None:
+                raise AssertionError(f"daemon exited {self.process.returncode}: {self.stderr()}")
+            try:
+                await self.status()
+            except OSError:
+                return False
+            return True
+
+        await poll_until(ready, "the daemon's control socket")
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    async def status(self) -> dict[str, Any]:
+        return await request(self.control_socket, {"op": "status"})
+
+    async def counters(self) -> dict[str, Any]:
+        stats = (await self.status())["statistics"]
+        assert isinstance(stats, dict)
+        return stats
+
+    async def wait_delivered(self, count: int, *, within: float = 20.0) -> None:
+        """Until the hook listener has handed ``count`` frames to the supervisor."""
+
+        async def done() -> bool:
+            listener = (await self.counters())["hook_listener"]
+            assert "error" not in listener, listener
+            return int(listener["frames_delivered"]) >= count
+
+        await poll_until(done, f"{count} delivered frames", within=within)
+
+    async def wait_received(self, count: int, *, within: float = 30.0) -> dict[str, Any]:
+        """Until the listener has read ``count`` frames (delivered or rejected); its counters."""
+        last: dict[str, Any] = {}
+
+        async def done() -> bool:
+            nonlocal last
+            last = (await self.counters())["hook_listener"]
+            return int(last["frames_received"]) >= count
+
+        await poll_until(done, f"{count} received frames", within=within)
+        return last
+
+    async def stop(self, signum: signal.Signals = signal.SIGTERM, *, within: float = 20.0) -> int:
+        """Signal the daemon and wait for it; returns its exit code."""
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signum)
+        with anyio.fail_after(within):
+            return await self.process.wait()
+
+    async def kill(self) -> None:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.kill()
+        with anyio.fail_after(10):
+            await self.process.wait()
+
+    async def __aenter__(self) -> Daemon:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.process is None:
+            return
+        if self.process.returncode is None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.stop()
+                except TimeoutError:
+                    await self.kill()
+        await self.process.aclose()
+
+
+class Watcher:
+    """``paneward watch --json [--since SEQ]``: records every line it prints."""
+
+    def __init__(self, env: Mapping[str, str], since: int | None = None) -> None:
+        self.env = dict(env)
+        self.args = [os.fspath(PANEWARD), "watch", "--json"]
+        if since is not None:
+            self.args += ["--since", str(since)]
+        self.items: list[dict[str, Any]] = []
+        self.process: anyio.abc.Process | None = None
+        self._changed = anyio.Event()
+
+    @property
+    def seqs(self) -> list[int]:
+        return [int(item["seq"]) for item in self.items if item.get("type") == "Transition"]
+
+    async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        lines = _Lines(self.process.stdout)
+        with suppress(anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
+            while True:
+                line = await lines.receive_line()
+                self.items.append(json.loads(line))
+                self._changed.set()
+                self._changed = anyio.Event()
+
+    async def wait_for(
+        self, check: Callable[[list[dict[str, Any]]], bool], what: str, within: float = 20.0
+    ) -> None:
+        try:
+            with anyio.fail_after(within):
+                while not check(self.items):
+                    await self._changed.wait()
+        except TimeoutError:
+            raise AssertionError(f"watcher: timed out waiting for {what}") from None
+
+    async def wait_exit(self, within: float = 20.0) -> int:
+        assert self.process is not None
+        with anyio.fail_after(within):
+            return await self.process.wait()
+
+
+@asynccontextmanager
+async def watching(
+    daemon: Daemon, since: int | None = None
+) -> AsyncIterator[Watcher]:
+    """A running watcher, subscribed before this yields (the daemon counted its request)."""
+    before = int((await daemon.counters())["control"]["watches"])
+    watcher = Watcher(daemon.env, since)
+    process = await anyio.open_process(
+        watcher.args, env=watcher.env, stdin=subprocess.DEVNULL, stderr=None
+    )
+    async with process, anyio.create_task_group() as tg:
+        watcher.process = process
+        tg.start_soon(watcher._read)
+
+        async def subscribed() -> bool:
+            # the control server subscribes in the same step as it counts the watch
+            return int((await daemon.counters())["control"]["watches"]) > before
+
+        await poll_until(subscribed, "the watcher's subscription")
+        try:
+            yield watcher
+        finally:
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.terminate()
+                with anyio.fail_after(10):
+                    await process.wait()
+            # the reader ends at EOF of the dead process's stdout
+
+
+_OWNER_SCRIPT = r"""
+import json, subprocess, sys
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    req = json.loads(line)
+    data = req["stdin"].encode() if req["stdin"] is not None else None
+    done = subprocess.run(
+        req["argv"], env=req["env"], input=data,
+        stdin=None if data is not None else subprocess.DEVNULL,
+    )
+    sys.stdout.write(f"{done.returncode}\n")
+    sys.stdout.flush()
+"""
+
+
+class Owner:
+    """A live stand-in for an agent process: real pid + start token, runs hooks as children."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.pid = process.pid
+        self.token = start_token(process.pid)
+        assert process.stdout is not None
+        self._lines = _Lines(process.stdout)
+
+    async def run(
+        self, argv: Sequence[str], env: Mapping[str, str], stdin: str | None = None
+    ) -> int:
+        """Run ``argv`` as this process's child; its exit code."""
+        assert self.process.stdin is not None
+        body = {"argv": list(argv), "env": dict(env), "stdin": stdin}
+        await self.process.stdin.send(json.dumps(body).encode() + b"\n")
+        return int(await self._lines.receive_line())
+
+
+@asynccontextmanager
+async def owner() -> AsyncIterator[Owner]:
+    async with await anyio.open_process([sys.executable, "-c", _OWNER_SCRIPT]) as process:
+        try:
+            yield Owner(process)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                with anyio.fail_after(10):
+                    await process.wait()
