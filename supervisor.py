@@ -25,18 +25,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Final, Literal
 
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.base import Actor
+from actors.base import Actor, MailboxClosed, MailboxFull, RestartWindow
 from actors.broadcast import BroadcastHub, HubClosed, Subscription
 from actors.routing import Delivery, RoutingIndex, normalize
+from actors.session import Reducer, SessionActor
 from actors.session_reducer import (
     SessionMessage,
     SessionState,
@@ -44,7 +43,6 @@ from actors.session_reducer import (
     derive,
     initial_state,
     reduce,
-    retirable,
 )
 from actors.session_table import cause_of
 from messages.activity import Activity, Rejected, Unmapped
@@ -62,7 +60,6 @@ __all__ = [
 
 logger = logging.getLogger("paneward.supervisor")
 
-Reducer = Callable[[SessionState, SessionMessage], Step]
 OwnerListener = Callable[[int, str | None, bool], None]
 
 _RECENT_RECORDS: Final = 32
@@ -70,13 +67,6 @@ _RECENT_RECORDS: Final = 32
 
 class SupervisorClosed(PanewardError):
     """Raised by :meth:`Supervisor.inject` once shutdown has begun (or before start)."""
-
-
-class MailboxFull(PanewardError):
-    """Raised by :meth:`Supervisor.inject_nowait` when a session mailbox is full.
-
-    The message is not delivered; it is counted in ``overflows`` and ``drops``.
-    """
 
 
 class SupervisorStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,18 +93,6 @@ class SupervisorStatistics(msgspec.Struct, frozen=True, kw_only=True):
     actors: int
     recent_rejected: tuple[Rejected, ...] = ()
     recent_unmapped: tuple[Unmapped, ...] = ()
-
-
-@dataclass(eq=False)
-class _SessionHandle:
-    """The supervisor's side of one session actor (its mailbox and last state)."""
-
-    key: SessionKey
-    state: SessionState
-    send: MemoryObjectSendStream[SessionMessage]
-    receive: MemoryObjectReceiveStream[SessionMessage]
-    crashes: deque[float] = field(default_factory=deque)
-    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 def _wall_ms() -> int:
@@ -158,7 +136,7 @@ class Supervisor:
         self._wall_ms = wall_ms
         self._hub = BroadcastHub()
         self._index = RoutingIndex()
-        self._sessions: dict[SessionKey, _SessionHandle] = {}
+        self._sessions: dict[SessionKey, SessionActor] = {}
         self._stopped: set[SessionKey] = set()
         self._owner_listeners: list[OwnerListener] = []
         self._observers: list[Callable[[Inbound], None]] = []
@@ -207,14 +185,14 @@ class Supervisor:
         for scope in self._actor_scopes:
             scope.cancel()
         # 2. Drain: closing the send side lets each actor finish its mailbox, then stop.
-        handles = list(self._sessions.values())
-        for handle in handles:
-            handle.send.close()
+        actors = list(self._sessions.values())
+        for actor in actors:
+            actor.mailbox.close()
         with anyio.move_on_after(self._grace if graceful else 0):
-            for handle in handles:
-                await handle.done.wait()
+            for actor in actors:
+                await actor.done.wait()
         # 3. Whatever did not drain in time is cancelled with the task group.
-        if any(not handle.done.is_set() for handle in handles) and self._tg is not None:
+        if any(not actor.done.is_set() for actor in actors) and self._tg is not None:
             self._tg.cancel_scope.cancel()
         self._hub.close()
 
@@ -241,11 +219,11 @@ class Supervisor:
 
     async def _deliver(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
-            handle = self._handle_for(delivery)
-            if handle is not None:
+            actor = self._actor_for(delivery)
+            if actor is not None:
                 try:
-                    await handle.send.send(delivery.message)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await actor.mailbox.send(delivery.message)
+                except MailboxClosed:
                     self._drops += 1
 
     def inject_nowait(self, message: Inbound) -> None:
@@ -259,16 +237,16 @@ class Supervisor:
     def _deliver_nowait(self, deliveries: list[Delivery], what: str) -> None:
         full: list[SessionKey] = []
         for delivery in deliveries:
-            handle = self._handle_for(delivery)
-            if handle is None:
+            actor = self._actor_for(delivery)
+            if actor is None:
                 continue
             try:
-                handle.send.send_nowait(delivery.message)
-            except anyio.WouldBlock:
+                actor.mailbox.send_nowait(delivery.message)
+            except MailboxFull:
                 self._mailbox_overflows += 1
                 self._drops += 1
                 full.append(delivery.key)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            except MailboxClosed:
                 self._drops += 1
         if full:
             raise MailboxFull(
@@ -313,11 +291,11 @@ class Supervisor:
         """Count a message refused before it could be decoded (e.g. by the hook socket)."""
         self._reject(reason, "hook")
 
-    def _handle_for(self, delivery: Delivery) -> _SessionHandle | None:
+    def _actor_for(self, delivery: Delivery) -> SessionActor | None:
         key = delivery.key
-        handle = self._sessions.get(key)
-        if handle is not None:
-            return handle
+        actor = self._sessions.get(key)
+        if actor is not None:
+            return actor
         if key in self._stopped:
             if isinstance(delivery.message, Acknowledge):
                 # The user acknowledged the failure: give the session a fresh actor.
@@ -329,75 +307,42 @@ class Supervisor:
             return None
         return self._spawn(key, initial_state(key, self._hub.current(key)))
 
-    def _spawn(self, key: SessionKey, state: SessionState) -> _SessionHandle:
+    def _spawn(self, key: SessionKey, state: SessionState) -> SessionActor:
         assert self._tg is not None
-        send, receive = anyio.create_memory_object_stream[SessionMessage](self._mailbox_size)
-        handle = _SessionHandle(key=key, state=state, send=send, receive=receive)
-        self._sessions[key] = handle
+        actor = SessionActor(
+            key,
+            state,
+            mailbox_size=self._mailbox_size,
+            reducer=self._reducer,
+            linger=self._linger,
+            restarts=RestartWindow(self._max_restarts, self._restart_window),
+        )
+        self._sessions[key] = actor
         self._reindex(None, state)
-        self._tg.start_soon(self._run_session, handle, name=f"session {key}")
-        return handle
+        self._tg.start_soon(actor.run, self, name=f"session {key}")
+        return actor
 
-    # ------------------------------------------------------------------ session actors
+    # ------------------------------------------------------------------ SessionHost
 
-    async def _run_session(self, handle: _SessionHandle) -> None:
-        """One session actor: apply each message with the reducer, publish changes."""
-        try:
-            with handle.receive:
-                while True:
-                    message = await self._next_message(handle)
-                    if message is None:
-                        return
-                    try:
-                        step = self._reducer(handle.state, message)
-                    except Exception as exc:
-                        if not self._crashed(handle, message, exc):
-                            return
-                        continue
-                    self._commit(handle, step, message)
-        finally:
-            if self._sessions.get(handle.key) is handle:
-                del self._sessions[handle.key]
-                self._reindex(handle.state, None)
-            handle.send.close()
-            handle.done.set()
+    @property
+    def accepting(self) -> bool:
+        """True while the supervisor takes new messages (session actors may retire)."""
+        return self._state == "running"
 
-    async def _next_message(self, handle: _SessionHandle) -> SessionMessage | None:
-        """The next message, or None when the actor should stop (drained or retired)."""
-        receive = handle.receive
-        state = handle.state
-        # Drain what is already queued without a wake-up per message (the mailbox is
-        # bounded, so a busy session cannot starve the others for long).
-        try:
-            return receive.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except anyio.EndOfStream:
-            return None
-        if (self._state == "running" and retirable(state)) or not state.known:
-            linger = self._linger if state.known else 0.0
-            with anyio.move_on_after(linger):
-                try:
-                    return await receive.receive()
-                except anyio.EndOfStream:
-                    return None
-            # Nothing arrived while lingering: retire; the catalog keeps the activity.
-            # (A message injected right now would find no handle and spawn a fresh actor.)
-            try:
-                return receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                return None
-        try:
-            return await receive.receive()
-        except anyio.EndOfStream:
-            return None
-
-    def _commit(self, handle: _SessionHandle, step: Step, message: SessionMessage) -> None:
-        old = handle.state
-        handle.state = step.state
+    def session_step(
+        self, actor: SessionActor, old: SessionState, message: SessionMessage, step: Step
+    ) -> None:
+        """Called by a session actor after each applied message: re-index, publish."""
         self._reindex(old, step.state)
         if step.publish is not None:
-            self._publish(handle.key, step.publish, cause_of(message))
+            self._publish(actor.key, step.publish, cause_of(message))
+
+    def session_ended(self, actor: SessionActor, undelivered: int) -> None:
+        """Called by a session actor as it stops: forget it (the catalog keeps its state)."""
+        self._drops += undelivered
+        if self._sessions.get(actor.key) is actor:
+            del self._sessions[actor.key]
+            self._reindex(actor.state, None)
 
     def _publish(self, key: SessionKey, activity: Activity, cause: str) -> None:
         try:
@@ -406,30 +351,28 @@ class Supervisor:
             # Only possible in the last instant of a forced shutdown: counted, not raised.
             self._drops += 1
 
-    def _crashed(self, handle: _SessionHandle, message: SessionMessage, exc: Exception) -> bool:
-        """Count a crash; drop its message. Return False when the actor must stop."""
+    def session_crashed(self, actor: SessionActor, message: SessionMessage, exc: Exception) -> bool:
+        """Called when the reducer raised: count it, drop the message, decide restart.
+
+        Returns False when the actor must stop (too many crashes in the window): the
+        session then shows attention ``failed`` and its later messages are dropped
+        (counted) until the user acknowledges it.
+        """
         self._drops += 1
-        now = self._clock()
-        crashes = handle.crashes
-        crashes.append(now)
-        while crashes and now - crashes[0] > self._restart_window:
-            crashes.popleft()
-        logger.error("session %s crashed on %s: %r", handle.key, type(message).__name__, exc)
-        if len(crashes) <= self._max_restarts:
+        logger.error("session %s crashed on %s: %r", actor.key, type(message).__name__, exc)
+        if actor.restarts.crash(self._clock()):
             self._restarts += 1  # restarted from its last state (the reducer is pure)
             return True
         # Too many crashes: stop this actor and tell the user, leave the siblings be.
-        self._stopped.add(handle.key)
-        reason = f"session actor stopped after {len(crashes)} crashes: {exc!r}"[:500]
+        self._stopped.add(actor.key)
+        reason = f"session actor stopped after {actor.restarts.recent} crashes: {exc!r}"[:500]
         failed = msgspec.structs.replace(
-            handle.state,
-            known=True,
-            failed=Attention("failed", reason, self._wall_ms()),
+            actor.state, known=True, failed=Attention("failed", reason, self._wall_ms())
         )
         activity = derive(failed)
         if activity is not None:
-            self._publish(handle.key, activity, "Supervisor:stopped")
-        handle.state = msgspec.structs.replace(failed, activity=activity)
+            self._publish(actor.key, activity, "Supervisor:stopped")
+        actor.state = msgspec.structs.replace(failed, activity=activity)
         return False
 
     def _reindex(self, old: SessionState | None, new: SessionState | None) -> None:
@@ -465,7 +408,7 @@ class Supervisor:
         self._tg.start_soon(self._supervise_actor, actor, scope, label, name=label)
 
     async def _supervise_actor(self, actor: Actor, scope: anyio.CancelScope, label: str) -> None:
-        crashes: deque[float] = deque()
+        window = RestartWindow(self._max_restarts, self._restart_window)
         self._actors_running += 1
         try:
             with scope:
@@ -474,16 +417,12 @@ class Supervisor:
                         await actor.run(self)
                         return
                     except Exception as exc:
-                        now = self._clock()
-                        crashes.append(now)
-                        while crashes and now - crashes[0] > self._restart_window:
-                            crashes.popleft()
                         logger.error("actor %s crashed: %r", label, exc)
-                        if len(crashes) > self._max_restarts:
-                            logger.error("actor %s stopped after %d crashes", label, len(crashes))
+                        if not window.crash(self._clock()):
+                            logger.error("actor %s stopped after %d crashes", label, window.recent)
                             return
                         self._restarts += 1
-                        await anyio.sleep(min(0.05 * 2 ** len(crashes), 2.0))  # backoff
+                        await anyio.sleep(min(0.05 * 2**window.recent, 2.0))  # backoff
         finally:
             self._actors_running -= 1
 
@@ -573,10 +512,10 @@ class Supervisor:
 
     def owner_of(self, key: SessionKey) -> tuple[int, str] | None:
         """The owner incarnation (pid, start token) of a live session, for the store."""
-        handle = self._sessions.get(key)
-        if handle is None:
+        actor = self._sessions.get(key)
+        if actor is None:
             return None
-        state = handle.state
+        state = actor.state
         if state.owner_pid is None or state.owner_token is None:
             return None
         return (state.owner_pid, state.owner_token)

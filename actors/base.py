@@ -1,18 +1,35 @@
-"""The contracts between the supervisor and the actors it runs.
+"""The building blocks every actor shares: contracts, a bounded mailbox, restart intensity.
 
 An *evidence sink* is where discovery actors, the hook listener and hosts put
 inbound messages (the :class:`~supervisor.Supervisor` is one). An *actor* is an
 object with ``async def run(self, sink)`` that runs until cancelled; the
-supervisor restarts it one_for_one when it raises.
+supervisor restarts it one_for_one when it raises. A :class:`Mailbox` is the
+bounded queue in front of an actor; :class:`RestartWindow` is the pure
+restart-intensity rule (OTP's ``MaxR`` within ``MaxT``).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections import deque
+from typing import Generic, Protocol, TypeVar
+
+import anyio
+import msgspec
 
 from messages.codec import Inbound
+from messages.errors import PanewardError
 
-__all__ = ["Actor", "EvidenceSink"]
+__all__ = [
+    "Actor",
+    "EvidenceSink",
+    "Mailbox",
+    "MailboxClosed",
+    "MailboxFull",
+    "MailboxStatistics",
+    "RestartWindow",
+]
+
+T = TypeVar("T")
 
 
 class EvidenceSink(Protocol):
@@ -27,3 +44,114 @@ class Actor(Protocol):
 
     async def run(self, sink: EvidenceSink) -> None:
         """Run until cancelled, sending evidence to ``sink``."""
+
+
+class MailboxFull(PanewardError):
+    """Raised by :meth:`Mailbox.send_nowait` when the mailbox holds ``size`` messages.
+
+    The message is not queued; the refusal is counted in ``overflows``.
+    """
+
+
+class MailboxClosed(PanewardError):
+    """Raised when sending to a mailbox whose actor has stopped."""
+
+
+class MailboxStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one mailbox: bound, queued now, accepted, refused when full."""
+
+    size: int
+    pending: int
+    sent: int
+    overflows: int
+
+
+class Mailbox(Generic[T]):
+    """A bounded queue in front of one actor (an anyio memory object stream).
+
+    Producers call :meth:`send` (waits for room: backpressure) or
+    :meth:`send_nowait` (never waits: a full mailbox is a counted, reported
+    condition, never a deadlock). The actor takes messages with :meth:`receive`
+    / :meth:`receive_nowait`, which raise :class:`anyio.EndOfStream` once the
+    mailbox is closed and drained.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"a mailbox holds at least 1 message, not {size}")
+        self._size = size
+        self._send, self._receive = anyio.create_memory_object_stream[T](size)
+        self._sent = 0
+        self._overflows = 0
+
+    async def send(self, message: T) -> None:
+        """Queue ``message``, waiting for room. :raises MailboxClosed: actor stopped."""
+        try:
+            await self._send.send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise MailboxClosed("the actor behind this mailbox has stopped") from None
+        self._sent += 1
+
+    def send_nowait(self, message: T) -> None:
+        """Queue ``message`` or raise at once.
+
+        :raises MailboxFull: the mailbox is full (counted).
+        :raises MailboxClosed: the actor has stopped.
+        """
+        try:
+            self._send.send_nowait(message)
+        except anyio.WouldBlock:
+            self._overflows += 1
+            raise MailboxFull(f"mailbox full ({self._size} pending)") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise MailboxClosed("the actor behind this mailbox has stopped") from None
+        self._sent += 1
+
+    async def receive(self) -> T:
+        """The next message, waiting for one. :raises anyio.EndOfStream: closed and drained."""
+        return await self._receive.receive()
+
+    def receive_nowait(self) -> T:
+        """The next message or :class:`anyio.WouldBlock` / :class:`anyio.EndOfStream`."""
+        return self._receive.receive_nowait()
+
+    def close(self) -> None:
+        """No more messages: the actor drains what is queued, then sees EndOfStream."""
+        self._send.close()
+
+    def close_receiving(self) -> None:
+        """The actor is gone: later sends raise :class:`MailboxClosed`."""
+        self._receive.close()
+
+    def statistics(self) -> MailboxStatistics:
+        return MailboxStatistics(
+            size=self._size,
+            pending=self._receive.statistics().current_buffer_used,
+            sent=self._sent,
+            overflows=self._overflows,
+        )
+
+
+class RestartWindow:
+    """Restart intensity: more than ``max_restarts`` crashes within ``period`` seconds.
+
+    Pure bookkeeping over the times given to :meth:`crash` (an injected clock).
+    """
+
+    def __init__(self, max_restarts: int, period: float) -> None:
+        self._max = max_restarts
+        self._period = period
+        self._times: deque[float] = deque()
+
+    def crash(self, now: float) -> bool:
+        """Record a crash at ``now``; return True if the actor may be restarted."""
+        times = self._times
+        times.append(now)
+        while times and now - times[0] > self._period:
+            times.popleft()
+        return len(times) <= self._max
+
+    @property
+    def recent(self) -> int:
+        """Crashes counted in the current window."""
+        return len(self._times)
