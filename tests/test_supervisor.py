@@ -25,6 +25,7 @@ from messages import (
     Snapshot,
     Transition,
 )
+from messages.codec import Inbound
 from supervisor import MailboxFull, Supervisor, SupervisorClosed
 from tests.replay import claude_messages, codex_messages
 
@@ -220,7 +221,7 @@ async def test_bad_input_is_rejected_counted_and_changes_nothing_else() -> None:
             await sup.inject(status(1, "busy", 0))
             await wait_for(lambda: sup.statistics().transitions == 1)
             before = sup.snapshot()
-            bad = [
+            bad: list[Inbound] = [
                 RegistryStatus(key(1), "x", "1", "idle", T, T),  # type: ignore[arg-type]
                 RegistryStatus(key(1), 5, "1", "idle", 1_795_995, T),  # seconds, not ms
                 RegistryStatus(SessionKey("claude-code", ""), 5, "1", "idle", T, T),
@@ -228,7 +229,7 @@ async def test_bad_input_is_rejected_counted_and_changes_nothing_else() -> None:
                 RegistryStatus(SessionKey("emacs", "a"), 5, "1", "idle", T, T),  # type: ignore[arg-type]
                 NotifyHook("claude-code", ["not", "an", "object"], T, T),  # type: ignore[arg-type]
             ]
-            for message in bad:  # type: ignore[assignment]
+            for message in bad:
                 with pytest.raises(MessageError):
                     await sup.inject(message)
             await anyio.wait_all_tasks_blocked()
