@@ -78,16 +78,9 @@ def run_run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     state_dir = Path(args.state_dir) if args.state_dir else paths.state_dir()
-    if args.socket:
-        socket_path = Path(args.socket)
-    elif (
-        args.state_dir
-        and "PANEWARD_SOCKET" not in _environ()
-        and not _environ().get("XDG_RUNTIME_DIR")
-    ):
-        socket_path = state_dir / "hook.sock"
-    else:
-        socket_path = paths.socket_path()
+    # The socket does not move with --state-dir: agents' hooks and `paneward status` find
+    # it from the environment alone ($PANEWARD_SOCKET, $XDG_RUNTIME_DIR, the state dir).
+    socket_path = Path(args.socket) if args.socket else paths.socket_path()
     config = DaemonConfig(
         state_dir=state_dir,
         socket_path=socket_path,
@@ -112,12 +105,6 @@ def run_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return EXIT_OK
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 # ---------------------------------------------------------------------------- status
