@@ -348,8 +348,14 @@ class Reporter:
             self._sock = None
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        n = os.write(fd, data)
+    except BlockingIOError:
+        n = 0
+    if n == len(data):
+        return
+    view = memoryview(data)[n:]
     while view:
         try:
             n = os.write(fd, view)
@@ -618,15 +624,17 @@ class _Relay:
             for fd, mask in ready:
                 if fd == self.master:
                     if mask & IN or mask & ERR:
-                        try:
-                            data = os.read(self.master, READ_SIZE)
-                        except BlockingIOError:
-                            data = None
-                        except OSError:  # EIO: every slave fd is closed
-                            data = b""
-                        if data == b"":
-                            return self._finish(status, wake_r)
-                        if data:
+                        # A busy child refills the PTY while we write: read again a few
+                        # times before going back to poll (fewer syscalls per byte).
+                        for _ in range(8):
+                            try:
+                                data = os.read(self.master, READ_SIZE)
+                            except BlockingIOError:
+                                break
+                            except OSError:  # EIO: every slave fd is closed
+                                data = b""
+                            if not data:
+                                return self._finish(status, wake_r)
                             self._on_output(data)
                     if mask & OUT and self.to_child:
                         try:

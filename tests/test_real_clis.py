@@ -27,11 +27,18 @@ API_KEY = "sk-ant-dummy-key-for-mock-0123456789"
 
 
 @contextmanager
-def _explain_failure(tmux: Tmux, pane: Callable[[], str]) -> Iterator[None]:
-    """On failure, print the pane (pytest shows it with the failure)."""
+def _explain_failure(
+    tmux: Tmux, pane: Callable[[], str], seen: list[Frames] | None = None
+) -> Iterator[None]:
+    """On failure, print the pane and the frames (pytest shows them with the failure)."""
     try:
         yield
     except BaseException:
+        for frames in seen or []:
+            for item in frames.items:
+                print(messages.encode(item).decode())
+        print(subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:24,args"], capture_output=True,
+                             text=True, check=False).stdout)
         if pane():
             with suppress(Exception):
                 print(f"--- pane {pane()} ---\n{tmux.capture(pane())}")
@@ -103,13 +110,22 @@ async def _submit(tmux: Tmux, pane: str, frames: Frames, text: str) -> int:
     Codex drops its first Enter after start), so Enter is repeated until a turn starts.
     """
     await _type(tmux, pane, text)
+    return await _press_until_working(tmux, pane, frames, "Enter")
+
+
+async def _press_until_working(tmux: Tmux, pane: str, frames: Frames, key: str) -> int:
+    """Press ``key`` every 2 s until a ``working`` record follows; return the frame mark.
+
+    Claude ignores keys for a moment after it opens a permission dialog (a guard against
+    approving by accident), so one press at a fixed time would be a race.
+    """
     mark = len(frames.items)
     for _ in range(10):
-        tmux.run("send-keys", "-t", pane, "Enter")
-        with anyio.move_on_after(3):
+        tmux.run("send-keys", "-t", pane, key)
+        with anyio.move_on_after(2):
             await _wait_status(frames, mark, lambda m: m.state == "working")
             return mark
-    raise AssertionError(f"{text!r} never started a turn")
+    raise AssertionError(f"{key!r} never started work")
 
 
 def _main(m: messages.ProgramStatus) -> bool:
@@ -138,8 +154,10 @@ async def test_claude_code_status_under_the_wrapper(
         "DISABLE_ERROR_REPORTING": "1",
     }
     pane = ""
-    with _explain_failure(tmux, lambda: pane), anyio.fail_after(100):
+    seen: list[Frames] = []
+    with _explain_failure(tmux, lambda: pane, seen), anyio.fail_after(100):
         async with frame_listener(sock) as frames:
+            seen.append(frames)
             pane = tmux.start([*WRAP, "--", str(claude), "--permission-mode", "manual"], env,
                               width=160, height=50, cwd=work)
             # The probe is answered (inside tmux, by the wrapper): Claude turns records on.
@@ -158,17 +176,22 @@ async def test_claude_code_status_under_the_wrapper(
             assert (blocked.kind, blocked.message) == ("permission",
                                                        "approve Bash: echo hi > hi.txt")
             assert blocked.app == "claude-code" and blocked.key == spawned.key
-            mark = len(frames.items)
-            tmux.run("send-keys", "-t", pane, "Enter")  # "1. Yes" is preselected
-            await _wait_status(frames, mark, lambda m: m.state == "working")
+            await tmux.wait_text(pane, "Do you want to proceed?")
+            # "1. Yes" is preselected.
+            mark = await _press_until_working(tmux, pane, frames, "Enter")
             await _wait_status(frames, mark, lambda m: m.state == "done")
             assert (work / "hi.txt").read_text() == "hi\n"
 
+            anthropic.stalled.clear()
             mark = await _submit(tmux, pane, frames, "be SLOW")
+            # Esc only once the answer is streaming (and stalled): an interrupt mid-turn.
+            assert await anyio.to_thread.run_sync(anthropic.stalled.wait, 30)
             tmux.run("send-keys", "-t", pane, "Escape")
             await _wait_status(frames, mark, lambda m: m.state == "idle")
             assert "done" not in [m.state for m in _statuses(frames, mark) if _main(m)]
 
+            # The interrupted prompt comes back into the input line: erase it first.
+            tmux.run("send-keys", "-t", pane, "-N", "20", "BSpace")
             await _type(tmux, pane, "/exit")
             tmux.run("send-keys", "-t", pane, "Enter")
             await frames.wait_for(lambda items: any(
@@ -218,8 +241,10 @@ async def test_codex_approval_dialog_is_blocked_under_the_wrapper(
     command = [*WRAP, "--", str(codex), "-c", "analytics.enabled=false"]
     try:
         pane = ""
-        with _explain_failure(tmux, lambda: pane), anyio.fail_after(100):
+        seen: list[Frames] = []
+        with _explain_failure(tmux, lambda: pane, seen), anyio.fail_after(100):
             async with frame_listener(sock) as frames:
+                seen.append(frames)
                 pane = tmux.start(command, env, width=160, height=50, cwd=work)
                 await tmux.wait_text(pane, "Ask Codex to do anything")
                 spawned = frames.of(messages.PtySpawned)[0]
@@ -229,8 +254,7 @@ async def test_codex_approval_dialog_is_blocked_under_the_wrapper(
                 blocked = await _wait_status(frames, mark, lambda m: m.state == "blocked")
                 assert (blocked.kind, blocked.app) == ("permission", "codex")
                 await tmux.wait_text(pane, "Would you like to run")
-                mark = len(frames.items)
-                tmux.run("send-keys", "-t", pane, "y")
+                mark = await _press_until_working(tmux, pane, frames, "y")
                 await _wait_status(frames, mark, lambda m: m.state == "done")
                 await _type(tmux, pane, "/quit")
                 tmux.run("send-keys", "-t", pane, "Enter")

@@ -45,6 +45,8 @@ class MockServer:
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.release = threading.Event()
         self.requests: list[dict[str, Any]] = []
+        #: Set when a stream starts stalling (a SLOW turn is under way); tests clear it.
+        self.stalled = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.httpd.mock = self  # type: ignore[attr-defined]
@@ -108,12 +110,13 @@ class _Anthropic(_Handler):
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content
         )
         text = _texts(content)
-        if tool_result:
+        # Claude may put a new prompt in the same user message as an earlier tool result.
+        if "SLOW" in text:
+            self._stream(self._text("Thinking slowly.", stall=True))
+        elif tool_result:
             self._stream(self._text("Wrote hi.txt."))
         elif "WRITE" in text:
             self._stream(self._tool())
-        elif "SLOW" in text:
-            self._stream(self._text("Thinking slowly.", stall=True))
         else:
             self._stream(self._text("Hello from the mock Anthropic API."))
 
@@ -134,6 +137,7 @@ class _Anthropic(_Handler):
                                            "content_block": {"type": "text", "text": ""}})
         if stall:
             yield b": stalling\n\n"
+            self.mock.stalled.set()
             self.mock.release.wait(STALL_S)
         yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
                                            "delta": {"type": "text_delta", "text": text}})
@@ -188,6 +192,7 @@ class _OpenAI(_Handler):
         yield self._created()
         if stall:
             yield b": stalling\n\n"
+            self.mock.stalled.set()
             self.mock.release.wait(STALL_S)
         item = {"type": "message", "id": "msg_mock", "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}]}
