@@ -51,6 +51,7 @@ from actors.tmux_control import (
 )
 from actors.tmux_panes import (
     LIST_PANES_COMMAND,
+    REAP_COMMAND,
     SERVER_ID_COMMAND,
     SUBSCRIPTION_COMMAND,
     SUBSCRIPTION_NAME,
@@ -102,6 +103,7 @@ class TmuxStatistics(msgspec.Struct, frozen=True, kw_only=True):
     missing_panes: int  # option writes for a pane that no longer exists
     notifications: int
     pane_listings: int
+    reap_requests: int  # REAP_COMMAND runs (a dead pane whose exit status tmux had not got)
     bad_pane_rows: int
     injected: int
     rejected: int  # messages the sink refused (MessageError)
@@ -168,6 +170,7 @@ class TmuxBridge:
         self._injected = 0
         self._rejected = 0
         self._stale_cleared = 0
+        self._reap_requests = 0
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -347,13 +350,26 @@ class TmuxBridge:
     # -- panes -------------------------------------------------------------------------------
 
     async def _pane_loop(self, client: ControlClient, sink: EvidenceSink) -> None:
+        reap = False
         while True:
-            await self._refresh.wait()
+            if not reap:
+                await self._refresh.wait()
             self._refresh = anyio.Event()
+            commands = [SERVER_ID_COMMAND, LIST_PANES_COMMAND]
+            if reap:
+                # A dead pane without exit status: tmux may have lost its SIGCHLD (see
+                # actors.tmux_panes); make it reap, then list again in the same batch.
+                commands.insert(0, REAP_COMMAND)
+                self._reap_requests += 1
+            reap = False
             try:
-                server, listing = await client.run_batch([SERVER_ID_COMMAND, LIST_PANES_COMMAND])
+                *reaped, server, listing = await client.run_batch(commands)
             except TmuxConnectionLost:
                 return
+            for reply in reaped:
+                if not reply.ok:
+                    self._command_errors += 1
+                    self._last_error = " ".join(reply.lines)
             if not (server.ok and listing.ok and server.lines):
                 self._command_errors += 1
                 self._last_error = " ".join(server.lines + listing.lines)
@@ -369,6 +385,7 @@ class TmuxBridge:
                     self._last_error = str(exc)
                 else:
                     self._injected += 1
+            reap = bool(self._table.take_unreaped())
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -389,6 +406,7 @@ class TmuxBridge:
             missing_panes=self._missing,
             notifications=sum(c.notifications for c in clients),
             pane_listings=self._listings,
+            reap_requests=self._reap_requests,
             bad_pane_rows=self._bad_rows,
             injected=self._injected,
             rejected=self._rejected,

@@ -265,13 +265,29 @@ class ControlClient:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> ControlClient:
-        argv = self._target.argv()
-        argv += ["-C", "attach-session", "-f", CLIENT_FLAGS]
-        if self._session is not None:
-            argv += ["-t", self._session]
+        # Both guards keep a reconnecting client (backoff after the server went away) from
+        # breaking the user's next `tmux new`, which then fails with "server exited
+        # unexpectedly" (both reproduced against tmux 3.3a, 7 in 40 restarts without them):
+        # -N: attach-session otherwise starts a server when there is none; that server loads
+        #     the user's config, finds no session and exits under the user's new client.
+        # has-session first: a *failed* attach to a server that is still starting (its
+        #     creator's new-session not yet run) makes that server exit; has-session fails
+        #     harmlessly then, and the attach is only tried once a session exists.
+        target = self._target.argv()
+        session = ["-t", self._session] if self._session is not None else []
         env = dict(os.environ)
         # The target is explicit in argv; $TMUX would make tmux refuse or pick another server.
         env.pop("TMUX", None)
+        try:
+            probe = await anyio.run_process(
+                [*target, "-N", "has-session", *session], env=env, check=False
+            )
+        except OSError as exc:
+            raise TmuxUnavailable(f"cannot run tmux: {exc}") from None
+        if probe.returncode != 0:
+            reason = probe.stderr.decode("utf-8", "replace").strip() or "no session"
+            raise TmuxUnavailable(f"{self._target.describe()}: {reason}")
+        argv = [*target, "-N", "-C", "attach-session", "-f", CLIENT_FLAGS, *session]
         try:
             self._process = await anyio.open_process(argv, env=env)
         except OSError as exc:

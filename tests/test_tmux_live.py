@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -19,6 +19,7 @@ from actors.procfs import start_token
 from actors.tmux import TmuxBridge, tmux_config_snippet
 from actors.tmux_badges import BADGES, OPTION_NAMES
 from messages import (
+    Activity,
     PaneClosed,
     PaneFocused,
     PaneOpened,
@@ -41,6 +42,23 @@ def server() -> Iterator[TmuxServer]:
         srv.kill()
 
 
+Sources = Callable[..., TransitionSource]
+
+
+@pytest.fixture
+def sources() -> Iterator[Sources]:
+    """Make TransitionSources that are closed at teardown even when the test failed."""
+    made: list[TransitionSource] = []
+
+    def make(*activities: Activity) -> TransitionSource:
+        made.append(TransitionSource(*activities))
+        return made[-1]
+
+    yield make
+    for source in made:
+        source.close()
+
+
 class Running:
     def __init__(self, bridge: TmuxBridge, source: TransitionSource, sink: ListSink) -> None:
         self.bridge = bridge
@@ -49,15 +67,14 @@ class Running:
 
 
 @pytest.fixture
-async def running(server: TmuxServer) -> AsyncIterator[Running]:
-    source = TransitionSource()
+async def running(server: TmuxServer, sources: Sources) -> AsyncIterator[Running]:
+    source = sources()
     sink = ListSink()
     bridge = TmuxBridge(socket_name=server.name, backoff_initial=0.02, backoff_max=0.1)
     async with anyio.create_task_group() as tg:
         tg.start_soon(bridge.serve, source.receive, sink)
         yield Running(bridge, source, sink)
         tg.cancel_scope.cancel()
-    source.close()
 
 
 async def test_badges_follow_each_state_and_plain_shell_has_none(
@@ -100,10 +117,12 @@ async def test_badges_follow_each_state_and_plain_shell_has_none(
     assert stats.command_errors == 0 and stats.connections == 1
 
 
-async def test_summary_and_shutdown_clear_everything(server: TmuxServer) -> None:
+async def test_summary_and_shutdown_clear_everything(
+    server: TmuxServer, sources: Sources
+) -> None:
     with anyio.fail_after(20):
         panes = [await server.new_pane() for _ in range(3)]
-        source = TransitionSource(
+        source = sources(
             activity("a", panes[0], turn="needs_input", attention="needs_input"),
             activity("b", panes[1], turn="working"),
             activity("c", panes[2], turn="working"),
@@ -123,7 +142,6 @@ async def test_summary_and_shutdown_clear_everything(server: TmuxServer) -> None
             await eventually(summarized)
             assert await server.show(panes[2], "@paneward_badge") == "● working"
             tg.cancel_scope.cancel()
-        source.close()
         for pane in panes:
             assert await server.pane_option_names(pane) == []
         assert await summary() == ""
@@ -206,10 +224,12 @@ async def test_pane_lifecycle_focus_close_and_exit_code(
     assert running.bridge.statistics().rejected == 0
 
 
-async def test_fifty_panes_in_one_tick_are_one_batch(server: TmuxServer) -> None:
+async def test_fifty_panes_in_one_tick_are_one_batch(
+    server: TmuxServer, sources: Sources
+) -> None:
     with anyio.fail_after(60):
         panes = [await server.new_pane(window=True) for _ in range(50)]
-        source = TransitionSource(*(activity(f"s{i}", p) for i, p in enumerate(panes)))
+        source = sources(*(activity(f"s{i}", p) for i, p in enumerate(panes)))
         bridge = TmuxBridge(socket_name=server.name, panes=False)
         async with anyio.create_task_group() as tg:
             tg.start_soon(bridge.serve, source.receive, None)
@@ -234,16 +254,17 @@ async def test_fifty_panes_in_one_tick_are_one_batch(server: TmuxServer) -> None
             await eventually(all_working)
             after = bridge.statistics()
             tg.cancel_scope.cancel()
-        source.close()
     assert after.batches - before.batches == 1
     assert after.badge_batches - before.badge_batches == 1
     # turn + badge per pane, and the summary: only changed options are written.
     assert after.badge_commands - before.badge_commands == 50 * 2 + 1
 
 
-async def test_reconnects_to_a_restarted_server_and_reapplies(server: TmuxServer) -> None:
+async def test_reconnects_to_a_restarted_server_and_reapplies(
+    server: TmuxServer, sources: Sources
+) -> None:
     with anyio.fail_after(30):
-        source = TransitionSource(activity("a", "%0", turn="needs_input", attention="needs_input"))
+        source = sources(activity("a", "%0", turn="needs_input", attention="needs_input"))
         bridge = TmuxBridge(socket_name=server.name, panes=False, backoff_initial=0.01,
                             backoff_max=0.05)
         async with anyio.create_task_group() as tg:
@@ -266,15 +287,16 @@ async def test_reconnects_to_a_restarted_server_and_reapplies(server: TmuxServer
             assert bridge.statistics().connections == 2
             assert await server.show("%0", "@paneward_turn") == "needs_input"
             tg.cancel_scope.cancel()
-        source.close()
 
 
-async def test_stale_options_from_a_killed_run_are_removed(server: TmuxServer) -> None:
+async def test_stale_options_from_a_killed_run_are_removed(
+    server: TmuxServer, sources: Sources
+) -> None:
     with anyio.fail_after(20):
         pane = await server.new_pane()
         for name in OPTION_NAMES:
             await server.arun("set-option", "-p", "-t", pane, name, "left over")
-        source = TransitionSource()
+        source = sources()
         bridge = TmuxBridge(socket_name=server.name, panes=False)
         async with anyio.create_task_group() as tg:
             tg.start_soon(bridge.serve, source.receive, None)
@@ -285,7 +307,6 @@ async def test_stale_options_from_a_killed_run_are_removed(server: TmuxServer) -
             await eventually(cleared)
             assert bridge.statistics().stale_cleared == 1
             tg.cancel_scope.cancel()
-        source.close()
 
 
 async def test_with_the_real_supervisor(server: TmuxServer) -> None:
@@ -347,11 +368,6 @@ async def test_config_snippet_sources_and_renders(server: TmuxServer, tmp_path: 
         assert status.startswith("1 need you | ")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known flake (about 1 run in 3): the PtyExit of a SIGKILLed pane sometimes never "
-    "arrives; not yet diagnosed (tmux itself does report pane_dead_signal=9)",
-)
 async def test_pane_killed_by_signal_reports_the_signal(
     server: TmuxServer, running: Running
 ) -> None:

@@ -307,3 +307,22 @@ def test_pane_table_diffs() -> None:
     ]
     stats = table.statistics()
     assert (stats.server_changes, stats.exited, stats.focused, stats.panes) == (1, 2, 1, 1)
+
+
+def test_pane_table_names_each_unreaped_dead_pane_once() -> None:
+    table = PaneTable()
+    t = 1_800_000_000_000
+    table.update("s1", [_row("%0"), _row("%1", 200)], t)
+    assert table.take_unreaped() == []
+    # %1 dead, tmux has no status for it (SIGCHLD not yet handled, or lost): ask once
+    table.update("s1", [_row("%0"), _row("%1", 200, dead=True)], t)
+    assert table.take_unreaped() == ["%1"]
+    table.update("s1", [_row("%0"), _row("%1", 200, dead=True)], t)
+    assert table.take_unreaped() == []
+    # a dead pane whose status is known needs nothing
+    table.update("s1", [_row("%0"), _row("%1", 200, dead=True, dead_signal=9)], t)
+    assert table.take_unreaped() == []
+    # respawned (new pid) and dead again without status: a new incarnation, asked again
+    table.update("s1", [_row("%0"), _row("%1", 300, dead=True), _row("%2", 400, dead=True)], t)
+    assert table.take_unreaped() == ["%1", "%2"]
+    assert table.statistics().unreaped == 3
