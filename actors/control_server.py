@@ -51,6 +51,7 @@ class ControlStatistics(msgspec.Struct, frozen=True, kw_only=True):
     status: int
     watches: int
     bad_requests: int
+    refused_peers: int  # connections from another uid (only possible if the 0700 dir was opened)
 
 
 class ControlServer:
@@ -74,7 +75,8 @@ class ControlServer:
         self._statistics = statistics
         self._journal = journal
         self._listening = anyio.Event()
-        self._counts = {"requests": 0, "status": 0, "watches": 0, "bad_requests": 0}
+        self._counts = {"requests": 0, "status": 0, "watches": 0, "bad_requests": 0,
+                        "refused_peers": 0}
 
     def statistics(self) -> ControlStatistics:
         return ControlStatistics(**self._counts)
@@ -101,6 +103,11 @@ class ControlServer:
     async def _serve(self, stream: anyio.abc.SocketStream) -> None:
         async with stream:
             self._counts["requests"] += 1
+            # Status and watch reveal every session: only our own uid may ask (SO_PEERCRED),
+            # even if someone loosened the directory or socket modes.
+            if _peer_uid(stream) != os.getuid():
+                self._counts["refused_peers"] += 1
+                return
             try:
                 request = await _read_request(stream)
             except (ValueError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
@@ -147,6 +154,16 @@ class ControlServer:
                             await stream.send(messages.encode(transition) + b"\n")
                     continue
                 await stream.send(messages.encode(item) + b"\n")
+
+
+def _peer_uid(stream: anyio.abc.SocketStream) -> int:
+    import socket
+    import struct
+
+    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    uid: int = struct.unpack("3i", raw)[1]
+    return uid
 
 
 async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any]:

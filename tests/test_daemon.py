@@ -10,22 +10,33 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import shutil
 import signal
 import sqlite3
+import stat
+import subprocess
+import tempfile
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import messages
+from actors.hook_client import MAX_FRAME_BYTES
+from actors.hook_listener import MAX_DEPTH
 from actors.session_table import SessionTable
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
     PANEWARD,
     Daemon,
     Owner,
+    _raw_send_sync,
     daemon_env,
     owner,
     poll_until,
@@ -464,3 +475,213 @@ async def test_status_table_json_and_watch_since_without_gap_or_duplicate(
     assert [json.loads(messages.encode(t)) for t in transitions_of(since.items)][:12] == (
         watcher.items[10:22]
     )
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Permissions; another user's client is refused
+
+_OTHER_CLIENT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+except OSError as exc:
+    print("connect-error", exc.errno)
+    sys.exit(0)
+try:
+    s.sendall(sys.argv[2].encode() + b"\\n")
+    s.shutdown(socket.SHUT_WR)
+    print("connected", len(s.recv(65536)))
+except OSError as exc:
+    print("connected", "error", exc.errno)
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching to another uid needs root (setpriv)")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not installed")
+@pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="no /usr/bin/python3")
+async def test_permissions_and_another_users_client_is_refused() -> None:
+    # a base another uid can traverse (pytest's tmp_path is 0700 root's)
+    base = Path(tempfile.mkdtemp(prefix="pw-daemon-uid-"))
+    os.chmod(base, 0o711)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+              "/usr/bin/python3", "-c", _OTHER_CLIENT]
+    frame = messages.encode(claude_hook("nobody", "SessionStart", 1, 1, "1")).decode()
+    status = json.dumps({"op": "status"})
+    try:
+        with anyio.fail_after(60):
+            async with Daemon(base / "state") as daemon:
+                state = daemon.state_dir
+                modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (
+                    state, daemon.hook_socket, daemon.control_socket, state / "paneward.db",
+                    state / "daemon.lock")}
+                assert modes == {"state": 0o700, "hook.sock": 0o600, "control.sock": 0o600,
+                                 "paneward.db": 0o600, "daemon.lock": 0o600}
+                # Layer 1: the 0700 directory keeps the other user from both sockets.
+                for path, line in ((daemon.hook_socket, frame), (daemon.control_socket, status)):
+                    done = await anyio.run_process([*nobody, os.fspath(path), line])
+                    assert done.stdout.decode().split() == ["connect-error", "13"]  # EACCES
+                # Layer 2: opened up by mistake, SO_PEERCRED still refuses the peer.
+                state.chmod(0o711)
+                daemon.hook_socket.chmod(0o666)
+                daemon.control_socket.chmod(0o666)
+                hook = await anyio.run_process([*nobody, os.fspath(daemon.hook_socket), frame])
+                assert hook.stdout.decode().split()[0] == "connected"
+                ctl = await anyio.run_process([*nobody, os.fspath(daemon.control_socket), status])
+                # hung up without a byte of status: EOF, or EPIPE/ECONNRESET as the daemon
+                # closed before reading our request
+                assert ctl.stdout.decode().split() in (
+                    ["connected", "0"], ["connected", "error", "32"], ["connected", "error", "104"]
+                )
+                counters = await daemon.counters()
+                listener = counters["hook_listener"]
+                assert listener["rejected"] == {"peer_uid": 1}
+                assert listener["frames_delivered"] == 0
+                assert counters["control"]["refused_peers"] == 1
+                assert (await daemon.status())["activities"] == []
+    finally:
+        shutil.rmtree(base)
+
+
+# --------------------------------------------------------------------------------------------
+# 3. 10,000 hostile frames (hypothesis) interleaved with valid ones for 3 sessions
+
+_ME = os.getpid()
+
+
+def _valid_frame_json() -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(messages.encode(claude_hook("x", "Stop", 0, _ME, "1")))
+    return value
+
+
+_truncated = st.integers(1, 200).map(
+    lambda n: (messages.encode(claude_hook("t", "Stop", n, _ME, "1"))[:n], "bad_json")
+)
+_wrong_types = st.sampled_from(
+    [("at_ms", "soon"), ("pid", "x"), ("pid", -5), ("harness", "vim"), ("payload", [1, 2]),
+     ("at_ms", 12), ("start_token", 7)]
+).map(lambda kv: (json.dumps({**_valid_frame_json(), kv[0]: kv[1]}).encode(), "invalid_message"))
+_unknown = (
+    st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef", min_size=1, max_size=12)
+    .filter(lambda t: t not in {c.__name__ for c in messages.codec.INBOUND_TYPES})
+    .map(lambda t: (json.dumps({"type": t}).encode(), "unknown_type"))
+)
+_nul = st.integers(0, 150).map(
+    lambda n: (lambda f: (f[:n] + b"\x00" + f[n:], "nul_byte"))(
+        messages.encode(claude_hook("n", "Stop", n, _ME, "1"))
+    )
+)
+_bad_utf8 = st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"]).map(
+    lambda junk: (messages.encode(claude_hook("u", "Stop", 0, _ME, "1")).replace(
+        b'"u"', b'"' + junk + b'"'), "invalid_utf8")
+)
+_deep = st.integers(MAX_DEPTH + 1, 3000).map(
+    lambda d: (json.dumps({**_valid_frame_json(), "payload": {"a": 1}}).encode().replace(
+        b"1}", b"[" * d + b"]" * d + b"}", 1), "too_deep")
+)
+_hostile = st.one_of(_truncated, _wrong_types, _unknown, _nul, _bad_utf8, _deep)
+_PER_EXAMPLE = 100  # hostile frames per hypothesis example (one of them oversize)
+
+
+def test_ten_thousand_hostile_frames_leave_the_daemon_exact(tmp_path: Path) -> None:
+    """Sync test: hypothesis drives 100 examples against ONE real daemon process."""
+    state = tmp_path / "state"
+    daemon = subprocess.Popen(
+        [os.fspath(PANEWARD), "run", "--state-dir", os.fspath(state), "--no-discovery"],
+        env=daemon_env(state), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    control = state / "control.sock"
+    sessions = ["valid-0", "valid-1", "valid-2"]
+    events = ("UserPromptSubmit", "Stop", "PermissionRequest")
+    expected: Counter[str] = Counter()
+    valid: list[NotifyHook] = []
+    token = start_token(_ME)
+
+    def counters() -> dict[str, Any]:
+        stats: dict[str, Any] = _sync_status(control)["statistics"]
+        return stats
+
+    def wait_for(check: Any, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not check():
+            assert daemon.poll() is None, "the daemon died"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.01)  # polling another process's counters
+
+    @settings(max_examples=100, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                     HealthCheck.function_scoped_fixture])
+    @given(
+        hostile=st.lists(_hostile, min_size=_PER_EXAMPLE - 1, max_size=_PER_EXAMPLE - 1),
+        oversize_at=st.integers(0, _PER_EXAMPLE - 1),
+        oversize_extra=st.integers(1, 70_000),
+        picks=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=4, max_size=4),
+    )
+    def example(
+        hostile: list[tuple[bytes, str]], oversize_at: int, oversize_extra: int,
+        picks: list[tuple[int, int]],
+    ) -> None:
+        lines = [*hostile[:oversize_at], (b"o" * (MAX_FRAME_BYTES + oversize_extra), "oversize"),
+                 *hostile[oversize_at:]]
+        out: list[bytes] = []
+        for i, (frame, reason) in enumerate(lines):
+            expected[reason] += 1
+            out.append(frame)
+            if i % 33 == 0:  # a valid frame every 33 hostile ones, for one of the 3 sessions
+                session, event = picks[i // 33]
+                hook = claude_hook(sessions[session], events[event], len(valid) + 10, _ME, token)
+                valid.append(hook)
+                out.append(messages.encode(hook))
+        before = counters()["hook_listener"]["frames_received"]
+        _raw_send_sync(state / "hook.sock", b"".join(f + b"\n" for f in out))
+        wait_for(lambda: counters()["hook_listener"]["frames_received"] == before + len(out),
+                 f"{len(out)} more frames")
+
+    try:
+        wait_for(lambda: control.exists() and _try_status(control), "the daemon")
+        example()
+        wait_for(lambda: counters()["hook_listener"]["frames_delivered"] == len(valid),
+                 "the valid frames")
+        stats = counters()
+        status = _sync_status(control)
+        assert daemon.poll() is None  # still up
+    finally:
+        daemon.terminate()
+        assert daemon.wait(20) == 0
+    assert sum(expected.values()) == 10_000
+    listener = stats["hook_listener"]
+    assert listener["rejected"] == dict(expected)
+    assert listener["frames_received"] == 10_000 + len(valid)
+    assert stats["supervisor"]["rejected"] == 0
+    assert stats["supervisor"]["messages"] == len(valid) + stats["pid_watcher"]["seen_sent"]
+    table = SessionTable()
+    for hook in valid:
+        table.apply(hook)
+    want = {k.session_id: table.activity(k) for k in table.states}
+    got = {a["key"]["session_id"]: a for a in status["activities"]}
+    assert set(got) == set(want)
+    for session, activity in want.items():
+        assert activity is not None
+        a = got[session]
+        attention = a["attention"] and (a["attention"]["kind"], a["attention"]["reason"])
+        assert (a["presence"], a["turn"], attention) == (
+            activity.presence, activity.turn,
+            activity.attention and (activity.attention.kind, activity.attention.reason),
+        )
+
+
+def _try_status(control: Path) -> bool:
+    try:
+        _sync_status(control)
+    except OSError:
+        return False
+    return True
+
+
+def _sync_status(control: Path) -> dict[str, Any]:
+    from actors.control_server import request_lines
+
+    value = json.loads(next(iter(request_lines(control, {"op": "status"}))))
+    assert isinstance(value, dict)
+    return value
