@@ -171,6 +171,7 @@ class TmuxBridge:
         self._rejected = 0
         self._stale_cleared = 0
         self._reap_requests = 0
+        self._batch_answered = anyio.Event()
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -200,13 +201,24 @@ class TmuxBridge:
     # -- subscription side -------------------------------------------------------------------
 
     async def _consume(self, items: AsyncIterator[Any], scope: anyio.CancelScope) -> None:
+        # Streams (the supervisor's Subscription, memory streams) can hand over what is already
+        # queued without a scheduler round per item: a tick's burst is applied in one go.
+        drain = getattr(items, "receive_nowait", None)
         async for item in items:
-            for change in self._book.apply(item):
-                self._dirty.add(change.pane)
-            self._applied += 1
+            self._take(item)
+            while drain is not None:
+                try:
+                    self._take(drain())
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break  # nothing queued; or the end, which the next __anext__ reports
             self._wake.set()
         # The subscription ended (supervisor shutdown): stop, which clears the badges.
         scope.cancel()
+
+    def _take(self, item: object) -> None:
+        for change in self._book.apply(item):
+            self._dirty.add(change.pane)
+        self._applied += 1
 
     async def _settle(self) -> None:
         """Let the subscription deliver everything it already has (one tick)."""
@@ -315,6 +327,8 @@ class TmuxBridge:
                 return  # the connection loop rewrites everything after reconnecting
             self._badge_batches += 1
             self._badge_commands += len(commands)
+            self._batch_answered.set()
+            self._batch_answered = anyio.Event()
             self._written_summary = summary
             for pane, want in sent.items():
                 if want is None:
@@ -388,6 +402,11 @@ class TmuxBridge:
             reap = bool(self._table.take_unreaped())
 
     # -- introspection -----------------------------------------------------------------------
+
+    async def wait_badge_batch(self) -> None:
+        """Wait until the next badge batch has been answered by tmux (for benchmarks and tests:
+        an event, so the waiter costs nothing per scheduler round)."""
+        await self._batch_answered.wait()
 
     def statistics(self) -> TmuxStatistics:
         clients = list(self._old_client_stats)

@@ -97,6 +97,18 @@ class TmuxTarget(NamedTuple):
         return "tmux (default server)"
 
 
+# quote() runs for every option of every pane written: escape via one str.translate pass.
+_QUOTE_TABLE: Final = str.maketrans(
+    {
+        **{chr(c): " " for c in range(0x20)},
+        "\x7f": " ",
+        "\\": "\\\\",
+        '"': '\\"',
+        "$": "\\$",
+    }
+)
+
+
 def quote(value: str) -> str:
     """Quote ``value`` as one word of a tmux command line (double quotes).
 
@@ -104,15 +116,7 @@ def quote(value: str) -> str:
     ``\\``, ``"`` and ``$`` are escaped. Line breaks and other C0 controls would end or corrupt
     the command line and are replaced by spaces.
     """
-    out = []
-    for ch in value:
-        if ch in '\\"$':
-            out.append("\\" + ch)
-        elif ch < " " or ch == "\x7f":
-            out.append(" ")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + value.translate(_QUOTE_TABLE) + '"'
 
 
 class Reply(NamedTuple):
