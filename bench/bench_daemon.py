@@ -1,0 +1,239 @@
+"""Benchmark the real daemon: hook start-up ratio, hook -> watch latency, idle CPU.
+
+Run: ``.venv/bin/python bench/bench_daemon.py [--runs 40] [--events 1000] [--idle-s 60]``
+
+1. ``paneward hook`` wall time (payload as last argument, like Codex notify) as a ratio to
+   ``<venv python> -c pass``, medians of interleaved runs, with no daemon and with a real
+   ``paneward run`` listening.
+2. Hook fired -> transition line printed by a ``paneward watch --json`` process, p50/p99 over
+   N events (each event is a real transition: UserPromptSubmit/Stop alternating):
+   command hooks (a ``paneward hook`` process per event, timed from just before the spawn)
+   and http hooks (``--http-port``, keep-alive connection, timed from the send).
+3. Idle daemon with 50 live sessions (50 real sleeping processes registered by
+   RegistryStatus, so the pid watcher watches them): CPU from the daemon's own
+   /proc/<pid>/stat utime+stime over ``--idle-s`` seconds, as % of one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, os.fspath(Path(__file__).resolve().parent.parent))
+
+import messages
+from tests.daemon_helpers import (
+    PANEWARD,
+    Daemon,
+    daemon_env,
+    owner,
+    poll_until,
+    raw_send,
+    start_token,
+    watching,
+)
+
+PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def wall(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def startup(runs: int, env: dict[str, str]) -> dict[str, float]:
+    variants = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "paneward hook": [os.fspath(PANEWARD), "hook", "--harness", "codex", PAYLOAD],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for argv in variants.values():
+        wall(argv, env)
+    for _ in range(runs):
+        for name, argv in variants.items():
+            samples[name].append(wall(argv, env))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def payload(event: str, n: int) -> dict[str, object]:
+    return {
+        "session_id": "bench",
+        "transcript_path": "/w/bench.jsonl",
+        "cwd": "/w",
+        "hook_event_name": event,
+        "prompt_id": f"p{n}",
+        "source": "startup",
+    }
+
+
+async def latency(events: int, tmp: Path) -> dict[str, list[float]]:
+    state = tmp / "state"
+    state.mkdir(mode=0o700, parents=True)
+    token = "bench-" + secrets.token_hex(8)
+    (state / "http-token").write_text(token + "\n")
+    (state / "http-token").chmod(0o600)
+    port = 0
+    import socket
+
+    with socket.socket() as s:  # a free loopback port for --http-port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out: dict[str, list[float]] = {"command hook": [], "http hook": []}
+    async with Daemon(state, extra_args=["--http-port", str(port)]) as daemon, owner() as agent:
+        env = daemon_env(state, CLAUDE_PID=str(agent.pid))
+        hook = [os.fspath(PANEWARD), "hook", "--harness", "claude-code"]
+        async with watching(daemon) as watcher:
+            now = time.time_ns() // 1_000_000
+            start_hook = messages.NotifyHook(
+                "claude-code", payload("SessionStart", 0), now, now, agent.pid, agent.token
+            )
+            await raw_send(daemon.hook_socket, messages.encode(start_hook) + b"\n")
+            await watcher.wait_for(lambda items: len(items) >= 1, "SessionStart")
+            n = 1
+            for i in range(events):
+                event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
+                want = len(watcher.items) + 1
+                begin = time.perf_counter()
+                process = await anyio.open_process(hook, env=env)
+                await process.stdin.send(json.dumps(payload(event, n)).encode())  # type: ignore[union-attr]
+                await process.stdin.aclose()  # type: ignore[union-attr]
+                await watcher.wait_for(at_least(want), "command hook")
+                out["command hook"].append((time.perf_counter() - begin) * 1000)
+                await process.wait()
+                await process.aclose()
+                n += 1
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                for i in range(events):
+                    event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
+                    body = json.dumps(payload(event, n)).encode()
+                    request = (
+                        b"POST /hook/claude-code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        b"X-Paneward-Token: " + token.encode() + b"\r\n"
+                        b"Content-Type: application/json\r\nContent-Length: "
+                        + str(len(body)).encode() + b"\r\n\r\n" + body
+                    )
+                    want = len(watcher.items) + 1
+                    begin = time.perf_counter()
+                    await stream.send(request)
+                    await watcher.wait_for(at_least(want), "http hook")
+                    out["http hook"].append((time.perf_counter() - begin) * 1000)
+                    response = b""
+                    while not response.endswith(b"{}"):
+                        response += await stream.receive()
+                    n += 1
+    return out
+
+
+def at_least(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+    return lambda items: len(items) >= count
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
+
+
+async def idle_cpu(tmp: Path, sessions: int, seconds: float) -> dict[str, float]:
+    state = tmp / "idle-state"
+    sleepers = [
+        # 50 fork/execs once, before anything is measured
+        subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)  # noqa: ASYNC220
+        for _ in range(sessions)
+    ]
+    try:
+        async with Daemon(state) as daemon:
+            frames = b"".join(
+                messages.encode(
+                    messages.RegistryStatus(
+                        key=messages.SessionKey("claude-code", f"idle-{i}"),
+                        pid=p.pid,
+                        start_token=start_token(p.pid),
+                        status="idle",
+                        at_ms=1_800_000_000_000 + i,
+                        observed_at_ms=1_800_000_000_000 + i,
+                    )
+                )
+                + b"\n"
+                for i, p in enumerate(sleepers)
+            )
+            await raw_send(daemon.hook_socket, frames)
+            await daemon.wait_delivered(sessions)
+
+            async def all_watched() -> bool:
+                alive = (await daemon.counters())["pid_watcher"]["confirmed_alive"]
+                return int(alive) >= sessions
+
+            await poll_until(all_watched, "the pid watcher to confirm every owner")
+            await anyio.sleep(1)  # let the start-up work settle before measuring idle
+            before, t0 = cpu_ticks(daemon.pid), time.monotonic()
+            await anyio.sleep(seconds)
+            after, t1 = cpu_ticks(daemon.pid), time.monotonic()
+            watched = (await daemon.counters())["pid_watcher"]
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+    used = (after - before) / CLK_TCK
+    return {
+        "cpu_s": used,
+        "wall_s": t1 - t0,
+        "percent_of_core": 100 * used / (t1 - t0),
+        "pidfds_open": watched["pidfds_open"],
+    }
+
+
+async def amain(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="pw-bench-daemon-") as raw:
+        tmp = Path(raw)
+        env = daemon_env(tmp / "nodaemon")
+        none = startup(args.runs, env)
+        async with Daemon(tmp / "s1") as daemon:
+            listening = startup(args.runs, daemon.env)
+        for label, result in (("no daemon", none), ("daemon listening", listening)):
+            ratio = result["paneward hook"] / result["python -c pass"]
+            print(
+                f"start-up ({label}): python -c pass {result['python -c pass'] * 1000:.1f} ms, "
+                f"paneward hook {result['paneward hook'] * 1000:.1f} ms, ratio {ratio:.3f}x"
+            )
+        lat = await latency(args.events, tmp)
+        for name, values in lat.items():
+            print(
+                f"{name} -> watch: n={len(values)} p50 {pct(values, 0.5):.2f} ms, "
+                f"p99 {pct(values, 0.99):.2f} ms"
+            )
+        idle = await idle_cpu(tmp, 50, args.idle_s)
+        print(
+            f"idle, 50 live sessions: {idle['cpu_s']:.2f} s CPU over {idle['wall_s']:.1f} s = "
+            f"{idle['percent_of_core']:.3f} % of one core (pidfds open {idle['pidfds_open']})"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--idle-s", type=float, default=60.0)
+    anyio.run(amain, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
