@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
 import anyio
 import anyio.abc
@@ -44,6 +44,7 @@ from anyio.abc import SocketAttribute
 
 import messages
 from actors import paths
+from actors.base import EvidenceSink
 
 __all__ = [
     "HOOK_HARNESSES",
@@ -103,12 +104,6 @@ RejectReason = Literal[
     "http_not_object",
     "http_session_start",
 ]
-
-
-class EvidenceSink(Protocol):
-    """Where accepted messages go (the supervisor, or a list in tests)."""
-
-    def inject_nowait(self, message: messages.Inbound) -> None: ...
 
 
 class HookListenerError(messages.PanewardError):

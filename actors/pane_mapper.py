@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
 import anyio
 import msgspec
@@ -43,6 +42,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import messages
 from actors import procfs
+from actors.base import EvidenceSink
 from messages.common import MAX_ID_LEN
 
 __all__ = [
@@ -61,12 +61,6 @@ MAX_VISIT = 256
 ChildrenLookup = Callable[[int], Sequence[int]]
 # pid -> (comm, argv) when the walk needs it (only for the codex argv proof), or None
 DescribeLookup = Callable[[int], "tuple[str, Sequence[str]] | None"]
-
-
-class EvidenceSink(Protocol):
-    """Where actors deliver messages (the supervisor; a list in tests)."""
-
-    def inject_nowait(self, message: messages.Inbound) -> None: ...
 
 
 class Owner(msgspec.Struct, frozen=True):

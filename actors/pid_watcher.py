@@ -32,13 +32,13 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from typing import Protocol
 
 import anyio
 import msgspec
 
 import messages
 from actors import procfs
+from actors.base import EvidenceSink
 
 __all__ = [
     "Ended",
@@ -50,12 +50,6 @@ __all__ = [
     "Seen",
     "plan",
 ]
-
-
-class EvidenceSink(Protocol):
-    """Where actors deliver evidence (the supervisor; a list in tests)."""
-
-    def inject_nowait(self, message: messages.Inbound) -> None: ...
 
 
 # ---------------------------------------------------------------- pure core

@@ -27,6 +27,7 @@ from actors.harnesses.claude_registry import (
     parse_record,
     registry_dir,
 )
+from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_registry"
 FAKE_CLAUDE = FIXTURES / "fake_claude.py"
@@ -326,25 +327,6 @@ def test_replay_of_real_rotation_capture() -> None:
 
 
 # ---------------------------------------------------------------- the actor, real files
-
-
-class ListSink:
-    """Collects evidence like the supervisor would (validating it with the codec)."""
-
-    def __init__(self) -> None:
-        self.items: list[messages.Inbound] = []
-        self._changed: anyio.Event | None = None
-
-    def inject_nowait(self, message: messages.Inbound) -> None:
-        self.items.append(messages.revalidate(message))
-        if self._changed is not None:
-            self._changed.set()
-
-    async def wait_count(self, n: int) -> list[messages.Inbound]:
-        while len(self.items) < n:
-            self._changed = anyio.Event()
-            await self._changed.wait()
-        return self.items
 
 
 class FakeClaude:

@@ -40,7 +40,7 @@ from messages import (
     SessionKey,
     revalidate,
 )
-from messages.codec import Inbound
+from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 THREAD = "01a229ab-bacd-7422-95f3-108794d72fbf"
@@ -358,19 +358,6 @@ def test_build_sample_filters_comm_root_and_suffix() -> None:
 
 M = TypeVar("M")
 
-
-class ListSink:
-    """Validates like the supervisor and records, waking waiters on each message."""
-
-    def __init__(self) -> None:
-        self.items: list[Inbound] = []
-        self.rejected = 0
-
-    def inject_nowait(self, message: Inbound) -> None:
-        self.items.append(revalidate(message))
-
-    def of(self, kind: type[M]) -> list[M]:
-        return [m for m in self.items if isinstance(m, kind)]
 
 
 async def wait_until(condition: Callable[[], bool]) -> None:

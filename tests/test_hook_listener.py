@@ -39,6 +39,7 @@ from actors.hook_listener import (
     parse_request_head,
     restamp,
 )
+from tests.sinks import ListSink
 
 AT = 1_795_999_000_000
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
@@ -56,26 +57,6 @@ def notify_frame(payload: Any, *, harness: str = "claude-code", pid: int | None 
             "start_token": None,
         }
     ).encode()
-
-
-class ListSink:
-    """The supervisor stand-in: records what the listener injects, wakes waiters."""
-
-    def __init__(self, refuse: bool = False) -> None:
-        self.items: list[messages.Inbound] = []
-        self.refuse = refuse
-        self._changed = anyio.Event()
-
-    def inject_nowait(self, message: messages.Inbound) -> None:
-        if self.refuse:
-            raise messages.MessageError("mailbox refused it")
-        self.items.append(message)
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def wait_count(self, count: int) -> None:
-        while len(self.items) < count:
-            await self._changed.wait()
 
 
 async def wait_until(predicate: Any) -> None:

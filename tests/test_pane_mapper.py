@@ -16,6 +16,7 @@ import pytest
 import messages
 from actors import procfs
 from actors.pane_mapper import MAX_VISIT, Binding, PaneMap, PaneMapper, codex_resume_thread
+from tests.sinks import ListSink
 
 AT = 1_800_000_000_000
 KEY_A = messages.SessionKey("claude-code", "a")
@@ -180,23 +181,6 @@ AGENT = (
     "print(os.getpid(), flush=True)\n"
     "sys.stdin.read()\n"
 )
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.items: list[messages.Inbound] = []
-        self._changed: anyio.Event | None = None
-
-    def inject_nowait(self, message: messages.Inbound) -> None:
-        self.items.append(messages.revalidate(message))
-        if self._changed is not None:
-            self._changed.set()
-
-    async def wait_count(self, n: int) -> list[messages.Inbound]:
-        while len(self.items) < n:
-            self._changed = anyio.Event()
-            await self._changed.wait()
-        return self.items
 
 
 class PaneTree:

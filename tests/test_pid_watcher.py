@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import messages
 from actors import procfs
 from actors.pid_watcher import Ended, PidWatcher, ProbeResult, Seen, plan
+from tests.sinks import ListSink
 
 # ---------------------------------------------------------------- plan (pure)
 
@@ -132,24 +133,6 @@ def test_plan_invariants(
 
 
 # ---------------------------------------------------------------- actor (real processes)
-
-
-class ListSink:
-    """Collects evidence like the supervisor would (validating it with the codec)."""
-
-    def __init__(self) -> None:
-        self.items: list[messages.Inbound] = []
-        self._changed: anyio.Event | None = None
-
-    def inject_nowait(self, message: messages.Inbound) -> None:
-        self.items.append(messages.revalidate(message))
-        if self._changed is not None:
-            self._changed.set()
-
-    async def wait_for(self, predicate: Callable[[list[messages.Inbound]], bool]) -> None:
-        while not predicate(self.items):
-            self._changed = anyio.Event()
-            await self._changed.wait()
 
 
 @contextmanager

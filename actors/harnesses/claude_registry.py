@@ -41,13 +41,14 @@ import stat
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import anyio
 import msgspec
 
 import messages
 from actors import paths, procfs
+from actors.base import EvidenceSink
 from messages.common import MAX_ID_LEN, MAX_TEXT_LEN
 
 __all__ = [
@@ -76,12 +77,6 @@ RejectReason = Literal[
     "bad_field",
     "pid_mismatch",
 ]
-
-
-class EvidenceSink(Protocol):
-    """Where actors deliver evidence (the supervisor; a list in tests)."""
-
-    def inject_nowait(self, message: messages.Inbound) -> None: ...
 
 
 def registry_dir() -> Path:

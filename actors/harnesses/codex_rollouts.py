@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
 import anyio.to_thread
@@ -51,6 +51,7 @@ import msgspec
 import psutil
 
 from actors import paths, procfs
+from actors.base import EvidenceSink
 from messages.codec import Inbound
 from messages.common import SessionKey
 from messages.errors import MessageError
@@ -683,12 +684,6 @@ def _read_head(path: str) -> bytes | None:
 
 
 # --------------------------------------------------------------------------- the actor
-
-
-class EvidenceSink(Protocol):
-    """Where discovery actors deliver evidence (the supervisor, or a test list)."""
-
-    def inject_nowait(self, message: Inbound) -> None: ...
 
 
 class CodexDiscoveryStatistics(msgspec.Struct, frozen=True, kw_only=True):

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import anyio
 import anyio.to_thread
@@ -53,7 +53,7 @@ import msgspec
 import psutil
 
 from actors import paths, procfs
-from messages.codec import Inbound
+from actors.base import EvidenceSink
 from messages.common import SessionKey
 from messages.errors import MessageError
 from messages.evidence import LedgerFire
@@ -405,12 +405,6 @@ def _cron_sessions(state_db: Path, prefixes: Iterable[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the actor
-
-
-class EvidenceSink(Protocol):
-    """Where discovery actors deliver evidence (the supervisor, or a test list)."""
-
-    def inject_nowait(self, message: Inbound) -> None: ...
 
 
 class HermesStatistics(msgspec.Struct, frozen=True, kw_only=True):
