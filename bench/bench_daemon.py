@@ -31,10 +31,11 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, os.fspath(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.fspath(ROOT))
 
-import messages
-from tests.daemon_helpers import (
+import messages  # noqa: E402 - after the sys.path line above
+from tests.daemon_helpers import (  # noqa: E402
     PANEWARD,
     Daemon,
     daemon_env,
@@ -55,10 +56,42 @@ def wall(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def startup(runs: int, env: dict[str, str]) -> dict[str, float]:
+def installed_venv(where: Path) -> Path:
+    """A venv with paneward installed as users install it (``pip install .``, not editable).
+
+    The development venv's editable install adds a meta-path finder that makes every
+    ``import actors...`` cost milliseconds; users of ``pip install .`` do not pay it. The
+    current (modern) pip installs into it with ``--python``, so the console script is
+    today's template (older pips generated one that imports ``re``, ~10 ms here).
+    """
+    import venv
+
+    venv.create(where, with_pip=False)
+    python = where / "bin" / "python"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            os.fspath(python),
+            "install",
+            "-q",
+            "--no-deps",
+            os.fspath(ROOT),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return where / "bin"
+
+
+def startup(runs: int, env: dict[str, str], bin_dir: Path | None = None) -> dict[str, float]:
+    python = os.fspath(bin_dir / "python") if bin_dir else sys.executable
+    script = os.fspath(bin_dir / "paneward") if bin_dir else os.fspath(PANEWARD)
     variants = {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "paneward hook": [os.fspath(PANEWARD), "hook", "--harness", "codex", PAYLOAD],
+        "python -c pass": [python, "-c", "pass"],
+        "paneward hook": [script, "hook", "--harness", "codex", PAYLOAD],
     }
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for argv in variants.values():
@@ -129,7 +162,9 @@ async def latency(events: int, tmp: Path) -> dict[str, list[float]]:
                         b"POST /hook/claude-code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                         b"X-Paneward-Token: " + token.encode() + b"\r\n"
                         b"Content-Type: application/json\r\nContent-Length: "
-                        + str(len(body)).encode() + b"\r\n\r\n" + body
+                        + str(len(body)).encode()
+                        + b"\r\n\r\n"
+                        + body
                     )
                     want = len(watcher.items) + 1
                     begin = time.perf_counter()
@@ -205,10 +240,18 @@ async def amain(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="pw-bench-daemon-") as raw:
         tmp = Path(raw)
         env = daemon_env(tmp / "nodaemon")
+        installed = installed_venv(tmp / "venv")
         none = startup(args.runs, env)
+        none_installed = startup(args.runs, env, installed)
         async with Daemon(tmp / "s1") as daemon:
             listening = startup(args.runs, daemon.env)
-        for label, result in (("no daemon", none), ("daemon listening", listening)):
+            listening_installed = startup(args.runs, daemon.env, installed)
+        for label, result in (
+            ("pip install ., no daemon", none_installed),
+            ("pip install ., daemon listening", listening_installed),
+            ("editable dev venv, no daemon", none),
+            ("editable dev venv, daemon listening", listening),
+        ):
             ratio = result["paneward hook"] / result["python -c pass"]
             print(
                 f"start-up ({label}): python -c pass {result['python -c pass'] * 1000:.1f} ms, "
