@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shlex
 import subprocess
@@ -16,7 +17,7 @@ import anyio.abc
 
 import messages
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WRAP = [sys.executable, "-m", "actors.wrap"]
 
 
@@ -75,21 +76,31 @@ class Tmux:
     def run(self, *args: str) -> str:
         result = subprocess.run(
             ["tmux", "-L", self.name, "-f", "/dev/null", *args],
-            check=True, capture_output=True, text=True, timeout=10,
+            check=False, capture_output=True, text=True, timeout=10,
         )
+        if result.returncode != 0:
+            raise RuntimeError(f"tmux {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
 
     def start(self, command: list[str], env: dict[str, str], *, width: int = 80,
               height: int = 24, cwd: Path = REPO) -> str:
         """Start a detached session running ``command``; return its pane id."""
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        line = f"cd {shlex.quote(str(cwd))} && exec env {exports} {shlex.join(command)}"
+        # The shell reports the exit status on screen: tmux 3.3a sometimes leaves the pane's
+        # process unreaped (a zombie, #{pane_dead_status} empty) when it exits quickly.
+        line = (
+            f"cd {shlex.quote(str(cwd))} && env {exports} {shlex.join(command)}; "
+            'echo "[exit $?]"'
+        )
+        # One tmux command list, so remain-on-exit is in force before the program can exit.
+        # (No global window-size: tmux 3.3a's server can crash with it; resize-window sets
+        # the window's own window-size to manual.)
         pane = self.run(
+            "start-server", ";",
+            "set-option", "-g", "remain-on-exit", "on", ";",
             "new-session", "-d", "-P", "-F", "#{pane_id}", "-x", str(width), "-y", str(height),
             "sh", "-c", line,
         ).strip()
-        self.run("set-option", "-g", "remain-on-exit", "on")
-        self.run("set-option", "-g", "window-size", "manual")
         return pane
 
     def capture(self, pane: str) -> str:
@@ -107,14 +118,12 @@ class Tmux:
             await anyio.sleep(0.05)
 
     async def wait_dead(self, pane: str) -> int:
+        """Wait until the pane's program has exited; return its exit status."""
         while True:
-            dead = await anyio.to_thread.run_sync(
-                self.pane_value, pane, "#{pane_dead}:#{pane_dead_status}"
-            )
-            # tmux may show the pane dead a moment before it has recorded the status.
-            flag, _, status = dead.partition(":")
-            if flag == "1" and status:
-                return int(status)
+            screen = await self.wait_text(pane, "[exit ")
+            found = re.search(r"\[exit (\d+)\]", screen)
+            if found:
+                return int(found.group(1))
             await anyio.sleep(0.05)
 
     def kill(self) -> None:
