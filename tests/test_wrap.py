@@ -7,8 +7,10 @@ The wrapper runs as ``python -m actors.wrap`` (the lead wires ``paneward wrap`` 
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -268,3 +270,59 @@ async def test_probe_is_answered_inside_tmux(tmux: Tmux, sock: Path) -> None:
     status = frames.of(messages.ProgramStatus)[0]
     assert isinstance(status, messages.ProgramStatus)
     assert (status.state, status.app, status.pane) == ("idle", "probe-test", pane)
+
+
+# -- outside tmux, behind a terminal that this test plays -----------------------------------
+
+DA1_CHILD = (
+    "import os, tty\n"
+    "tty.setraw(0)\n"
+    "os.write(1, b'\\x1b]7501;?\\x07\\x1b[c')\n"
+    "got = b''\n"
+    "while not got.endswith(b'c'):\n"
+    "    got += os.read(0, 100)\n"
+    "os.write(1, b'GOT ' + repr(got).encode() + b' END')\n"
+)
+
+
+def _read_until(fd: int, marker: bytes, deadline: float) -> bytes:
+    got = b""
+    while marker not in got:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise TimeoutError(f"{marker!r} not seen; got {got!r}")
+        got += os.read(fd, 4096)
+    return got
+
+
+@pytest.mark.parametrize(
+    ("terminal_reply", "child_gets"),
+    [
+        # A terminal that does not know OSC 7501 answers only DA1: the wrapper answers the
+        # probe just before that DA1 reply, so Claude sees the 7501 answer first.
+        (b"\x1b[?62;22c", b"\x1b]7501;?\x07\x1b[?62;22c"),
+        # A terminal that knows OSC 7501 answers it itself: the wrapper adds nothing.
+        (b"\x1b]7501;?\x07\x1b[?62;22c", b"\x1b]7501;?\x07\x1b[?62;22c"),
+    ],
+)
+def test_probe_outside_tmux_waits_for_the_outer_terminal(
+    tmp_path: Path, terminal_reply: bytes, child_gets: bytes
+) -> None:
+    master, slave = os.openpty()
+    env = _env(tmp_path / "nobody.sock")
+    proc = subprocess.Popen([*WRAP, "--", sys.executable, "-c", DA1_CHILD], stdin=slave,
+                            stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + 20
+        # The probe reaches the outer terminal (it may know OSC 7501), then DA1.
+        assert b"\x1b]7501;?\x07\x1b[c" in _read_until(master, b"\x1b[c", deadline)
+        os.write(master, terminal_reply)
+        shown = _read_until(master, b" END", deadline)
+        assert f"GOT {child_gets!r} END".encode() in shown
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
