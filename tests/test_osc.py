@@ -113,6 +113,15 @@ def test_recordings_cover_what_the_issue_names() -> None:
     assert blocked[0][5] == "approve Bash: echo hi > hi.txt"
 
 
+@pytest.mark.parametrize("run", ["claude-osc7501-agent", "codex-notify-osc777"])
+def test_recording_one_byte_at_a_time(run: str) -> None:
+    raw = (FIXTURES / run / "raw.bin").read_bytes()
+    parser = OscParser(strip_status=True)
+    out, events = _replay(raw, list(range(1, len(raw))), parser)
+    assert [_shape(e) for e in events] == _expected(run)
+    assert out == _STATUS_RE.sub(b"", raw)
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), run=st.sampled_from(RUNS), strip=st.booleans(), probe=st.booleans())
 def test_recording_in_random_chunks_yields_the_same(
