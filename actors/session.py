@@ -108,8 +108,13 @@ class SessionActor:
         except anyio.EndOfStream:
             return None
         state = self.state
-        if (host.accepting and retirable(state)) or not state.known:
-            with anyio.move_on_after(self._linger if state.known else 0.0):
+        linger: float | None = None  # None: wait for the next message, however long
+        if not state.known and state.pane is None:
+            linger = 0.0  # nothing proven, nothing shown (e.g. Codex's hidden title thread)
+        elif host.accepting and state.known and retirable(state):
+            linger = self._linger
+        if linger is not None:
+            with anyio.move_on_after(linger):
                 try:
                     return await mailbox.receive()
                 except anyio.EndOfStream:

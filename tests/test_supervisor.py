@@ -332,3 +332,19 @@ def test_statistics_is_a_frozen_record() -> None:
     with pytest.raises(AttributeError):
         stats.messages = 3  # type: ignore[misc]
     assert msgspec.structs.asdict(stats)["messages"] == 0
+
+
+async def test_a_pane_binding_that_arrives_before_any_evidence_is_kept() -> None:
+    """The pane mapper may prove the pane (``codex resume <id>``) before the rollout shows."""
+    from messages import PaneBound, RolloutOwned
+
+    codex = SessionKey("codex", "thread-1")
+    with anyio.fail_after(10):
+        async with Supervisor(linger=0) as sup:
+            await sup.inject(PaneBound(codex, "%4", T, proof="codex_resume_argv"))
+            await anyio.wait_all_tasks_blocked()
+            assert sup.statistics().sessions == 1 and sup.snapshot() == ()
+            await sup.inject(RolloutOwned(codex, 4242, "1", T + 1, T + 1))
+            await wait_for(lambda: sup.statistics().transitions == 1)
+            (activity,) = sup.snapshot()
+            assert (activity.pane, activity.presence) == ("%4", "running")
