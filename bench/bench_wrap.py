@@ -133,6 +133,26 @@ def _expect(fd: int, want: bytes) -> None:
         got += os.read(fd, 1024)
 
 
+def parser_cost(mb: int) -> tuple[float, float]:
+    """Seconds to pass ``mb`` MB of plain text (64 KiB chunks) through ``OscParser.feed`` vs
+    a loop that only does ``bytes.find(b"\\x1b")`` on each chunk (the floor)."""
+    from actors.osc import OscParser
+
+    line = (b"The quick brown fox jumps over the lazy dog 0123456789 " * 2)[:119] + b"\n"
+    chunk = (line * (65536 // len(line) + 1))[:65536]
+    n = mb * 16
+    start = time.perf_counter()
+    for _ in range(n):
+        chunk.find(b"\x1b")
+    floor = time.perf_counter() - start
+    parser = OscParser(strip_status=True)
+    feed = parser.feed
+    start = time.perf_counter()
+    for _ in range(n):
+        feed(chunk)
+    return time.perf_counter() - start, floor
+
+
 def _pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -175,6 +195,9 @@ def main(argv: list[str]) -> int:
         )
     added = _pct(wrap_lat, 0.99) - _pct(bare_lat, 0.99)
     print(f"added keystroke latency p99 (wrapper p99 - bare p99): {added * 1e3:.3f} ms")
+    parsed, floor = parser_cost(mb)
+    print(f"parser on {mb} MB plain text in 64 KiB chunks: {parsed:.3f} s "
+          f"(bytes.find floor {floor:.3f} s, ratio {parsed / floor:.2f})")
     print(f"self ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MB")
     return 0
 
