@@ -59,6 +59,9 @@ __all__ = [
 MAX_VISIT = 256
 
 ChildrenLookup = Callable[[int], Sequence[int]]
+# pid -> its start token (field 22 of /proc/<pid>/stat), or None if it is gone
+TokenLookup = Callable[[int], "str | None"]
+PaneChange = messages.PaneBound | messages.PaneUnbound | messages.ProcessSeen
 # pid -> (comm, argv) when the walk needs it (only for the codex argv proof), or None
 DescribeLookup = Callable[[int], "tuple[str, Sequence[str]] | None"]
 
@@ -74,8 +77,24 @@ class Owner(msgspec.Struct, frozen=True):
 
 
 class Binding(msgspec.Struct, frozen=True):
+    """``key`` is shown in a pane, proven by ``proof``; ``pid``/``token`` name the
+    process for a ``codex_tui_process`` binding (the mapper announces it alive)."""
+
     key: messages.SessionKey
     proof: str
+    pid: int | None = None
+    token: str | None = None
+
+
+def is_codex_tui(comm: str, argv: Sequence[str]) -> bool:
+    """A Codex TUI: named exactly ``codex``, not the shared ``app-server`` daemon (nor
+    its pid-update loop) and not ``codex exec``. Pure."""
+    return comm == "codex" and "app-server" not in argv[1:] and "exec" not in argv[1:2]
+
+
+def codex_tui_key(pid: int, token: str) -> messages.SessionKey:
+    """The session of a Codex TUI process whose thread is unknown (daemon mode)."""
+    return messages.SessionKey("codex", f"tui-{pid}-{token}")
 
 
 def codex_resume_thread(comm: str, argv: Sequence[str]) -> str | None:
@@ -188,14 +207,21 @@ class PaneMap:
     # -- walking --
 
     def walk(
-        self, root: int, children: ChildrenLookup, describe: DescribeLookup | None = None
+        self,
+        root: int,
+        children: ChildrenLookup,
+        describe: DescribeLookup | None = None,
+        token_of: TokenLookup | None = None,
     ) -> Binding | None:
         """Breadth-first below ``root`` (root first) to the nearest proven owner.
 
         Visits at most :attr:`max_visit` processes. Several owners at the same depth
         (an agent suspended with Ctrl-Z and a newer one): the most recently learnt
         wins; a ``codex resume`` command line counts only where no owner is known at
-        that depth.
+        that depth; failing both, a Codex TUI process (with ``token_of``) binds the
+        pane to that process's own session (presence only, turn unknown) -- and the
+        walk stops there, so the shared ``app-server`` daemon below it, which holds
+        the rollouts of every thread, never lends the pane a guessed thread.
         """
         self.walks += 1
         level = [root]
@@ -204,6 +230,7 @@ class PaneMap:
         while level:
             best: Owner | None = None
             argv_proof: Binding | None = None
+            tui: Binding | None = None
             next_level: list[int] = []
             for pid in level:
                 if visited >= self.max_visit:
@@ -220,6 +247,17 @@ class PaneMap:
                     if thread is not None:
                         key = messages.SessionKey("codex", thread)
                         argv_proof = Binding(key, "codex_resume_argv")
+                    elif (
+                        tui is None
+                        and described is not None
+                        and token_of is not None
+                        and is_codex_tui(*described)
+                    ):
+                        token = token_of(pid)
+                        if token is not None:
+                            tui = Binding(
+                                codex_tui_key(pid, token), "codex_tui_process", pid, token
+                            )
                 for child in children(pid):
                     if child not in seen:
                         seen.add(child)
@@ -230,6 +268,9 @@ class PaneMap:
             if argv_proof is not None:
                 self.visited += visited
                 return argv_proof
+            if tui is not None:
+                self.visited += visited
+                return tui
             level = next_level
         self.visited += visited
         return None
@@ -240,18 +281,27 @@ class PaneMap:
         describe: DescribeLookup | None,
         at_ms: int,
         panes: Iterable[str] | None = None,
-    ) -> list[messages.PaneBound | messages.PaneUnbound]:
-        """Walk the dirty panes (or ``panes``) and return the binding changes."""
+        token_of: TokenLookup | None = None,
+    ) -> list[PaneChange]:
+        """Walk the dirty panes (or ``panes``) and return the binding changes.
+
+        A pane bound to a Codex TUI process is preceded by the ``ProcessSeen`` that
+        proves that process (and so its session) alive.
+        """
         todo = sorted(self.dirty if panes is None else set(panes) & set(self.panes))
         self.dirty.difference_update(todo)
-        out: list[messages.PaneBound | messages.PaneUnbound] = []
+        out: list[PaneChange] = []
         for pane in todo:
-            found = self.walk(self.panes[pane], children, describe)
+            found = self.walk(self.panes[pane], children, describe, token_of)
             current = self.bindings.get(pane)
             if found is None or (current is not None and current.key == found.key):
                 continue  # no proof of another session: keep what the pane shows
             if current is not None:
                 out.append(messages.PaneUnbound(key=current.key, pane=pane, at_ms=at_ms))
+            if found.pid is not None and found.token is not None:
+                out.append(
+                    messages.ProcessSeen(found.pid, found.token, at_ms, at_ms, key=found.key)
+                )
             self.bindings[pane] = found
             out.append(messages.PaneBound(key=found.key, pane=pane, at_ms=at_ms, proof=found.proof))
         return out
@@ -288,6 +338,7 @@ class _TreeReader:
     def __init__(self) -> None:
         table = procfs.scan_processes()
         self.comm = {p.pid: p.comm for p in table}
+        self.tokens = {p.pid: p.start_token for p in table}
         self.children = procfs.children_map(table)
 
     def kids(self, pid: int) -> Sequence[int]:
@@ -415,7 +466,7 @@ class PaneMapper:
         self, batch: list[messages.Inbound], sink: EvidenceSink, rescan: bool
     ) -> None:
         now = _now_ms()
-        out: list[messages.PaneBound | messages.PaneUnbound] = []
+        out: list[PaneChange] = []
         for message in batch:
             self._received += 1
             out.extend(self._map.observe(message))
@@ -427,17 +478,17 @@ class PaneMapper:
         for message in out:
             try:
                 sink.inject_nowait(message)
-            except messages.MessageError:
+            except messages.PanewardError:  # invalid, or a full session mailbox
                 self._sink_rejected += 1
                 continue
             if isinstance(message, messages.PaneBound):
                 self._bound_sent += 1
-            else:
+            elif isinstance(message, messages.PaneUnbound):
                 self._unbound_sent += 1
 
-    def _walk_dirty(self, now: int) -> list[messages.PaneBound | messages.PaneUnbound]:
+    def _walk_dirty(self, now: int) -> list[PaneChange]:
         # Worker thread. The actor task awaits this call, so nothing else touches the
         # map meanwhile (messages wait in the mailbox).
         reader = _TreeReader()
         self._tree_reads += 1
-        return self._map.rebind(reader.kids, reader.describe, now)
+        return self._map.rebind(reader.kids, reader.describe, now, token_of=reader.tokens.get)

@@ -120,8 +120,12 @@ class RoutingIndex:
                 if message.root_key is not None and message.root_key != message.key:
                     yield Delivery(message.root_key, message, True)
             case ProcessSeen() | ProcessGone():
+                claimed = message.key if isinstance(message, ProcessSeen) else None
+                if claimed is not None:
+                    yield Delivery(claimed, message, True)
                 for key in _sorted(self.owners.get(message.pid)):
-                    yield Delivery(key, message, False)
+                    if key != claimed:
+                        yield Delivery(key, message, False)
             case PtyExit() | ProgramStatus() | Acknowledge():
                 if message.key is not None:
                     yield Delivery(message.key, message, isinstance(message, ProgramStatus))

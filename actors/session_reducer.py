@@ -473,7 +473,8 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
                 new = _with_evidence(new, claim)
             return new
         case ProcessSeen():
-            if not _owned_by(state, message.pid, message.start_token):
+            claims = message.key == state.key and not state.host_owned
+            if not claims and not _owned_by(state, message.pid, message.start_token):
                 return None
             if state.presence == "running" or message.at_ms <= state.ended_at_ms:
                 return None
@@ -514,6 +515,13 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
         case LedgerFire():
             return _ledger(state, message)
         case PtySpawned():
+            if (
+                state.host_owned
+                and state.owner_pid == message.pid
+                and state.owner_token == message.start_token
+                and (message.pane is None or message.pane == state.pane)
+            ):
+                return None  # the same PTY announced again (the wrapper reconnected)
             return msgspec.structs.replace(
                 state,
                 known=True,

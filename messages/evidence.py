@@ -48,7 +48,9 @@ class ProcessSeen(EvidenceMessage, frozen=True):
 
     Sent by the pid watcher (and discovery actors that just read the token);
     handled by the supervisor, which routes it to every session owned by ``pid``.
-    It proves presence and nothing else.
+    With ``key`` it also claims that this process owns that session (the pane
+    mapper's Codex TUI whose thread nothing names). It proves presence and
+    nothing else: the turn stays as it was (``unknown`` for a new session).
     """
 
     pid: Pid
@@ -56,6 +58,7 @@ class ProcessSeen(EvidenceMessage, frozen=True):
     at_ms: TimeMs
     observed_at_ms: TimeMs
     ppid: int | None = None
+    key: SessionKey | None = None
 
 
 class ProcessGone(EvidenceMessage, frozen=True):

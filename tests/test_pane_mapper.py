@@ -11,11 +11,20 @@ from contextlib import asynccontextmanager, suppress
 
 import anyio
 import anyio.abc
+import msgspec
 import pytest
 
 import messages
 from actors import procfs
-from actors.pane_mapper import MAX_VISIT, Binding, PaneMap, PaneMapper, codex_resume_thread
+from actors.pane_mapper import (
+    MAX_VISIT,
+    Binding,
+    PaneMap,
+    PaneMapper,
+    codex_resume_thread,
+    codex_tui_key,
+    is_codex_tui,
+)
 from tests.sinks import ListSink
 
 AT = 1_800_000_000_000
@@ -91,6 +100,58 @@ def test_codex_resume_argv_binds_only_with_no_owner_at_that_depth() -> None:
     assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_X, "codex_resume_argv")
     m.observe(registry(KEY_A, 2))
     assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_A, "claude_registry_pid")
+
+
+def test_daemon_mode_tui_binds_to_itself_not_to_the_daemons_threads() -> None:
+    """shell -> node -> codex TUI -> codex app-server (holds every thread's rollout)."""
+    m = PaneMap()
+    edges = {1: [2], 2: [3], 3: [4]}
+    descr: dict[int, tuple[str, Sequence[str]]] = {
+        3: ("codex", ["codex"]),
+        4: ("codex", ["codex", "app-server", "--listen", "unix://", "--managed-daemon"]),
+    }
+    tokens = {3: "300", 4: "400"}
+    m.observe(
+        messages.RolloutOwned(key=KEY_X, pid=4, start_token="400", at_ms=AT, observed_at_ms=AT)
+    )
+    found = m.walk(1, lambda p: edges.get(p, []), descr.get, tokens.get)
+    assert found == Binding(codex_tui_key(3, "300"), "codex_tui_process", 3, "300")
+    # without a token lookup (or with the TUI gone) there is no proof at that depth, and the
+    # in-process case -- the TUI itself holding its rollout -- still binds the thread
+    assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_X, "codex_rollout_owner")
+    m.observe(
+        messages.RolloutOwned(key=KEY_A, pid=3, start_token="300", at_ms=AT, observed_at_ms=AT)
+    )
+    assert m.walk(1, lambda p: edges.get(p, []), descr.get, tokens.get) == Binding(
+        KEY_A, "codex_rollout_owner"
+    )
+
+
+def test_rebind_announces_a_tui_process_before_binding_it() -> None:
+    m = PaneMap()
+    m.observe(messages.PaneOpened(pane="%1", root_pid=1, at_ms=AT))
+    descr: dict[int, tuple[str, Sequence[str]]] = {2: ("codex", ["codex"])}
+    out = m.rebind(lambda p: [2] if p == 1 else [], descr.get, AT, token_of={2: "9"}.get)
+    key = codex_tui_key(2, "9")
+    assert out == [
+        messages.ProcessSeen(2, "9", AT, AT, key=key),
+        messages.PaneBound(key=key, pane="%1", at_ms=AT, proof="codex_tui_process"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "tui"),
+    [
+        (["codex"], True),
+        (["codex", "resume", "--last"], True),
+        (["codex", "exec", "say hi"], False),
+        (["codex", "app-server", "--listen", "unix://"], False),
+        (["codex", "app-server", "daemon", "pid-update-loop"], False),
+    ],
+)
+def test_is_codex_tui(argv: list[str], tui: bool) -> None:
+    assert is_codex_tui("codex", argv) is tui
+    assert is_codex_tui("node", argv) is False
 
 
 def test_proof_words_per_evidence() -> None:
@@ -268,7 +329,14 @@ async def test_real_tree_binds_rebinds_and_unbinds() -> None:
     assert stats.received == 4 and stats.ignored == 0
 
 
-async def test_codex_daemon_tui_is_bound_only_by_resume_argv() -> None:
+def _at_AT(message: messages.Inbound) -> messages.Inbound:
+    """The message with its times set to AT (they are "now" when the mapper sent it)."""
+    if isinstance(message, messages.ProcessSeen):
+        return msgspec.structs.replace(message, at_ms=AT, observed_at_ms=AT)
+    return msgspec.structs.replace(message, at_ms=AT)
+
+
+async def test_codex_daemon_tui_is_bound_only_by_real_proof() -> None:
     sink = ListSink()
     mapper = PaneMapper(rescan_interval=None)
     with anyio.fail_after(20):
@@ -277,24 +345,27 @@ async def test_codex_daemon_tui_is_bound_only_by_resume_argv() -> None:
             pane_tree(["codex", "resume", "thread-x"]) as resumed,
             running(mapper, sink),
         ):
-            await plain.next_pid()
+            plain_tui = await plain.next_pid()
             tui = await resumed.next_pid()
             assert procfs.read_comm(tui) == "codex"
             mapper.send_nowait(messages.PaneOpened(pane="%1", root_pid=plain.process.pid, at_ms=AT))
             mapper.send_nowait(
                 messages.PaneOpened(pane="%2", root_pid=resumed.process.pid, at_ms=AT)
             )
-            [bound] = await sink.wait_count(1)
+            await sink.wait_count(3)
             await mapper.wait_idle()
-    assert isinstance(bound, messages.PaneBound)
-    assert bound == messages.PaneBound(
-        key=KEY_X,
-        pane="%2",
-        at_ms=bound.at_ms,
-        proof="codex_resume_argv",
-    )
-    assert len(sink.items) == 1  # the plain codex TUI is not bound to any guessed thread
-    assert mapper.bindings() == {"%2": KEY_X}
+            token = procfs.start_token(plain_tui)
+    assert token is not None
+    own = codex_tui_key(plain_tui, token)
+    # The resumed TUI names its thread; the plain one is shown as itself (presence only,
+    # turn unknown): the pane is never lent a guessed thread.
+    expected = [
+        messages.ProcessSeen(plain_tui, token, AT, AT, key=own),
+        messages.PaneBound(own, "%1", AT, proof="codex_tui_process"),
+        messages.PaneBound(KEY_X, "%2", AT, proof="codex_resume_argv"),
+    ]
+    assert sorted(map(_at_AT, sink.items), key=repr) == sorted(expected, key=repr)
+    assert mapper.bindings() == {"%1": own, "%2": KEY_X}
 
 
 async def test_periodic_rescan_finds_processes_no_message_announced() -> None:

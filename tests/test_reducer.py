@@ -246,6 +246,16 @@ CASES = [
         ("running", "unknown", None),
     ),
     Case(
+        "a PtySpawned announced again (wrapper reconnected) changes nothing",
+        (
+            PtySpawned(K, 9, "3", T, T, pane="%1"),
+            osc("working", 1),
+            PtySpawned(K, 9, "3", T + 5, T + 5, pane="%1"),
+        ),
+        ("running", "working", None),
+        published=2,
+    ),
+    Case(
         "PtyExit with code 0 ends quietly",
         (PtySpawned(K, 9, "3", T, T), PtyExit(T + 5, T + 5, key=K, code=0)),
         ("persisted", "unknown", None),
