@@ -555,6 +555,14 @@ class _Relay:
                 else:
                     self.probe_deadline = time.monotonic() + PROBE_WAIT_S
 
+    def _eof_char(self) -> bytes:
+        """The child's PTY EOF character (VEOF, normally Ctrl-D)."""
+        try:
+            eof = termios.tcgetattr(self.master)[6][termios.VEOF]
+        except (OSError, termios.error, IndexError):
+            return b"\x04"
+        return eof if isinstance(eof, bytes) and eof else b"\x04"
+
     def _on_input(self, data: bytes) -> None:
         if self.probe_deadline is not None:
             # Between the probe and the outer terminal's answers: did it answer 7501 itself,
@@ -652,6 +660,11 @@ class _Relay:
                     if not data:
                         # Our stdin ended: stop reading it, keep relaying the child's output.
                         stdin_open = False
+                        if not self.stdin_tty:
+                            # A pipe ended: tell the child the way a terminal user would,
+                            # with its EOF character (like `script`), so it can finish.
+                            self.to_child += self._eof_char()
+                            self._flush_to_child()
                     else:
                         self._on_input(data)
                         self._flush_to_child()

@@ -182,6 +182,60 @@ def at_least(count: int) -> Callable[[list[dict[str, Any]]], bool]:
     return lambda items: len(items) >= count
 
 
+EMITTER = (
+    "import sys\n"
+    "for n, line in enumerate(sys.stdin):\n"
+    "    state = 'working' if n % 2 == 0 else 'done'\n"
+    "    sys.stdout.write('\\x1b]7501;state=' + state + ':app=codex\\x1b\\\\')\n"
+    "    sys.stdout.flush()\n"
+)
+
+
+async def wrap_latency(records: int, tmp: Path) -> list[float]:
+    """OSC 7501 record written by a program under ``paneward wrap`` -> ``watch`` line (ms).
+
+    The program prints one record per line it reads; timing starts when the line is
+    written to the wrapper's stdin, so it includes the PTY hop to the child, the child's
+    print, the wrapper's parse and report, the daemon and the watch process.
+    """
+    state = tmp / "wrap-state"
+    state.mkdir(mode=0o700, parents=True)
+    out: list[float] = []
+    async with Daemon(state) as daemon, watching(daemon) as watcher:
+        argv = [
+            os.fspath(PANEWARD),
+            "wrap",
+            "--harness",
+            "codex",
+            "--",
+            sys.executable,
+            "-c",
+            EMITTER,
+        ]
+        async with await anyio.open_process(argv, env=daemon.env) as wrapper:
+            assert wrapper.stdin is not None and wrapper.stdout is not None
+
+            async def drain() -> None:
+                assert wrapper.stdout is not None
+                async for _ in wrapper.stdout:
+                    pass
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain)
+                # PtySpawned: the session exists (running, turn unknown)
+                await watcher.wait_for(lambda items: len(items) >= 1, "PtySpawned")
+                for _ in range(records):
+                    want = len(watcher.items) + 1
+                    begin = time.perf_counter()
+                    await wrapper.stdin.send(b"x\n")
+                    await watcher.wait_for(at_least(want), "ProgramStatus")
+                    out.append((time.perf_counter() - begin) * 1000)
+                await wrapper.stdin.aclose()
+                await wrapper.wait()
+                tg.cancel_scope.cancel()
+    return out
+
+
 def cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
@@ -263,6 +317,11 @@ async def amain(args: argparse.Namespace) -> None:
                 f"{name} -> watch: n={len(values)} p50 {pct(values, 0.5):.2f} ms, "
                 f"p99 {pct(values, 0.99):.2f} ms"
             )
+        wrapped = await wrap_latency(min(args.events, 200), tmp)
+        print(
+            f"wrap OSC 7501 record -> watch: n={len(wrapped)} p50 {pct(wrapped, 0.5):.2f} ms, "
+            f"p99 {pct(wrapped, 0.99):.2f} ms"
+        )
         idle = await idle_cpu(tmp, 50, args.idle_s)
         print(
             f"idle, 50 live sessions: {idle['cpu_s']:.2f} s CPU over {idle['wall_s']:.1f} s = "

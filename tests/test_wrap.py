@@ -131,6 +131,18 @@ async def test_signal_death_is_reported_and_exits_128_plus_n(sock: Path) -> None
             assert (exited.code, exited.signal) == (None, 15)
 
 
+async def test_end_of_piped_input_reaches_the_child_as_eof(tmp_path: Path) -> None:
+    """Like `script`: when the wrapper's (non-terminal) stdin ends, the child reads EOF."""
+    with anyio.fail_after(20):
+        result = await anyio.run_process(
+            [*WRAP, "--", "sh", "-c", "cat; echo done; exit 4"],
+            input=b"one\ntwo\n", env=_env(tmp_path / "nobody.sock"), check=False)
+    assert result.returncode == 4
+    # the PTY echoes the input, cat repeats it, then cat sees EOF and sh goes on
+    assert result.stdout.endswith(b"done\r\n")
+    assert result.stdout.count(b"two") == 2
+
+
 async def test_missing_command_exits_127_without_a_daemon(tmp_path: Path) -> None:
     with anyio.fail_after(20):
         result = await anyio.run_process(
