@@ -299,10 +299,16 @@ def _scan_proc(out: list[ProcessInfo]) -> list[ProcessInfo]:
         if not name.isdigit():
             continue
         try:
-            with open(f"{_PROC}/{name}/stat", "rb") as f:
-                data = f.read()
+            # os.open/os.read: no buffered file object per process (a third of the cost).
+            fd = os.open(f"{_PROC}/{name}/stat", os.O_RDONLY)
         except OSError:
             continue  # exited since listdir, or not ours to read
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
         close = data.rfind(b")")
         open_ = data.find(b"(")
         rest = data[close + 1 :].split(None, 20)

@@ -20,8 +20,10 @@ This module turns those files into evidence:
 - :class:`ClaudeRegistryWatcher` (the actor) rescans the directory in a worker
   thread when ``watchfiles`` reports a change (``debounce=5, step=1``; the default
   1.6 s debounce would make every status edge late) and at least every
-  ``liveness_interval`` seconds (a SIGKILLed Claude leaves its file behind and no
-  file event says so), or, in ``mode="poll"``, on a stat-only poll every
+  ``liveness_interval`` seconds, 5 by default (a SIGKILLed Claude leaves its file
+  behind and no file event says so; its session already ended within milliseconds
+  through the pid watcher's pidfd, so this rescan only tidies the registry's own
+  view), or, in ``mode="poll"``, on a stat-only poll every
   ``poll_interval`` seconds (the fallback where notifications are unavailable).
 
 ``at_ms`` of a ``RegistryStatus`` is ``statusUpdatedAt``, falling back to
@@ -508,7 +510,7 @@ class ClaudeRegistryWatcher:
         *,
         mode: Literal["watch", "poll"] = "watch",
         poll_interval: float = 0.25,
-        liveness_interval: float = 1.0,
+        liveness_interval: float = 5.0,
     ) -> None:
         if poll_interval <= 0 or liveness_interval <= 0:
             raise ValueError("poll_interval and liveness_interval must be positive")
@@ -609,9 +611,10 @@ class ClaudeRegistryWatcher:
                 yield_on_timeout=True,
                 recursive=False,
             ):
-                # An empty set is the liveness timeout: rescan for dead owners.
+                # An empty set is the liveness timeout: rescan for dead owners (and check
+                # that the directory itself is still there).
                 await self.scan(sink, force={Path(p).name for _, p in changes})
-                if not await anyio.to_thread.run_sync(self._dir.is_dir):
+                if not changes and not await anyio.to_thread.run_sync(self._dir.is_dir):
                     break
             tg.cancel_scope.cancel()
 

@@ -99,6 +99,7 @@ HEADER_LIMIT_BYTES: Final = 256 << 10  # session_meta must fit in the first 256 
 MAX_LINE_BYTES: Final = 1 << 20
 MISS_CONFIRMATIONS: Final = 2
 SAMPLE_INTERVAL_S: Final = 1.0
+FULL_REFRESH_TICKS = 5  # watching: re-read every owned tail every 5th sample
 POLL_INTERVAL_S: Final = 0.02
 
 BOUNDARIES: Final[frozenset[str]] = frozenset({"task_started", "task_complete", "turn_aborted"})
@@ -773,8 +774,14 @@ class CodexRolloutDiscovery:
                 tg.start_soon(self._poll_loop, sink)
 
     async def _sample_loop(self, sink: EvidenceSink) -> None:
+        ticks = 0
         while True:
-            await self.sample_now(sink)
+            # With notifications, appends are read when they happen; every tail is still
+            # re-read every FULL_REFRESH_TICKS samples, in case a notification was lost
+            # (inotify queue overflow). Each worker-thread hop costs the loop ~0.15 ms.
+            full = not self._watch or ticks % FULL_REFRESH_TICKS == 0
+            await self.sample_now(sink, refresh_all=full)
+            ticks += 1
             await anyio.sleep(self._sample_interval)
 
     async def _poll_loop(self, sink: EvidenceSink) -> None:
@@ -808,18 +815,26 @@ class CodexRolloutDiscovery:
                 self._stats["watch_errors"] += 1
                 await anyio.sleep(self._sample_interval)
 
-    async def sample_now(self, sink: EvidenceSink) -> None:
-        """Run one ownership sample now, emit what changed, then refresh every owned tail."""
+    async def sample_now(self, sink: EvidenceSink, refresh_all: bool = True) -> None:
+        """Run one ownership sample now, emit what changed, then refresh owned tails.
+
+        ``refresh_all=False`` reads only the rollouts whose ownership changed (the
+        watching loop's usual tick: appends to the others arrive as notifications).
+        """
         async with self._lock:
             try:
-                sample = await anyio.to_thread.run_sync(self._sample_blocking)
+                # Sample and reconcile in one worker-thread hop: an idle tick then costs the
+                # loop one wake-up (the state is only touched under the lock we hold).
+                sample, (state, owned, released) = await anyio.to_thread.run_sync(
+                    self._sample_and_reconcile
+                )
             except OSError:
                 # The process table itself could not be read: prove nothing this time.
                 self._stats["sample_errors"] += 1
                 return
             self._stats["samples"] += 1
             self._stats["unreadable_processes"] += len(sample.uncertain)
-            self._state, owned, released = reconcile_ownership(self._state, sample)
+            self._state = state
             observed = self._clock()
             for gone in released:
                 tracked = self._tracked.pop(gone.path, None)
@@ -840,7 +855,7 @@ class CodexRolloutDiscovery:
                 self._admit(heads, owned)
             # Read every owned tail (new ones get their bounded discovery scan) BEFORE
             # announcing ownership, so the latest boundary follows its RolloutOwned.
-            reads = await self._read_tails(None)
+            reads = await self._read_tails(None if refresh_all else [c.path for c in owned])
             observed = self._clock()
             for change in owned:
                 tracked = self._tracked[change.path]
@@ -866,6 +881,12 @@ class CodexRolloutDiscovery:
             await self._refresh_locked(sink, only)
 
     # -- internals (called under the lock)
+
+    def _sample_and_reconcile(
+        self,
+    ) -> tuple[OwnershipSample, tuple[OwnershipState, list[Owned], list[Released]]]:
+        sample = self._sample_blocking()
+        return sample, reconcile_ownership(self._state, sample)
 
     def _sample_blocking(self) -> OwnershipSample:
         # os.listdir("/proc") failing raises OSError: the caller counts it, proves nothing.

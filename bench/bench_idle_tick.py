@@ -1,0 +1,180 @@
+"""An idle Claude + Codex discovery tick: loop time, and what a scan does to the loop.
+
+Run: .venv/bin/python bench/bench_idle_tick.py [--files 50] [--seconds 20]
+
+Setup (real processes and files): ``files/2`` Claude registry files, each naming a real
+live ``sleep`` process with its real start token, and ``files/2`` Codex rollouts held
+open by processes renamed to ``codex``. Both discovery actors run exactly as the daemon
+runs them (``ClaudeRegistryWatcher`` with inotify and its 1 s liveness rescan,
+``CodexRolloutDiscovery`` with its 1 s ownership sample), and nothing changes.
+
+Measured on the event-loop thread, against the same loop with no actor, in the same run:
+
+* loop CPU per tick: ``time.thread_time`` of the loop thread over an idle window with
+  nothing else on the loop, minus the same window without actors, per second (both actors
+  tick once a second);
+* then, in a second window as long, the lateness of a 1 ms periodic timer (p50, p99,
+  worst), with and without the actors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.fspath(ROOT))
+
+from actors import procfs  # noqa: E402
+from actors.harnesses.claude_registry import ClaudeRegistryWatcher  # noqa: E402
+from actors.harnesses.codex_rollouts import CodexRolloutDiscovery  # noqa: E402
+from tests.sinks import ListSink  # noqa: E402
+
+HOLDER = r"""
+import sys
+with open('/proc/self/comm', 'w') as f:
+    f.write('codex')
+handles = [open(p, 'ab') for p in sys.argv[1:]]
+print('ready', flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def world(tmp: Path, files: int) -> Iterator[tuple[Path, Path]]:
+    claude_dir = tmp / "claude" / "sessions"
+    claude_dir.mkdir(parents=True)
+    codex_home = tmp / "codex"
+    day = codex_home / "sessions" / "2026" / "11" / "30"
+    day.mkdir(parents=True)
+    sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(files // 2)]
+    holders: list[subprocess.Popen[bytes]] = []
+    try:
+        for n, proc in enumerate(sleepers):
+            token = procfs.start_token(proc.pid)
+            record = {
+                "pid": proc.pid,
+                "sessionId": f"bench-{n}",
+                "cwd": "/w",
+                "startedAt": 1_796_000_000_000,
+                "procStart": token,
+                "version": "2.1.332",
+                "status": "idle",
+                "updatedAt": 1_796_000_000_000,
+                "statusUpdatedAt": 1_796_000_000_000,
+            }
+            (claude_dir / f"{proc.pid}.json").write_text(json.dumps(record))
+        rollouts = []
+        for n in range(files - files // 2):
+            thread = f"01a229ab-0000-7000-8000-{n:012d}"
+            path = day / f"rollout-2026-11-30T00-00-00-{thread}.jsonl"
+            meta = {
+                "timestamp": "2026-11-30T00:00:00.000Z",
+                "type": "session_meta",
+                "payload": {"id": thread},
+            }
+            done = {
+                "timestamp": "2026-11-30T00:00:01.000Z",
+                "type": "event_msg",
+                "payload": {"type": "task_complete", "turn_id": "t"},
+            }
+            path.write_text(json.dumps(meta) + "\n" + json.dumps(done) + "\n")
+            rollouts.append(path)
+        for chunk in (rollouts[i : i + 5] for i in range(0, len(rollouts), 5)):
+            holder = subprocess.Popen(
+                [sys.executable, "-c", HOLDER, *map(str, chunk)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+            holders.append(holder)
+        yield claude_dir, codex_home
+    finally:
+        for proc in [*sleepers, *holders]:
+            proc.kill()
+            proc.wait()
+
+
+async def measure(
+    seconds: float, claude_dir: Path | None, codex_home: Path | None
+) -> dict[str, float]:
+    lateness: list[float] = []
+    sink = ListSink()
+    async with anyio.create_task_group() as tg:
+        if claude_dir is not None:
+            tg.start_soon(ClaudeRegistryWatcher(claude_dir).run, sink)
+        if codex_home is not None:
+            tg.start_soon(CodexRolloutDiscovery(codex_home).run, sink)
+        # let discovery settle (first scans emit the initial evidence), then measure idle
+        await anyio.sleep(3.0)
+        settled = len(sink.items)
+        # Phase 1: loop CPU with nothing else on the loop (a plain sleep costs ~nothing).
+        cpu0 = time.thread_time()
+        await anyio.sleep(seconds)
+        cpu = time.thread_time() - cpu0
+        # Phase 2: a 1 ms periodic timer, as long again, to see what scans do to it.
+        end = time.perf_counter() + seconds
+        while (now := time.perf_counter()) < end:
+            await anyio.sleep(0.001)
+            lateness.append((time.perf_counter() - now - 0.001) * 1000)
+        tg.cancel_scope.cancel()
+    ordered = sorted(lateness)
+    return {
+        "loop_cpu_s": cpu,
+        "late_p99_ms": ordered[int(0.99 * len(ordered))],
+        "late_max_ms": ordered[-1],
+        "late_p50_ms": statistics.median(ordered),
+        "emitted_while_idle": float(len(sink.items) - settled),
+        "emitted_at_start": float(settled),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    with (
+        tempfile.TemporaryDirectory(prefix="pw-idle-") as raw,
+        world(Path(raw), args.files) as (claude_dir, codex_home),
+    ):
+        base = anyio.run(measure, args.seconds, None, None)
+        busy = anyio.run(measure, args.seconds, claude_dir, codex_home)
+    ticks = args.seconds  # both actors tick once a second; count one combined tick per second
+    per_tick_ms = (busy["loop_cpu_s"] - base["loop_cpu_s"]) / ticks * 1000
+    print(
+        f"files={args.files} ({args.files // 2} Claude registry files of live pids, "
+        f"{args.files - args.files // 2} Codex rollouts held by 'codex' processes), "
+        f"{args.seconds:.0f} s idle after a 3 s settle"
+    )
+    print(
+        f"initial evidence emitted: {busy['emitted_at_start']:.0f}; "
+        f"emitted while idle: {busy['emitted_while_idle']:.0f}"
+    )
+    print(
+        f"loop CPU: baseline {base['loop_cpu_s'] * 1000:.1f} ms, with actors "
+        f"{busy['loop_cpu_s'] * 1000:.1f} ms -> {per_tick_ms:.3f} ms per Claude+Codex tick"
+    )
+    print(
+        f"1 ms timer lateness, baseline: p50 {base['late_p50_ms']:.3f} p99 "
+        f"{base['late_p99_ms']:.3f} max {base['late_max_ms']:.3f} ms"
+    )
+    print(
+        f"1 ms timer lateness, with actors: p50 {busy['late_p50_ms']:.3f} p99 "
+        f"{busy['late_p99_ms']:.3f} max {busy['late_max_ms']:.3f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
