@@ -11,8 +11,9 @@ runs them (``ClaudeRegistryWatcher`` with inotify and its 1 s liveness rescan,
 Measured on the event-loop thread, against the same loop with no actor, in the same run:
 
 * loop CPU per tick: ``time.thread_time`` of the loop thread over an idle window with
-  nothing else on the loop, minus the same window without actors, per second (both actors
-  tick once a second);
+  nothing else on the loop, minus the same window without actors, divided by the periodic
+  rounds run in it (Claude liveness rescans + Codex ownership samples, from the actors'
+  own statistics), and per second of idle;
 * then, in a second window as long, the lateness of a 1 ms periodic timer (p50, p99,
   worst), with and without the actors.
 """
@@ -111,18 +112,29 @@ async def measure(
 ) -> dict[str, float]:
     lateness: list[float] = []
     sink = ListSink()
+    claude = ClaudeRegistryWatcher(claude_dir) if claude_dir is not None else None
+    codex = CodexRolloutDiscovery(codex_home) if codex_home is not None else None
+
+    def ticks() -> int:
+        """Periodic rounds run so far: Claude rescans plus Codex ownership samples."""
+        return (claude.statistics().scans if claude else 0) + (
+            codex.statistics().samples if codex else 0
+        )
+
     async with anyio.create_task_group() as tg:
-        if claude_dir is not None:
-            tg.start_soon(ClaudeRegistryWatcher(claude_dir).run, sink)
-        if codex_home is not None:
-            tg.start_soon(CodexRolloutDiscovery(codex_home).run, sink)
+        if claude is not None:
+            tg.start_soon(claude.run, sink)
+        if codex is not None:
+            tg.start_soon(codex.run, sink)
         # let discovery settle (first scans emit the initial evidence), then measure idle
         await anyio.sleep(3.0)
         settled = len(sink.items)
         # Phase 1: loop CPU with nothing else on the loop (a plain sleep costs ~nothing).
+        ticks0 = ticks()
         cpu0 = time.thread_time()
         await anyio.sleep(seconds)
         cpu = time.thread_time() - cpu0
+        rounds = ticks() - ticks0
         # Phase 2: a 1 ms periodic timer, as long again, to see what scans do to it.
         end = time.perf_counter() + seconds
         while (now := time.perf_counter()) < end:
@@ -131,6 +143,7 @@ async def measure(
         tg.cancel_scope.cancel()
     ordered = sorted(lateness)
     return {
+        "ticks": float(rounds),
         "loop_cpu_s": cpu,
         "late_p99_ms": ordered[int(0.99 * len(ordered))],
         "late_max_ms": ordered[-1],
@@ -151,8 +164,9 @@ def main() -> None:
     ):
         base = anyio.run(measure, args.seconds, None, None)
         busy = anyio.run(measure, args.seconds, claude_dir, codex_home)
-    ticks = args.seconds  # both actors tick once a second; count one combined tick per second
-    per_tick_ms = (busy["loop_cpu_s"] - base["loop_cpu_s"]) / ticks * 1000
+    extra_ms = (busy["loop_cpu_s"] - base["loop_cpu_s"]) * 1000
+    per_second_ms = extra_ms / args.seconds
+    per_tick_ms = extra_ms / max(busy["ticks"], 1.0)
     print(
         f"files={args.files} ({args.files // 2} Claude registry files of live pids, "
         f"{args.files - args.files // 2} Codex rollouts held by 'codex' processes), "
@@ -163,8 +177,10 @@ def main() -> None:
         f"emitted while idle: {busy['emitted_while_idle']:.0f}"
     )
     print(
-        f"loop CPU: baseline {base['loop_cpu_s'] * 1000:.1f} ms, with actors "
-        f"{busy['loop_cpu_s'] * 1000:.1f} ms -> {per_tick_ms:.3f} ms per Claude+Codex tick"
+        f"loop CPU over {args.seconds:.0f} s: baseline {base['loop_cpu_s'] * 1000:.1f} ms, "
+        f"with actors {busy['loop_cpu_s'] * 1000:.1f} ms; {busy['ticks']:.0f} ticks "
+        f"(Claude rescans + Codex samples) -> {per_tick_ms:.3f} ms per tick, "
+        f"{per_second_ms:.3f} ms per second of idle"
     )
     print(
         f"1 ms timer lateness, baseline: p50 {base['late_p50_ms']:.3f} p99 "

@@ -619,16 +619,21 @@ class ClaudeRegistryWatcher:
             tg.cancel_scope.cancel()
 
     async def scan(self, sink: EvidenceSink, force: Iterable[str] = ()) -> None:
-        """One scan (in a worker thread) and the messages it implies."""
-        files, gone = await anyio.to_thread.run_sync(
-            scan_directory,
-            self._dir,
-            self._cache,
-            tuple(force),
-            self._tracker.emitted_pids,
-            self._counters,
-        )
-        for message in self._tracker.apply(files, gone, _now_ms()):
+        """One scan and the messages it implies, decided in the same worker-thread hop.
+
+        The tracker is touched only here, and scans never overlap (this actor awaits
+        each one), so deciding off the loop is safe; an idle rescan then costs the loop
+        one wake-up and nothing else.
+        """
+        forced = tuple(force)
+
+        def scan_and_decide() -> list[messages.RegistryStatus | messages.RegistryRemoved]:
+            files, gone = scan_directory(
+                self._dir, self._cache, forced, self._tracker.emitted_pids, self._counters
+            )
+            return self._tracker.apply(files, gone, _now_ms())
+
+        for message in await anyio.to_thread.run_sync(scan_and_decide):
             try:
                 sink.inject_nowait(message)
             except messages.MessageError:
