@@ -918,26 +918,18 @@ class CodexRolloutDiscovery:
     async def _refresh_locked(self, sink: EvidenceSink, only: Iterable[str] | None) -> None:
         self._emit_reads(sink, await self._read_tails(only))
 
-    async def _read_tails(
-        self, only: Iterable[str] | None
-    ) -> list[tuple[_Tracked, _TailResult]]:
+    async def _read_tails(self, only: Iterable[str] | None) -> list[tuple[_Tracked, _TailResult]]:
         if only is None:
             targets = list(self._tracked.values())
         else:
             targets = [self._tracked[p] for p in only if p in self._tracked]
         if not targets:
             return []
-        before = [t.tail.statistics() for t in targets]
-        results = await anyio.to_thread.run_sync(_refresh_all, targets)
+        results, deltas = await anyio.to_thread.run_sync(_refresh_and_count, targets)
         self._stats["refreshes"] += 1
-        for tracked, old, result in zip(targets, before, results, strict=True):
-            new = tracked.tail.statistics()
-            self._stats["bytes_read"] += new.bytes_read - old.bytes_read
-            self._stats["invalid_lines"] += new.invalid_lines - old.invalid_lines
-            self._stats["giant_lines"] += new.giant_lines - old.giant_lines
-            self._stats["resets"] += new.resets - old.resets
-            self._stats["vanished_files"] += result.vanished
-            self._stats["unreadable_files"] += result.unreadable
+        for name, delta in deltas.items():
+            if delta:
+                self._stats[name] += delta
         return list(zip(targets, results, strict=True))
 
     def _emit_reads(self, sink: EvidenceSink, reads: list[tuple[_Tracked, _TailResult]]) -> None:
@@ -981,6 +973,33 @@ async def _set_when_cancelled(event: anyio.Event) -> None:
 
 def _read_heads(paths_: list[str]) -> dict[str, bytes | None]:
     return {path: _read_head(path) for path in paths_}
+
+
+def _refresh_and_count(targets: list[_Tracked]) -> tuple[list[_TailResult], dict[str, int]]:
+    """Worker thread: refresh every tail and total what the refresh changed in the
+    counters, so that an idle refresh leaves the event loop nothing to do."""
+    before = [t.tail.statistics() for t in targets]
+    results = _refresh_all(targets)
+    deltas = dict.fromkeys(
+        (
+            "bytes_read",
+            "invalid_lines",
+            "giant_lines",
+            "resets",
+            "vanished_files",
+            "unreadable_files",
+        ),
+        0,
+    )
+    for tracked, old, result in zip(targets, before, results, strict=True):
+        new = tracked.tail.statistics()
+        deltas["bytes_read"] += new.bytes_read - old.bytes_read
+        deltas["invalid_lines"] += new.invalid_lines - old.invalid_lines
+        deltas["giant_lines"] += new.giant_lines - old.giant_lines
+        deltas["resets"] += new.resets - old.resets
+        deltas["vanished_files"] += result.vanished
+        deltas["unreadable_files"] += result.unreadable
+    return results, deltas
 
 
 def _refresh_all(targets: list[_Tracked]) -> list[_TailResult]:
