@@ -17,7 +17,7 @@ control), except that it
 - exits with the child's exit status, or ``128 + N`` when a signal N killed it (like a shell).
 
 The relay is a plain ``select.poll`` loop (no event loop: fewer wakeups and syscalls per chunk,
-see ``bench/RESULTS-wrap.md``), reading 64 KiB at a time; plain output goes through the parser's
+see ``bench/RESULTS.md``), reading 64 KiB at a time; plain output goes through the parser's
 ``bytes.find`` fast path untouched. Signals arrive through ``signal.set_wakeup_fd``.
 
 Session key of the wrapped program: ``SessionKey(harness, f"pty-{pid}-{start_token}")``.

@@ -1,6 +1,6 @@
 """Benchmarks for the Codex rollout discovery actor (issue part B).
 
-Run:  .venv/bin/python bench/bench_discovery_b.py [--out bench/RESULTS-evidence-b.md]
+Run:  .venv/bin/python bench/bench_discovery_b.py [--out FILE]  (figures: bench/RESULTS.md)
 
 1. Idle tick with 50 tracked rollouts and nothing changed: event-loop thread CPU time per
    tick (``time.thread_time`` of the loop thread: what the loop pays, the worker thread's
@@ -272,5 +272,5 @@ of 50 rollouts. Median of 30 runs each, same run.
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "RESULTS-evidence-b.md")
+    parser.add_argument("--out", type=Path, default=Path("/dev/stdout"))
     anyio.run(main, parser.parse_args().out)
