@@ -387,7 +387,7 @@ async def test_periodic_rescan_finds_processes_no_message_announced() -> None:
     assert bound.key == KEY_X
 
 
-async def test_full_mailbox_is_counted() -> None:
+def test_full_mailbox_is_counted() -> None:
     mapper = PaneMapper(mailbox_size=1)
     mapper.send_nowait(messages.PaneClosed(pane="%1", at_ms=AT))
     with pytest.raises(anyio.WouldBlock):

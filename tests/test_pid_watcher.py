@@ -281,7 +281,7 @@ async def test_unwatched_pid_death_sends_nothing() -> None:
     assert stats.candidates == 0
 
 
-async def test_observe_watches_owner_pids_from_evidence() -> None:
+def test_observe_watches_owner_pids_from_evidence() -> None:
     watcher = PidWatcher()
     key = messages.SessionKey("claude-code", "s1")
     at = 1_800_000_000_000
