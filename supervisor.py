@@ -45,7 +45,7 @@ from actors.session_reducer import (
     reduce,
 )
 from actors.session_table import cause_of
-from messages.activity import Activity, Rejected, Unmapped
+from messages.activity import Activity, Rejected, Transition, Unmapped
 from messages.codec import Inbound, decode_inbound, revalidate
 from messages.common import Attention, SessionKey
 from messages.control import Acknowledge
@@ -91,6 +91,7 @@ class SupervisorStatistics(msgspec.Struct, frozen=True, kw_only=True):
     sessions: int
     stopped: int
     actors: int
+    listener_errors: int = 0
     recent_rejected: tuple[Rejected, ...] = ()
     recent_unmapped: tuple[Unmapped, ...] = ()
 
@@ -143,6 +144,8 @@ class Supervisor:
         self._actor_scopes: list[anyio.CancelScope] = []
         self._actors_running = 0
         self._corrections: list[tuple[Activity, str]] = []
+        self._publish_listeners: list[Callable[[Transition], None]] = []
+        self._listener_errors = 0
         self._tg: TaskGroup | None = None
         self._state: Literal["new", "running", "closing", "closed"] = "new"
         self._recent_rejected: deque[Rejected] = deque(maxlen=_RECENT_RECORDS)
@@ -344,12 +347,30 @@ class Supervisor:
             del self._sessions[actor.key]
             self._reindex(actor.state, None)
 
-    def _publish(self, key: SessionKey, activity: Activity, cause: str) -> None:
+    def _publish(self, key: SessionKey, activity: Activity, cause: str) -> Transition | None:
         try:
-            self._hub.publish(key, activity, cause)
+            transition = self._hub.publish(key, activity, cause)
         except HubClosed:
             # Only possible in the last instant of a forced shutdown: counted, not raised.
             self._drops += 1
+            return None
+        if transition is not None:
+            for listener in self._publish_listeners:
+                try:
+                    listener(transition)
+                except Exception as exc:  # a broken recorder must not crash a session
+                    self._listener_errors += 1
+                    logger.error("publish listener %r failed: %r", listener, exc)
+        return transition
+
+    def add_publish_listener(self, listener: Callable[[Transition], None]) -> None:
+        """Call ``listener(transition)`` synchronously for every published transition.
+
+        For the store: recording at publish time (a synchronous append to its batch)
+        means no subscription queue can lag between a transition and the journal, so a
+        killed daemon loses at most the store's own batch window. It must not block.
+        """
+        self._publish_listeners.append(listener)
 
     def session_crashed(self, actor: SessionActor, message: SessionMessage, exc: Exception) -> bool:
         """Called when the reducer raised: count it, drop the message, decide restart.
@@ -483,7 +504,7 @@ class Supervisor:
         """Publish the corrections given to :meth:`restore`; return how many changed."""
         published = 0
         for activity, cause in self._corrections:
-            if self._hub.publish(activity.key, activity, cause) is not None:
+            if self._publish(activity.key, activity, cause) is not None:
                 published += 1
         self._corrections = []
         return published
@@ -534,6 +555,7 @@ class Supervisor:
             sessions=len(self._sessions),
             stopped=len(self._stopped),
             actors=self._actors_running,
+            listener_errors=self._listener_errors,
             recent_rejected=tuple(self._recent_rejected),
             recent_unmapped=tuple(self._recent_unmapped),
         )

@@ -31,7 +31,6 @@ import msgspec
 
 import messages
 from actors import paths, procfs
-from actors.broadcast import Subscription
 from actors.control_server import ControlServer
 from actors.harnesses.claude_registry import ClaudeRegistryWatcher
 from actors.harnesses.codex_rollouts import CodexRolloutDiscovery
@@ -59,9 +58,6 @@ _PANE_EVIDENCE = (
     messages.PaneOpened,
     messages.PaneClosed,
 )
-
-
-_STORE_BUFFER = 65_536
 
 
 class DaemonAlreadyRunning(PanewardError):
@@ -140,18 +136,6 @@ def _statistics_of(parts: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     return collect
 
 
-async def _feed_store(sup: Supervisor, store: Store, first: Subscription) -> None:
-    """Record every transition; resubscribe after an overflow (the snapshot repairs)."""
-    subscription = first
-    while True:
-        with subscription:
-            await store.run_subscription(subscription)
-        try:
-            subscription = sup.subscribe("all", snapshot=True, buffer=_STORE_BUFFER)
-        except PanewardError:
-            return  # the hub is closed: shutdown
-
-
 async def run_daemon(
     config: DaemonConfig,
     *,
@@ -178,9 +162,9 @@ async def run_daemon(
                         owners={k: (o[0], o[1]) for k, o in proof.live_owners.items()},
                         corrections=[(c.after, c.cause) for c in proof.corrections],
                     )
-                    # Subscribe the store before the corrections are published.
-                    first = sup.subscribe("all", snapshot=True, buffer=_STORE_BUFFER)
-                    outer.start_soon(_feed_store, sup, store, first)
+                    # The store records every transition at publish time (a synchronous
+                    # append to its batch): nothing queues between the hub and the journal.
+                    sup.add_publish_listener(store.record)
                     sup.publish_corrections()
                     parts = _start_actors(config, sup, store)
                     outer.start_soon(_wait_for_signal, stop)

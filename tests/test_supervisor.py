@@ -348,3 +348,21 @@ async def test_a_pane_binding_that_arrives_before_any_evidence_is_kept() -> None
             await wait_for(lambda: sup.statistics().transitions == 1)
             (activity,) = sup.snapshot()
             assert (activity.pane, activity.presence) == ("%4", "running")
+
+
+async def test_publish_listeners_see_every_transition_and_cannot_break_sessions() -> None:
+    seen: list[int] = []
+
+    def broken(transition: Transition) -> None:
+        raise RuntimeError("recorder is down")
+
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            sup.add_publish_listener(lambda t: seen.append(t.seq))
+            sup.add_publish_listener(broken)
+            for step in range(6):
+                await sup.inject(status(step % 2, ("busy", "idle", "waiting")[step % 3], step))
+            await wait_for(lambda: sup.statistics().transitions == 6)
+            stats = sup.statistics()
+    assert seen == [1, 2, 3, 4, 5, 6]
+    assert stats.listener_errors == 6 and stats.restarts == 0
