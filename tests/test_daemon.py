@@ -272,11 +272,18 @@ def assert_catalog_matches_journal(
 
 def _send_until_broken(path: Path, data: bytes) -> None:
     import socket
+    import time
 
+    lines = data.splitlines(keepends=True)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(os.fspath(path))
         try:
-            sock.sendall(data)
+            for start in range(0, len(lines), 100):
+                sock.sendall(b"".join(lines[start : start + 100]))
+                # Hook events arrive over time, not all at once: pacing the burst (>= 1 s
+                # for 10,000) keeps the kill inside it however fast the daemon drains its
+                # socket; it synchronises nothing.
+                time.sleep(0.01)
             sock.shutdown(socket.SHUT_WR)
             sock.recv(1)
         except OSError:
