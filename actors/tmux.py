@@ -22,8 +22,9 @@ Who sends and handles what:
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -34,9 +35,9 @@ import msgspec
 from actors.base import EvidenceSink
 from actors.tmux_badges import (
     BADGE_OPTION,
-    OPTION_NAMES,
     BadgeBook,
     BadgeStatistics,
+    PaneOptions,
     option_commands,
     summary_command,
 )
@@ -73,8 +74,8 @@ __all__ = [
 _LIST_BADGED_COMMAND: Final = f"list-panes -a -F {quote('#{pane_id}|#{' + BADGE_OPTION + '}')}"
 # Stands for "tmux may hold anything here": differs from every real value, so the next diff
 # rewrites (or removes) every option of that pane.
-_UNKNOWN: Final[Mapping[str, str]] = dict.fromkeys(OPTION_NAMES, "\x00unknown")
-# A burst of subscription items is drained before writing, but a source that never goes idle
+_UNKNOWN: Final = PaneOptions(*["\x00unknown"] * len(PaneOptions._fields))
+# A burst of subscription items is drained before writing, but a source that never goes quiet
 # must not starve the writer: write after this many scheduler rounds at most.
 _MAX_SETTLE_ROUNDS: Final = 1000
 
@@ -150,10 +151,14 @@ class TmuxBridge:
         self._book = BadgeBook()
         self._table = PaneTable()
         # What tmux holds, as far as we know, on the current connection.
-        self._written: dict[str, Mapping[str, str]] = {}
+        self._written: dict[str, PaneOptions] = {}
         self._written_summary: str | None = None
         self._dirty: set[str] = set()
-        self._wake = anyio.Event()
+        # One writer at a time: the subscription side (one batch per tick) and a new
+        # connection's full rewrite both go through it.
+        self._flush_lock = anyio.Lock()
+        self._ready: ControlClient | None = None  # connected, and its full rewrite is done
+        self._answered_at = 0.0
         self._refresh = anyio.Event()
         self._applied = 0
         self._client: ControlClient | None = None
@@ -201,17 +206,18 @@ class TmuxBridge:
     # -- subscription side -------------------------------------------------------------------
 
     async def _consume(self, items: AsyncIterator[Any], scope: anyio.CancelScope) -> None:
-        # Streams (the supervisor's Subscription, memory streams) can hand over what is already
-        # queued without a scheduler round per item: a tick's burst is applied in one go.
-        drain = getattr(items, "receive_nowait", None)
+        # The subscription (supervisor's Subscription, or a memory stream) hands over what is
+        # already queued without a scheduler round per item, so a tick's burst is applied in
+        # one go and written in one batch by this same task — no hand-over to another task on
+        # the hot path.
+        drain: Callable[[], Any] | None = getattr(items, "receive_nowait", None)
         async for item in items:
             self._take(item)
-            while drain is not None:
-                try:
-                    self._take(drain())
-                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                    break  # nothing queued; or the end, which the next __anext__ reports
-            self._wake.set()
+            if drain is not None:
+                await self._settle(drain)
+            client = self._ready
+            if client is not None:
+                await self._flush(client)
         # The subscription ended (supervisor shutdown): stop, which clears the badges.
         scope.cancel()
 
@@ -220,14 +226,24 @@ class TmuxBridge:
             self._dirty.add(change.pane)
         self._applied += 1
 
-    async def _settle(self) -> None:
-        """Let the subscription deliver everything it already has (one tick)."""
-        idle = rounds = 0
-        while idle < 2 and rounds < _MAX_SETTLE_ROUNDS:
-            before = self._applied
+    async def _settle(self, drain: Callable[[], Any]) -> None:
+        """Take everything the subscription has for this tick: what is queued now, then what
+        each scheduler round brings until one brings nothing (producers that publish from
+        other tasks in the same tick, e.g. the session actors woken by one burst of evidence).
+        A source that never goes quiet must not starve the writer: at most
+        ``_MAX_SETTLE_ROUNDS`` rounds."""
+        for rounds in range(_MAX_SETTLE_ROUNDS):
+            took = False
+            while True:
+                try:
+                    item = drain()
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break  # nothing queued; or the end, which the next __anext__ reports
+                self._take(item)
+                took = True
+            if rounds and not took:
+                return
             await anyio.lowlevel.checkpoint()
-            idle = idle + 1 if self._applied == before else 0
-            rounds += 1
 
     # -- connection --------------------------------------------------------------------------
 
@@ -251,7 +267,7 @@ class TmuxBridge:
                             await self._clear_everything(client)
                         raise
                     finally:
-                        self._client = None
+                        self._client = self._ready = None
                         self._old_client_stats.append(client.statistics())
             except TmuxError as exc:
                 self._connect_failures += 1
@@ -273,15 +289,16 @@ class TmuxBridge:
             if badge and pane not in self._book.shown:
                 stale.add(pane)
         self._stale_cleared += len(stale)
-        # The full state is rewritten on every connection: a new server has none of it.
-        self._written = dict.fromkeys(stale | set(self._book.shown), _UNKNOWN)
-        self._written_summary = None
-        self._dirty = set(self._written)
-        self._wake.set()
+        if self._badges_on:
+            async with self._flush_lock:
+                # The full state is rewritten on every connection: a new server has none of it.
+                self._written = dict.fromkeys(stale | set(self._book.shown), _UNKNOWN)
+                self._written_summary = None
+                self._dirty = set(self._written)
+                self._ready = client  # from now on the subscription side writes to it
+                await self._flush_locked(client)
         self._refresh.set()
         async with anyio.create_task_group() as tg:
-            if self._badges_on:
-                tg.start_soon(self._writer, client)
             if sink is not None:
                 tg.start_soon(self._pane_loop, client, sink)
             reason = await client.wait_closed()
@@ -299,55 +316,72 @@ class TmuxBridge:
 
     # -- badges ------------------------------------------------------------------------------
 
-    async def _writer(self, client: ControlClient) -> None:
-        while True:
-            await self._wake.wait()
-            await self._settle()
-            self._wake = anyio.Event()
-            commands: list[str] = []
-            owners: list[str | None] = []
-            sent: dict[str, Mapping[str, str] | None] = {}
-            shown = self._book.shown
-            for pane in sorted(self._dirty):
-                want = shown.get(pane)
-                lines = option_commands(pane, want, self._written.get(pane))
+    async def _flush(self, client: ControlClient) -> None:
+        async with self._flush_lock:
+            if self._ready is client:
+                await self._flush_locked(client)
+
+    async def _flush_locked(self, client: ControlClient) -> None:
+        """Write every dirty pane (and the summary) in one batch; return when tmux answered.
+
+        A lost connection ends it quietly: the next connection rewrites everything.
+        """
+        commands: list[str] = []
+        # The panes that got commands, each with the index of its first command: a %error
+        # reply is traced back to its pane by bisection (errors are rare, so the common path
+        # keeps no per-command bookkeeping).
+        firsts: list[int] = []
+        owners: list[str] = []
+        shown = self._book.shown
+        written = self._written
+        # ``written`` is updated before the batch is awaited: if this task is cancelled
+        # (shutdown) while tmux runs it, the clean-up must still remove what it sets. A lost
+        # connection makes the next one rewrite everything anyway.
+        for pane in sorted(self._dirty):
+            want = shown.get(pane)
+            lines = option_commands(pane, want, written.get(pane))
+            if lines:
+                firsts.append(len(commands))
+                owners.append(pane)
                 commands += lines
-                owners += [pane] * len(lines)
-                sent[pane] = want
-            self._dirty.clear()
-            summary = self._book.summary()
-            if summary != self._written_summary:
-                commands.append(summary_command(summary))
-                owners.append(None)
-            if not commands:
+            if want is None:
+                written.pop(pane, None)
+            else:
+                written[pane] = want
+        self._dirty.clear()
+        pane_commands = len(commands)
+        summary = self._book.summary()
+        if summary != self._written_summary:
+            commands.append(summary_command(summary))
+        if not commands:
+            return
+        self._written_summary = summary
+        try:
+            replies = await client.run_batch(commands)
+        except TmuxConnectionLost:
+            return  # the connection loop rewrites everything after reconnecting
+        self._badge_batches += 1
+        self._badge_commands += len(commands)
+        self._answered_at = time.perf_counter()
+        self._batch_answered.set()
+        self._batch_answered = anyio.Event()
+        for index, reply in enumerate(replies):
+            if reply.ok:
                 continue
-            try:
-                replies = await client.run_batch(commands)
-            except TmuxConnectionLost:
-                return  # the connection loop rewrites everything after reconnecting
-            self._badge_batches += 1
-            self._badge_commands += len(commands)
-            self._batch_answered.set()
-            self._batch_answered = anyio.Event()
-            self._written_summary = summary
-            for pane, want in sent.items():
-                if want is None:
-                    self._written.pop(pane, None)
-                else:
-                    self._written[pane] = want
-            for owner, reply in zip(owners, replies, strict=True):
-                if reply.ok:
-                    continue
-                text = " ".join(reply.lines)
-                if owner is not None and "can't find pane" in text:
-                    # The pane closed before its unbinding reached us: nothing left to clear.
-                    self._missing += 1
-                    self._written.pop(owner, None)
-                else:
-                    self._command_errors += 1
-                    self._last_error = text
+            text = " ".join(reply.lines)
+            if index < pane_commands and "can't find pane" in text:
+                # The pane closed before its unbinding reached us: nothing left to clear.
+                self._missing += 1
+                written.pop(owners[bisect.bisect_right(firsts, index) - 1], None)
+            else:
+                self._command_errors += 1
+                self._last_error = text
 
     async def _clear_everything(self, client: ControlClient) -> None:
+        async with self._flush_lock:
+            await self._clear_everything_locked(client)
+
+    async def _clear_everything_locked(self, client: ControlClient) -> None:
         commands: list[str] = []
         for pane, have in sorted(self._written.items()):
             commands += option_commands(pane, None, have)
@@ -403,10 +437,12 @@ class TmuxBridge:
 
     # -- introspection -----------------------------------------------------------------------
 
-    async def wait_badge_batch(self) -> None:
-        """Wait until the next badge batch has been answered by tmux (for benchmarks and tests:
-        an event, so the waiter costs nothing per scheduler round)."""
+    async def wait_badge_batch(self) -> float:
+        """Wait until the next badge batch has been answered by tmux; return the
+        ``time.perf_counter()`` of that moment (for benchmarks and tests: an event, so the
+        waiter costs nothing per scheduler round, and the time excludes waking the waiter)."""
         await self._batch_answered.wait()
+        return self._answered_at
 
     def statistics(self) -> TmuxStatistics:
         clients = list(self._old_client_stats)

@@ -38,6 +38,7 @@ __all__ = [
     "BadgeBook",
     "BadgeStatistics",
     "PaneChange",
+    "PaneOptions",
     "badge_word",
     "option_commands",
     "pane_options",
@@ -83,6 +84,19 @@ _SUMMARY_LABEL: Final = {
 _ATTENTION_RANK: Final = {"needs_input": 3, "failed": 2, "turn_done": 1}
 
 
+_ATTENTION_WORD: Final[Mapping[str, str]] = {
+    "needs_input": "needs you",
+    "failed": "failed",
+    "turn_done": "done",
+}
+_TURN_WORD: Final[Mapping[str, str]] = {
+    "needs_input": "needs you",
+    "working": "working",
+    "idle": "idle",
+    "unknown": "unknown",
+}
+
+
 def badge_word(activity: Activity) -> str:
     """The one word a pane shows for ``activity``.
 
@@ -91,27 +105,61 @@ def badge_word(activity: Activity) -> str:
     """
     attention = activity.attention
     if attention is not None:
-        return {"needs_input": "needs you", "failed": "failed", "turn_done": "done"}[attention.kind]
+        return _ATTENTION_WORD[attention.kind]
     if activity.presence == "persisted":
         return "exited"
-    return {
-        "needs_input": "needs you",
-        "working": "working",
-        "idle": "idle",
-        "unknown": "unknown",
-    }[activity.turn]
+    return _TURN_WORD[activity.turn]
 
 
-def pane_options(activity: Activity) -> dict[str, str]:
-    """The full set of pane options for a pane showing ``activity``."""
+class PaneOptions(NamedTuple):
+    """The values of the pane options, in :data:`OPTION_NAMES` order (``attention``: ``""``
+    when none is open)."""
+
+    presence: str
+    turn: str
+    attention: str
+    harness: str
+    badge: str
+
+    def as_dict(self) -> dict[str, str]:
+        """Option name -> value."""
+        return dict(zip(OPTION_NAMES, self, strict=True))
+
+
+class _Shown(NamedTuple):
+    """What a pane shows for one activity: its options and its badge word."""
+
+    options: PaneOptions
+    word: str
+
+
+# (presence, turn, attention kind, harness) -> what the pane shows, and options -> their
+# ``name "value"`` command words. Every field is a closed literal set, so these hold at most a
+# few hundred entries; they make a transition one dict lookup on the badge writer's hot path.
+_SHOWN_CACHE: dict[tuple[str, str, str, str], _Shown] = {}
+_SHOWN_ASSIGNMENTS: dict[PaneOptions, tuple[str, ...]] = {}
+
+
+def _shown(activity: Activity) -> _Shown:
     attention = activity.attention
-    return {
-        PRESENCE_OPTION: activity.presence,
-        TURN_OPTION: activity.turn,
-        ATTENTION_OPTION: attention.kind if attention is not None else "",
-        HARNESS_OPTION: activity.key.harness,
-        BADGE_OPTION: BADGES[badge_word(activity)],
-    }
+    cache_key = (
+        activity.presence,
+        activity.turn,
+        attention.kind if attention is not None else "",
+        activity.key.harness,
+    )
+    shown = _SHOWN_CACHE.get(cache_key)
+    if shown is None:
+        word = badge_word(activity)
+        options = PaneOptions(*cache_key, BADGES[word])
+        shown = _SHOWN_CACHE[cache_key] = _Shown(options, word)
+        _SHOWN_ASSIGNMENTS[options] = _render_assignments(options)
+    return shown
+
+
+def pane_options(activity: Activity) -> PaneOptions:
+    """The full set of pane options for a pane showing ``activity``."""
+    return _shown(activity).options
 
 
 def _rank(seq: int, activity: Activity) -> tuple[int, int, int, str]:
@@ -131,16 +179,18 @@ def _rank(seq: int, activity: Activity) -> tuple[int, int, int, str]:
 
 def summary_text(words: Iterable[str]) -> str:
     """``2 need you · 1 done · 3 working`` from the badge words of the bound panes."""
-    counts = Counter(words)
-    parts = [f"{counts[w]} {_SUMMARY_LABEL[w]}" for w in _SUMMARY_WORDS if counts[w]]
-    return " · ".join(parts)
+    return _summary_of_counts(Counter(words))
+
+
+def _summary_of_counts(counts: Mapping[str, int]) -> str:
+    return " · ".join(f"{counts[w]} {_SUMMARY_LABEL[w]}" for w in _SUMMARY_WORDS if counts[w])
 
 
 class PaneChange(NamedTuple):
     """What one pane should now carry: the full option set, or ``None`` for no options."""
 
     pane: str
-    options: Mapping[str, str] | None
+    options: PaneOptions | None
 
 
 class BadgeStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -164,21 +214,24 @@ class BadgeBook:
     def __init__(self) -> None:
         self._sessions: dict[SessionKey, tuple[int, Activity]] = {}
         self._by_pane: dict[str, set[SessionKey]] = {}
-        self._shown: dict[str, dict[str, str]] = {}
+        self._shown: dict[str, PaneOptions] = {}
         self._words: dict[str, str] = {}
+        # How many bound panes show each word, kept as panes change: the summary costs the
+        # same with 5 panes as with 500.
+        self._word_counts: dict[str, int] = dict.fromkeys(BADGES, 0)
         self._snapshots = 0
         self._transitions = 0
         self._stale = 0
         self._ignored = 0
 
     @property
-    def shown(self) -> Mapping[str, Mapping[str, str]]:
+    def shown(self) -> Mapping[str, PaneOptions]:
         """Pane -> the options it should carry now (only bound panes)."""
         return self._shown
 
     def summary(self) -> str:
         """The status-line summary over all bound panes (empty when nothing to report)."""
-        return summary_text(self._words.values())
+        return _summary_of_counts(self._word_counts)
 
     def apply(self, item: object) -> list[PaneChange]:
         """Take one subscription item; return the panes whose options changed.
@@ -187,6 +240,25 @@ class BadgeBook:
         as) what the book has for its key is stale and ignored (counted). Any other item (e.g.
         an ``Overflow`` marker) changes nothing and is counted as ignored.
         """
+        if isinstance(item, Transition):
+            key = item.key
+            current = self._sessions.get(key)
+            if current is not None:
+                if current[0] >= item.seq:
+                    self._stale += 1
+                    return []
+                after = item.after
+                pane = after.pane
+                if pane is not None and pane == current[1].pane:
+                    # The common case — a session changes state on the pane it already had —
+                    # touches one pane and, when it is the pane's only session, ranks nothing.
+                    self._transitions += 1
+                    self._sessions[key] = (item.seq, after)
+                    if len(self._by_pane[pane]) == 1:
+                        return self._show(pane, _shown(after))
+                    return self._recompute((pane,))
+            self._transitions += 1
+            return self._recompute(self._put(item.seq, item.after))
         if isinstance(item, Snapshot):
             self._snapshots += 1
             affected = set(self._by_pane)
@@ -195,13 +267,6 @@ class BadgeBook:
             for activity in item.activities:
                 affected |= self._put(item.seq, activity)
             return self._recompute(affected)
-        if isinstance(item, Transition):
-            current = self._sessions.get(item.key)
-            if current is not None and current[0] >= item.seq:
-                self._stale += 1
-                return []
-            self._transitions += 1
-            return self._recompute(self._put(item.seq, item.after))
         self._ignored += 1
         return []
 
@@ -224,6 +289,26 @@ class BadgeBook:
             self._by_pane.setdefault(activity.pane, set()).add(key)
         return affected
 
+    def _show(self, pane: str, shown: _Shown) -> list[PaneChange]:
+        if self._shown.get(pane) == shown.options:
+            return []
+        self._shown[pane] = shown.options
+        self._set_word(pane, shown.word)
+        return [PaneChange(pane, shown.options)]
+
+    def _set_word(self, pane: str, word: str | None) -> None:
+        counts = self._word_counts
+        old = self._words.get(pane)
+        if old == word:
+            return
+        if old is not None:
+            counts[old] -= 1
+        if word is None:
+            del self._words[pane]
+        else:
+            self._words[pane] = word
+            counts[word] += 1
+
     def _recompute(self, panes: Iterable[str]) -> list[PaneChange]:
         changes: list[PaneChange] = []
         for pane in sorted(panes):
@@ -232,14 +317,10 @@ class BadgeBook:
                 _seq, winner = max(
                     (self._sessions[k] for k in keys), key=lambda pair: _rank(*pair)
                 )
-                options = pane_options(winner)
-                if self._shown.get(pane) != options:
-                    self._shown[pane] = options
-                    self._words[pane] = badge_word(winner)
-                    changes.append(PaneChange(pane, options))
+                changes += self._show(pane, _shown(winner))
             elif pane in self._shown:
                 del self._shown[pane]
-                del self._words[pane]
+                self._set_word(pane, None)
                 changes.append(PaneChange(pane, None))
         return changes
 
@@ -254,22 +335,56 @@ class BadgeBook:
         )
 
 
+# The writer's hot path renders the same (pane, new options, old options) again and again
+# (a pane going working -> idle -> working ...), so the command lines are cached. Option values
+# are closed literal sets and panes are the server's pane ids; the bound only guards a very
+# long-lived daemon.
+_CACHE_LIMIT: Final = 4096
+_LINES_CACHE: dict[tuple[str, PaneOptions, PaneOptions], list[str]] = {}
+
+
+def _render_assignments(options: PaneOptions) -> tuple[str, ...]:
+    """``name "value"`` per option."""
+    return tuple(
+        f"{name} {quote(value)}" for name, value in zip(OPTION_NAMES, options, strict=True)
+    )
+
+
+def _assignments(options: PaneOptions) -> tuple[str, ...]:
+    found = _SHOWN_ASSIGNMENTS.get(options)
+    # Built by hand rather than by pane_options(): rendered here, not cached.
+    return found if found is not None else _render_assignments(options)
+
+
 def option_commands(
-    pane: str, want: Mapping[str, str] | None, have: Mapping[str, str] | None
+    pane: str, want: PaneOptions | None, have: PaneOptions | None
 ) -> list[str]:
-    """The tmux commands that turn ``have`` into ``want`` on ``pane`` (only changed options)."""
-    commands: list[str] = []
-    target = quote(pane)
-    for name in OPTION_NAMES:
-        new = want.get(name) if want is not None else None
-        old = have.get(name) if have is not None else None
-        if new == old:
-            continue
-        if new is None:
-            commands.append(f"set-option -p -u -t {target} {name}")
-        else:
-            commands.append(f"set-option -p -t {target} {name} {quote(new)}")
-    return commands
+    """The tmux commands that turn ``have`` into ``want`` on ``pane`` (only changed options).
+
+    ``have`` is what tmux holds as far as the caller knows (``None``: nothing); a sentinel
+    whose values match no real value forces every option to be rewritten or removed.
+    """
+    if want == have:
+        return []
+    if want is None:
+        target = quote(pane)
+        return [f"set-option -p -u -t {target} {name}" for name in OPTION_NAMES]
+    if have is None:
+        prefix = f"set-option -p -t {quote(pane)} "
+        return [prefix + assignment for assignment in _assignments(want)]
+    key = (pane, want, have)
+    lines = _LINES_CACHE.get(key)
+    if lines is None:
+        prefix = f"set-option -p -t {quote(pane)} "
+        lines = [
+            prefix + assignment
+            for assignment, new, old in zip(_assignments(want), want, have, strict=True)
+            if new != old
+        ]
+        if len(_LINES_CACHE) >= _CACHE_LIMIT:
+            _LINES_CACHE.clear()
+        _LINES_CACHE[key] = lines
+    return lines.copy()
 
 
 def summary_command(text: str) -> str:

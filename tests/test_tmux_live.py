@@ -8,6 +8,7 @@ real messages (the supervisor is not needed for the sink's behaviour).
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -146,6 +147,37 @@ async def test_summary_and_shutdown_clear_everything(
             assert await server.pane_option_names(pane) == []
         assert await summary() == ""
 
+
+async def test_shutdown_while_a_batch_is_in_flight_still_clears_what_it_sets(
+    server: TmuxServer, sources: Sources
+) -> None:
+    """The tmux server is stopped (SIGSTOP) so the batch that first badges a pane cannot be
+    answered; the bridge is cancelled with that batch in flight, then tmux is resumed: the
+    clean-up must remove the options that batch set, although the bridge never saw its reply."""
+    with anyio.fail_after(20):
+        old, new = await server.new_pane(), await server.new_pane()
+        source = sources(activity("a", old, turn="working"))
+        bridge = TmuxBridge(socket_name=server.name, panes=False)
+        tmux_pid = int((await server.arun("display-message", "-p", "#{pid}")).strip())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, None)
+            first = await bridge.wait_badge_batch()
+            assert first > 0
+            before = bridge.statistics().commands
+            os.kill(tmux_pid, signal.SIGSTOP)
+            try:
+                source.publish(activity("b", new, turn="working"))
+                # Written (counted at the write) but unanswered: tmux is stopped.
+                async def written() -> bool:
+                    return bridge.statistics().commands > before
+
+                await eventually(written, interval=0.005)
+                assert bridge.statistics().badge_batches == 1
+                tg.cancel_scope.cancel()
+            finally:
+                os.kill(tmux_pid, signal.SIGCONT)
+        for pane in (old, new):
+            assert await server.pane_option_names(pane) == []
 
 async def test_several_sessions_in_one_pane_attention_wins(
     server: TmuxServer, running: Running

@@ -4,6 +4,8 @@ the badge book (Activity -> pane options), option diffs, quoting and the pane ta
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.tmux_badges import (
     BADGES,
@@ -19,6 +21,7 @@ from actors.tmux_badges import (
 from actors.tmux_control import ControlParser, Notification, Reply, TmuxError, TmuxTarget, quote
 from actors.tmux_panes import PaneRow, PaneTable, parse_pane_rows
 from messages import (
+    Activity,
     Overflow,
     PaneClosed,
     PaneFocused,
@@ -124,14 +127,16 @@ def test_badge_word(kwargs: dict[str, str], word: str) -> None:
 
 def test_pane_options_are_the_full_set() -> None:
     options = pane_options(activity("s", "%1", turn="idle", attention="turn_done", harness="codex"))
-    assert options == {
+    assert options.as_dict() == {
         "@paneward_presence": "running",
         "@paneward_turn": "idle",
         "@paneward_attention": "turn_done",
         "@paneward_harness": "codex",
         "@paneward_badge": BADGES["done"],
     }
-    assert set(options) == set(OPTION_NAMES)
+    assert list(options.as_dict()) == list(OPTION_NAMES)
+    # no attention open: the option is set, empty
+    assert pane_options(activity("s", "%1")).attention == ""
 
 
 def _t(seq: int, **kwargs: object) -> Transition:
@@ -169,7 +174,7 @@ def test_book_ignores_stale_and_foreign_items() -> None:
     assert book.apply(Overflow(next_seq=1, dropped=1, reason="x")) == []
     stats = book.statistics()
     assert (stats.stale, stats.ignored, stats.transitions, stats.snapshots) == (2, 1, 0, 1)
-    assert book.shown["%1"]["@paneward_turn"] == "working"
+    assert book.shown["%1"].turn == "working"
 
 
 def test_book_snapshot_replaces_everything() -> None:
@@ -219,6 +224,58 @@ def test_summary_text() -> None:
     assert summary_text(["idle", "exited", "unknown"]) == ""
     words = ["working", "needs you", "done", "working", "needs you", "failed", "idle"]
     assert summary_text(words) == "2 need you · 1 failed · 1 done · 2 working"
+
+
+_WORD_OF_BADGE = {text: word for word, text in BADGES.items()}
+
+_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.sampled_from([None, "%1", "%2", "%3"]),
+        st.sampled_from(["unknown", "idle", "working", "needs_input"]),
+        st.sampled_from([None, "needs_input", "failed", "turn_done"]),
+        st.sampled_from(["running", "persisted"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_steps, st.integers(min_value=0, max_value=39))
+def test_book_summary_and_options_match_a_recomputation(
+    steps: list[tuple[str, str | None, str, str | None, str]], snapshot_at: int
+) -> None:
+    """The book keeps the summary counts and the shown options incrementally (and takes a fast
+    path for a session staying on its pane); after every item both must equal what a fresh
+    computation from the newest activity per session gives."""
+    book = BadgeBook()
+    newest: dict[str, tuple[int, Activity]] = {}
+    book.apply(Snapshot(seq=1, activities=()))
+    for seq, (sid, pane, turn, attention, presence) in enumerate(steps, start=2):
+        after = activity(sid, pane, turn=turn, attention=attention, presence=presence)
+        if seq == snapshot_at:
+            # A re-subscription: everything so far, as of the previous item.
+            book.apply(Snapshot(seq=seq - 1, activities=tuple(a for _, a in newest.values())))
+        book.apply(Transition(seq=seq, key=after.key, after=after, cause="t"))
+        newest[sid] = (seq, after)
+        fresh = BadgeBook()
+        fresh.apply(Snapshot(seq=1, activities=()))
+        for s, a in sorted(newest.values(), key=lambda pair: pair[0]):
+            fresh.apply(Transition(seq=s, key=a.key, after=a, cause="t"))
+        assert dict(book.shown) == dict(fresh.shown)
+        words = [_WORD_OF_BADGE[options.badge] for options in book.shown.values()]
+        assert book.summary() == summary_text(words) == fresh.summary()
+
+
+def test_option_commands_hand_out_copies_of_cached_lines() -> None:
+    idle = pane_options(activity("a", "%1"))
+    working = pane_options(activity("a", "%1", turn="working"))
+    first = option_commands("%1", working, idle)
+    first.append("garbage")
+    assert option_commands("%1", working, idle) == [
+        'set-option -p -t "%1" @paneward_turn "working"',
+        'set-option -p -t "%1" @paneward_badge "● working"',
+    ]
 
 
 def test_option_commands_write_only_differences() -> None:
