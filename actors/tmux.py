@@ -156,7 +156,7 @@ class TmuxBridge:
         self._dirty: set[str] = set()
         # One writer at a time: the subscription side (one batch per tick) and a new
         # connection's full rewrite both go through it.
-        self._flush_lock = anyio.Lock()
+        self._flush_lock = anyio.Lock(fast_acquire=True)
         self._ready: ControlClient | None = None  # connected, and its full rewrite is done
         self._answered_at = 0.0
         self._refresh = anyio.Event()
