@@ -472,7 +472,10 @@ class TmuxBridge:
 
 
 def tmux_config_snippet() -> str:
-    """The ``~/.tmux.conf`` lines ``paneward tmux-config`` prints (see docs/tmux.md)."""
+    """The ``~/.tmux.conf`` lines ``paneward tmux-config`` prints.
+
+    See README.md, Reference > tmux.
+    """
     attention = "#{@paneward_attention}"
     alert = f"#{{||:#{{==:{attention},needs_input}},#{{==:{attention},failed}}}}"
     badge = (

@@ -2,8 +2,8 @@
 
 They talk to loopback mocks (tests/mock_apis/servers.py); what the wrapper reports is read
 from a listener socket. Binaries come from ``$PANEWARD_AGENT_PREFIX/node_modules/.bin``
-(install: docs/wrap-ci.md). Without them the tests skip, except under ``CI=true``, where a
-missing CLI is a failure.
+(install: README.md, Reference > Running the tests on a fresh machine). Without them the
+tests skip, except under ``CI=true``, where a missing CLI is a failure.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ def _agent(name: str) -> Path:
     )
     binary = Path(prefix) / "node_modules" / ".bin" / name
     if not binary.exists():
-        message = f"{name} not installed under {prefix} (see docs/wrap-ci.md)"
+        message = (
+            f"{name} not installed under {prefix}"
+            " (see README.md, Reference > Running the tests on a fresh machine)"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
