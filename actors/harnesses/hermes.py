@@ -149,7 +149,10 @@ def match_session(fire: FireRow, cron_session_ids: Iterable[str]) -> str | None:
 
 
 def fallback_session_id(fire_id: str) -> str:
-    """The key used for a fire with no session row (documented in docs/evidence-codex-hermes.md)."""
+    """The key used for a fire with no session row.
+
+    Documented in README.md, Reference > Evidence: Codex rollouts and the Hermes cron ledger.
+    """
     return f"exec_{fire_id}"
 
 
