@@ -153,6 +153,10 @@ async def run_daemon(
         sup = Supervisor()
         async with open_store(config.db_path, owner_of=sup.owner_of) as store:
             restored = await store.load()
+            if restored.ended_pruned:
+                logger.info(
+                    "forgot %d sessions that ended more than a week ago", restored.ended_pruned
+                )
             proof = await anyio.to_thread.run_sync(reprove, restored, procfs.probe)
             async with anyio.create_task_group() as outer:
                 async with sup:

@@ -100,6 +100,9 @@ APPLICATION_ID: Final = 0x70777264
 #: The in-memory batch is capped so a stuck disk cannot eat the daemon's memory;
 #: rows beyond the cap are dropped and counted (StoreStatistics.dropped).
 DEFAULT_MAX_PENDING: Final = 100_000
+#: Catalog rows of sessions that ended (persisted) and were not seen for this long are deleted
+#: at the next start rather than restored: a week.
+DEFAULT_ENDED_RETENTION_MS: Final = 7 * 24 * 3600 * 1000
 #: A batch whose transaction failed is retried this many times, then dropped (counted).
 MAX_FLUSH_ATTEMPTS: Final = 3
 #: Newest rows kept in the gap log.
@@ -256,6 +259,8 @@ class StoreStatistics:
     """Transitions the hub reported as not delivered to the store (sum of Overflow.dropped)."""
     pruned: int
     """Journal rows deleted by retention."""
+    ended_pruned: int
+    """Catalog rows of long-ended sessions deleted by ``load`` (``ended_retention_ms``)."""
     decode_errors: int
     """Stored rows that no longer decode (skipped by load/journal_since)."""
     owner_errors: int
@@ -284,6 +289,8 @@ class Restored:
     """Max of the journal's and the catalog's seq: number new transitions after it."""
     skipped: int = 0
     """Catalog rows that did not decode (counted in StoreStatistics.decode_errors)."""
+    ended_pruned: int = 0
+    """Rows of sessions that ended more than ``ended_retention_ms`` ago: deleted, not restored."""
 
 
 CorrectionReason = Literal["owner_dead", "owner_recycled", "owner_unknown"]
@@ -581,6 +588,7 @@ class Store:
         batch_ms: int,
         batch_rows: int,
         retention_rows: int,
+        ended_retention_ms: int,
         max_pending: int,
         owner_of: Callable[[SessionKey], Owner | None] | None,
         clock: Callable[[], int],
@@ -590,6 +598,8 @@ class Store:
         self._batch_s = batch_ms / 1000
         self._batch_rows = batch_rows
         self._retention_rows = retention_rows
+        self._ended_retention_ms = ended_retention_ms
+        self._ended_pruned = 0
         self._max_pending = max_pending
         self._owner_of = owner_of
         self._clock = clock
@@ -642,6 +652,7 @@ class Store:
             gaps=self._gaps,
             gap_transitions=self._gap_transitions,
             pruned=self._pruned,
+            ended_pruned=self._ended_pruned,
             decode_errors=self._decode_errors,
             owner_errors=self._owner_errors,
             pending=len(self._pending) + len(self._pending_gaps),
@@ -901,26 +912,48 @@ class Store:
         await self.flush()
         async with self._lock:
             rows = await self._db.execute_fetchall(
-                "SELECT activity, owner_pid, owner_start_token, seq FROM sessions "
-                "ORDER BY seq, harness, session_id"
+                "SELECT activity, owner_pid, owner_start_token, seq, last_seen_ms, harness, "
+                "session_id FROM sessions ORDER BY seq, harness, session_id"
             )
             top = await self._db.execute_fetchall("SELECT max(seq) FROM journal")
-        activities: list[Activity] = []
-        owners: dict[SessionKey, Owner] = {}
-        last_seq = 0
-        skipped = 0
-        for text, pid, token, seq in rows:
-            last_seq = max(last_seq, seq)
-            activity = self._decode_activity(text)
-            if activity is None:
-                skipped += 1
-                continue
-            activities.append(activity)
-            if pid is not None and token is not None:
-                owners[activity.key] = (pid, token)
+            activities: list[Activity] = []
+            owners: dict[SessionKey, Owner] = {}
+            last_seq = 0
+            skipped = 0
+            ended_before = self._clock() - self._ended_retention_ms
+            expired: list[tuple[str, str, int]] = []
+            for text, pid, token, seq, seen_ms, harness, session_id in rows:
+                last_seq = max(last_seq, seq)  # a deleted row's seq still counts
+                activity = self._decode_activity(text)
+                if activity is None:
+                    skipped += 1
+                    continue
+                if activity.presence == "persisted" and seen_ms < ended_before:
+                    # Ended long ago: nobody needs its state restored, and without this the
+                    # catalog (and every snapshot, `paneward status`) grows with every
+                    # session ever run. Its journal rows stay until journal retention.
+                    expired.append((harness, session_id, seq))
+                    continue
+                activities.append(activity)
+                if pid is not None and token is not None:
+                    owners[activity.key] = (pid, token)
+            if expired:
+                await self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    await self._db.executemany(
+                        "DELETE FROM sessions WHERE harness = ? AND session_id = ? AND seq = ?",
+                        expired,
+                    )
+                    await self._db.execute("COMMIT")
+                except BaseException:
+                    await self._rollback()
+                    raise
+                self._ended_pruned += len(expired)
         for (journal_max,) in top:
             last_seq = max(last_seq, journal_max or 0)
-        return Restored(tuple(activities), MappingProxyType(owners), last_seq, skipped)
+        return Restored(
+            tuple(activities), MappingProxyType(owners), last_seq, skipped, len(expired)
+        )
 
     def _decode_activity(self, text: str) -> Activity | None:
         try:
@@ -990,6 +1023,7 @@ async def open_store(
     batch_ms: int = 50,
     batch_rows: int = 500,
     retention_rows: int = 100_000,
+    ended_retention_ms: int = DEFAULT_ENDED_RETENTION_MS,
     max_pending: int = DEFAULT_MAX_PENDING,
     owner_of: Callable[[SessionKey], Owner | None] | None = None,
     close_timeout_s: float = 5.0,
@@ -1003,7 +1037,9 @@ async def open_store(
     ``close_timeout_s``; rows left after that are counted as dropped) and closes the
     database. ``owner_of`` supplies owners for catalog rows when ``record`` gets none.
     ``busy_timeout_ms`` bounds how long a flush waits for another connection's write
-    lock before it fails (counted; the batch is retried).
+    lock before it fails (counted; the batch is retried). ``ended_retention_ms``: catalog rows of
+    sessions that ended (``persisted``) and were not seen for that long are deleted by
+    :meth:`Store.load` instead of being restored.
 
     :raises StoreError: the file is not a paneward database, is corrupt, or has a
         newer schema version.
@@ -1016,6 +1052,8 @@ async def open_store(
         raise ValueError(f"batch_ms must be > 0, not {batch_ms}")
     if busy_timeout_ms < 0:
         raise ValueError(f"busy_timeout_ms must be >= 0, not {busy_timeout_ms}")
+    if ended_retention_ms < 0:
+        raise ValueError(f"ended_retention_ms must be >= 0, not {ended_retention_ms}")
     db = await _connect(Path(path), busy_timeout_ms)
     try:
         store = Store(
@@ -1024,6 +1062,7 @@ async def open_store(
             batch_ms=batch_ms,
             batch_rows=batch_rows,
             retention_rows=retention_rows,
+            ended_retention_ms=ended_retention_ms,
             max_pending=max_pending,
             owner_of=owner_of,
             clock=clock,

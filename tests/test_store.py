@@ -760,6 +760,43 @@ def live_child() -> Iterator[subprocess.Popen[bytes]]:
         assert child.wait(timeout=30) == 0
 
 
+async def test_load_deletes_sessions_that_ended_longer_ago_than_the_retention(
+    tmp_path: Path,
+) -> None:
+    """A catalog row whose session ended (persisted) and was not seen for ``ended_retention_ms``
+    is deleted at load, not restored; a row just inside the retention, and a running row of any
+    age (its owner is re-proven by the caller), are restored. The seq still counts."""
+    path = tmp_path / "ended.db"
+    day = 24 * 3600 * 1000
+    now = T0 + 30 * day
+    rows = [
+        transition(1, key(1), presence="persisted", turn="unknown", at=now - 8 * day),
+        transition(2, key(2), presence="persisted", turn="unknown", at=now - 7 * day + 1),
+        transition(3, key(3), presence="running", turn="idle", at=now - 20 * day),
+        transition(9, key(4), presence="persisted", turn="unknown", at=now - 9 * day),
+    ]
+    with anyio.fail_after(30):
+        async with open_store(path, clock=lambda: now) as store:
+            for t in rows:
+                store.record(t, (1, "tok"))
+            await store.flush()
+        async with open_store(path, clock=lambda: now, ended_retention_ms=7 * day) as store:
+            restored = await store.load()
+            assert store.statistics().ended_pruned == 2
+            again = await store.load()
+            journal = await store.journal_since(0)
+    assert sorted(a.key.session_id for a in restored.activities) == ["s002", "s003"]
+    assert restored.ended_pruned == 2
+    assert restored.last_seq == 9  # the deleted row (seq 9) still numbers what comes next
+    # Deleted from the file, not only skipped; the journal keeps its rows until its own retention.
+    assert sorted(a.key.session_id for a in again.activities) == ["s002", "s003"]
+    assert again.ended_pruned == 0
+    assert [t.seq for t in journal] == [1, 2, 3, 9]
+    with pytest.raises(ValueError, match="ended_retention_ms"):
+        async with open_store(tmp_path / "bad.db", ended_retention_ms=-1):
+            pass
+
+
 @pytest.fixture
 def dead_pid() -> int:
     """The pid of a real process that has exited and been reaped."""
@@ -777,9 +814,10 @@ async def test_restart_through_the_real_hub_reproves_before_publishing(
     path = tmp_path / "restart.db"
     live_owner = (live_child.pid, stat_token(live_child.pid))
     owners = {key(1): live_owner, key(2): (dead_pid, "12345")}
+    clock = lambda: T0 + 1_000  # noqa: E731 -- the rows' own time domain
     with anyio.fail_after(30):
         hub = BroadcastHub()
-        async with open_store(path, owner_of=owners.get) as store:
+        async with open_store(path, owner_of=owners.get, clock=clock) as store:
             sub = hub.subscribe("all")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(store.run_subscription, sub)
@@ -793,7 +831,7 @@ async def test_restart_through_the_real_hub_reproves_before_publishing(
             assert store.statistics().written == 4
 
         # Life 2: load, re-prove, seed the hub, publish only the corrections.
-        async with open_store(path) as store:
+        async with open_store(path, clock=clock) as store:
             restored = await store.load()
             proof = reprove(restored, procfs.probe, observed_at_ms=T0 + 99)
             hub = BroadcastHub()
