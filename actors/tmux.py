@@ -75,6 +75,9 @@ _LIST_BADGED_COMMAND: Final = f"list-panes -a -F {quote('#{pane_id}|#{' + BADGE_
 # Stands for "tmux may hold anything here": differs from every real value, so the next diff
 # rewrites (or removes) every option of that pane.
 _UNKNOWN: Final = PaneOptions(*["\x00unknown"] * len(PaneOptions._fields))
+# tmux's answers to an option write for a pane that closed meanwhile: "can't find pane: %N"
+# from target resolution, "no such pane: %N" from pane-option scoping (`set-option -p`).
+_VANISHED_PANE: Final = ("can't find pane", "no such pane")
 # A burst of subscription items is drained before writing, but a source that never goes quiet
 # must not starve the writer: write after this many scheduler rounds at most.
 _MAX_SETTLE_ROUNDS: Final = 1000
@@ -369,7 +372,7 @@ class TmuxBridge:
             if reply.ok:
                 continue
             text = " ".join(reply.lines)
-            if index < pane_commands and "can't find pane" in text:
+            if index < pane_commands and text.startswith(_VANISHED_PANE):
                 # The pane closed before its unbinding reached us: nothing left to clear.
                 self._missing += 1
                 written.pop(owners[bisect.bisect_right(firsts, index) - 1], None)

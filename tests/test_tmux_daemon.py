@@ -1,0 +1,168 @@
+"""The whole path, end to end: `paneward run --tmux` on a private tmux server whose panes run
+fake agents — processes renamed to ``claude`` / ``codex`` (``/proc/self/comm``) that write a
+Claude registry file or hold a Codex rollout open — and a plain shell.
+
+Nothing is injected: discovery finds the agents from their files and processes, the pane mapper
+binds them to the panes tmux reports, the reducer decides, and the badges appear as pane
+options. The fake Claude is driven by typing into its pane (``tmux send-keys``), as a user
+would; the fake Codex's rollout is appended to as Codex appends it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from actors import procfs
+from tests.daemon_helpers import Daemon, daemon_env
+from tests.tmux_helpers import TmuxServer, eventually
+
+FAKE_CLAUDE = Path(__file__).parent / "fixtures" / "claude_registry" / "fake_claude.py"
+THREAD = "01a229ab-bacd-7422-95f3-108794d72fbf"
+
+# Renames itself (argv[1]), keeps the files it is given open for appending (as Codex keeps
+# its rollout), then waits for a signal.
+HOLDER = """\
+import signal, sys
+with open('/proc/self/comm', 'w') as f:
+    f.write(sys.argv[1])
+handles = [open(p, 'ab') for p in sys.argv[2:]]
+signal.pause()
+"""
+
+pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="renaming needs Linux /proc")
+
+
+def rollout_record(kind: str, turn: str) -> bytes:
+    body = {
+        "timestamp": "2026-11-30T03:40:00.000Z",
+        "type": "event_msg",
+        "payload": {"type": kind, "turn_id": turn},
+    }
+    return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+
+
+def session_meta(thread: str) -> bytes:
+    payload = {"id": thread, "cli_version": "0.171.0", "source": "cli"}
+    body = {"timestamp": "2026-11-30T03:39:59.000Z", "type": "session_meta", "payload": payload}
+    return json.dumps(body).encode() + b"\n"
+
+
+@pytest.fixture
+def server() -> Iterator[TmuxServer]:
+    srv = TmuxServer()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+async def test_fake_agents_in_panes_get_badges_through_the_daemon(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    env = daemon_env(state)
+    claude_home = Path(env["CLAUDE_CONFIG_DIR"])
+    (claude_home / "sessions").mkdir(parents=True)
+    day = Path(env["CODEX_HOME"]) / "sessions" / "2026" / "11" / "30"
+    day.mkdir(parents=True)
+    rollout = day / f"rollout-2026-11-30T03-39-59-{THREAD}.jsonl"
+    rollout.write_bytes(session_meta(THREAD))
+    holder = tmp_path / "holder.py"
+    holder.write_text(HOLDER)
+    python = shlex.quote(sys.executable)
+
+    async def option(pane: str, name: str) -> str | None:
+        return await server.show(pane, name)
+
+    async def shows(pane: str, badge: str, turn: str, attention: str) -> None:
+        async def check() -> bool:
+            return (
+                await option(pane, "@paneward_badge") == badge
+                and await option(pane, "@paneward_turn") == turn
+                and await option(pane, "@paneward_attention") == attention
+            )
+
+        await eventually(check, interval=0.02)
+
+    with anyio.fail_after(90):
+        shell = "%0"
+        claude = await server.new_pane(
+            f"{python} {shlex.quote(str(FAKE_CLAUDE))} {shlex.quote(str(claude_home))} s-pane"
+        )
+        codex = await server.new_pane(
+            f"{python} {shlex.quote(str(holder))} codex {shlex.quote(str(rollout))}"
+        )
+        daemon = Daemon(state, discovery=True, env=env, extra_args=["--tmux", "-L", server.name])
+        async with daemon:
+            # The fake Claude wrote its first record (no status yet): running, turn unknown.
+            await shows(claude, "? unknown", "unknown", "")
+            assert await option(claude, "@paneward_harness") == "claude-code"
+            assert await option(claude, "@paneward_presence") == "running"
+
+            async def type_into_claude(line: str) -> None:
+                await server.arun("send-keys", "-t", claude, "-l", line)
+                await server.arun("send-keys", "-t", claude, "Enter")
+
+            await type_into_claude("status idle")
+            await shows(claude, "○ idle", "idle", "")
+            await type_into_claude("status busy")
+            await shows(claude, "● working", "working", "")
+            await type_into_claude("waiting permission prompt")
+            await shows(claude, "▲ needs you", "needs_input", "needs_input")
+            await type_into_claude("status busy")  # approved: working again, attention closed
+            await shows(claude, "● working", "working", "")
+            await type_into_claude("status idle")  # a hook-less turn ends: done
+            await shows(claude, "✔ done", "idle", "turn_done")
+            await server.arun("select-pane", "-t", claude)  # looking at it closes done
+            await shows(claude, "○ idle", "idle", "")
+
+            # The fake Codex holds its rollout; Codex appends boundaries as turns run.
+            await shows(codex, "? unknown", "unknown", "")
+            assert await option(codex, "@paneward_harness") == "codex"
+            with rollout.open("ab") as f:
+                f.write(rollout_record("task_started", "t1"))
+            await shows(codex, "● working", "working", "")
+            with rollout.open("ab") as f:
+                f.write(rollout_record("task_complete", "t1"))
+            await shows(codex, "✔ done", "idle", "turn_done")
+
+            # The plain shell pane never carries any paneward option.
+            assert await server.pane_option_names(shell) == []
+
+            # The agent dies: its pane closes with it, and nothing of paneward is left on
+            # the panes that remain; the daemon's summary no longer counts it.
+            claude_pid = int(
+                (await server.arun("display-message", "-p", "-t", claude, "#{pane_pid}")).strip()
+            )
+            os.kill(claude_pid, 15)
+
+            async def closed() -> bool:
+                panes = (await server.arun("list-panes", "-a", "-F", "#{pane_id}")).split()
+                return claude not in panes
+
+            await eventually(closed, interval=0.02)
+
+            async def summary_without_claude() -> bool:
+                out = await server.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
+                return out.strip() == "1 done"
+
+            await eventually(summary_without_claude, interval=0.02)
+            assert await server.pane_option_names(shell) == []
+            counters = await daemon.counters()
+        assert await daemon.stop() == 0
+    # Daemon shutdown removed every option it set.
+    assert await server.pane_option_names(codex) == []
+    tmux = counters["tmux"]
+    assert tmux["command_errors"] == 0 and tmux["rejected"] == 0, tmux
+    # The dead agent's pane was gone before its options could be removed: tmux's refusal is
+    # counted as a vanished pane, not as an error.
+    assert tmux["missing_panes"] >= 1
