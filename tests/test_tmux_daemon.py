@@ -138,6 +138,34 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
             # The plain shell pane never carries any paneward option.
             assert await server.pane_option_names(shell) == []
 
+            # An agent that exits with a non-zero code in a pane kept by remain-on-exit: the
+            # pane stays, dead, and shows failed. The fake exits 2 on an unknown command; it
+            # is idle then, so "failed" comes from the exit status tmux reports, not from a
+            # death in the middle of a turn.
+            failing = await server.new_pane(
+                f"{python} {shlex.quote(str(FAKE_CLAUDE))} {shlex.quote(str(claude_home))} s-fail",
+                window=True,
+            )
+            await server.arun("set-option", "-w", "-t", failing, "remain-on-exit", "on")
+            await shows(failing, "? unknown", "unknown", "")
+            await server.arun("send-keys", "-t", failing, "-l", "status idle")
+            await server.arun("send-keys", "-t", failing, "Enter")
+            await shows(failing, "○ idle", "idle", "")
+            await server.arun("send-keys", "-t", failing, "-l", "no-such-command")
+            await server.arun("send-keys", "-t", failing, "Enter")
+            await shows(failing, "✖ failed", "unknown", "failed")
+            assert await option(failing, "@paneward_presence") == "persisted"
+            dead = await server.arun(
+                "display-message", "-p", "-t", failing, "#{pane_dead} #{pane_dead_status}"
+            )
+            assert dead.split() == ["1", "2"]
+            [failed] = [
+                a for a in (await daemon.status())["activities"]
+                if a["key"]["session_id"] == "s-fail"
+            ]
+            assert failed["attention"]["reason"] == "exited with code 2"
+            assert failed["exit"] == {"code": 2, "signal": None}
+
             # The agent dies: its pane closes with it, and nothing of paneward is left on
             # the panes that remain; the daemon's summary no longer counts it.
             claude_pid = int(
@@ -153,7 +181,7 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
 
             async def summary_without_claude() -> bool:
                 out = await server.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
-                return out.strip() == "1 done"
+                return out.strip() == "1 failed · 1 done"
 
             await eventually(summary_without_claude, interval=0.02)
             assert await server.pane_option_names(shell) == []
@@ -161,6 +189,7 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
         assert await daemon.stop() == 0
     # Daemon shutdown removed every option it set.
     assert await server.pane_option_names(codex) == []
+    assert await server.pane_option_names(failing) == []
     tmux = counters["tmux"]
     assert tmux["command_errors"] == 0 and tmux["rejected"] == 0, tmux
     # The dead agent's pane was gone before its options could be removed: tmux's refusal is
