@@ -5,16 +5,27 @@
    50 ``set-option`` commands on the same server (our ControlClient, no bridge), and vs the
    exact command lines the bridge wrote (isolates the bridge's own overhead).
 2. transition -> pane option visible to ``tmux show -p`` (a separate tmux client), p50/p99 over
-   200 events.
+   200 events: the bridge alone.
+3. hook fired -> pane option visible, p50/p99 over 200 events each, through a real
+   ``paneward run --tmux`` daemon: a Claude session whose pid is a pane's process, its turns
+   driven by UserPromptSubmit/Stop hooks sent (a) as command hooks, a ``paneward hook`` process
+   per event timed from just before the spawn, and (b) as http hooks on a keep-alive
+   connection. "Visible" is read by another control-mode client running ``show-options -p``
+   every millisecond (a ``tmux show -p`` process per poll would add its own ~3.5 ms spawn).
 
 Run: .venv/bin/python bench/bench_tmux.py
 """
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.tmux import TmuxBridge
 from actors.tmux_control import ControlClient, TmuxTarget, quote
-from messages import Transition
+from messages import NotifyHook, Transition, encode
+from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send, start_token
 from tests.tmux_helpers import TmuxServer, TransitionSource, activity
 
 ROUNDS = 60
@@ -133,12 +145,105 @@ async def bench(server: TmuxServer) -> dict[str, float]:
     return results
 
 
+def _hook_payload(event: str, n: int) -> dict[str, object]:
+    return {
+        "session_id": "bench-tmux",
+        "transcript_path": "/w/bench.jsonl",
+        "cwd": "/w",
+        "hook_event_name": event,
+        "prompt_id": f"p{n}",
+        "source": "startup",
+    }
+
+
+async def hook_to_tmux(server: TmuxServer, events: int) -> dict[str, list[float]]:
+    """Part 3: hook fired -> the pane's badge visible to another control-mode client."""
+    out: dict[str, list[float]] = {"command hook": [], "http hook": []}
+    row = (await server.arun("new-window", "-d", "-P", "-F", "#{pane_id} #{pane_pid}",
+                             "sleep 600")).split()
+    pane, pid = row[0], int(row[1])
+    token = start_token(pid)
+    with tempfile.TemporaryDirectory(prefix="pw-bench-tmux-") as tmp:
+        state = Path(tmp) / "state"
+        state.mkdir(mode=0o700, parents=True)
+        http_token = "bench-" + secrets.token_hex(8)
+        (state / "http-token").write_text(http_token + "\n")
+        (state / "http-token").chmod(0o600)
+        with socket.socket() as s:  # a free loopback port for --http-port
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = daemon_env(state)
+        args = ["--tmux", "-L", server.name, "--http-port", str(port)]
+        async with Daemon(state, env=env, extra_args=args), \
+                ControlClient(TmuxTarget(server.name)) as reader:
+            show = f"show-options -p -q -v -t {quote(pane)} @paneward_badge"
+
+            async def wait_badge(want: str) -> None:
+                # Polled every 1 ms: a tight loop would take a whole CPU of this 2-vCPU machine
+                # from the daemon and the hook process it is timing (the resolution is ~1 ms).
+                while True:
+                    [reply] = await reader.run_batch([show])
+                    if reply.lines and reply.lines[0] == want:
+                        return
+                    await anyio.sleep(0.001)
+
+            now = time.time_ns() // 1_000_000
+            start = _hook_payload("SessionStart", 0)
+            hello = NotifyHook("claude-code", start, now, now, pid, token)
+            await raw_send(state / "hook.sock", encode(hello) + b"\n")
+            with anyio.fail_after(30):
+                await wait_badge("? unknown")  # bound to the pane, no turn yet
+            badge = {"UserPromptSubmit": "● working", "Stop": "✔ done"}
+            hook = [os.fspath(PANEWARD), "hook", "--harness", "claude-code"]
+            hook_env = {**env, "CLAUDE_PID": str(pid)}
+            n = 1
+            for i in range(events):
+                event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
+                begin = time.perf_counter()
+                process = await anyio.open_process(hook, env=hook_env)
+                assert process.stdin is not None
+                await process.stdin.send(json.dumps(_hook_payload(event, n)).encode())
+                await process.stdin.aclose()
+                with anyio.fail_after(30):
+                    await wait_badge(badge[event])
+                out["command hook"].append((time.perf_counter() - begin) * 1000)
+                await process.wait()
+                await process.aclose()
+                n += 1
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                for i in range(events):
+                    event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
+                    body = json.dumps(_hook_payload(event, n)).encode()
+                    request = (
+                        b"POST /hook/claude-code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        b"X-Paneward-Token: " + http_token.encode() + b"\r\n"
+                        b"Content-Type: application/json\r\nContent-Length: "
+                        + str(len(body)).encode() + b"\r\n\r\n" + body
+                    )
+                    begin = time.perf_counter()
+                    await stream.send(request)
+                    with anyio.fail_after(30):
+                        await wait_badge(badge[event])
+                    out["http hook"].append((time.perf_counter() - begin) * 1000)
+                    response = b""
+                    while not response.endswith(b"{}"):
+                        response += await stream.receive()
+                    n += 1
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def main() -> None:
     server = TmuxServer()
     server.name = server.name.replace("pw-", "pw-bench-")
     server.start()
     try:
         r = anyio.run(bench, server)
+        hooks = anyio.run(hook_to_tmux, server, 200)
     finally:
         subprocess.run(server.argv("kill-server"), check=False, capture_output=True)
     print(f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}")
@@ -153,6 +258,10 @@ def main() -> None:
     print(f"transition -> visible to `tmux show -p`: p50 {r['visible_p50_ms']:.2f} ms, "
           f"p99 {r['visible_p99_ms']:.2f} ms over 200 events "
           f"(one `tmux show` spawn alone: p50 {r['tmux_show_spawn_p50_ms']:.2f} ms)")
+    for kind, values in hooks.items():
+        print(f"{kind} fired -> badge visible to another tmux client: "
+              f"p50 {_pct(values, 0.5):.2f} ms, p99 {_pct(values, 0.99):.2f} ms "
+              f"over {len(values)} events")
 
 
 if __name__ == "__main__":
