@@ -412,3 +412,32 @@ async def test_pane_killed_by_signal_reports_the_signal(
         msg = await running.sink.wait_for(lambda m: isinstance(m, PtyExit) and m.pane == killed)
         assert isinstance(msg, PtyExit)
         assert msg.signal == 9 and msg.code is None
+
+
+async def test_a_server_named_by_socket_path(tmp_path: Path, sources: Sources) -> None:
+    """``-S PATH`` (``TmuxBridge(socket_path=...)``, ``paneward run --tmux -S PATH``) reaches the
+    server listening on that path, not a ``-L`` name."""
+    sock = tmp_path / "tmux.sock"
+
+    async def tmux(*args: str) -> str:
+        done = await anyio.run_process(["tmux", "-S", str(sock), *args])
+        return done.stdout.decode()
+
+    await tmux("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", "80", "-y", "24")
+    try:
+        with anyio.fail_after(20):
+            source = sources(activity("a", "%0", turn="working"))
+            bridge = TmuxBridge(socket_path=str(sock), panes=False)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(bridge.serve, source.receive, None)
+
+                async def working() -> bool:
+                    out = await tmux("show-options", "-p", "-q", "-v", "-t", "%0",
+                                     "@paneward_badge")
+                    return out.strip() == "● working"
+
+                await eventually(working)
+                tg.cancel_scope.cancel()
+            assert await tmux("show-options", "-p", "-t", "%0") == ""
+    finally:
+        await anyio.run_process(["tmux", "-S", str(sock), "kill-server"], check=False)
