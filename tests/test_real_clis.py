@@ -117,7 +117,24 @@ async def _submit(tmux: Tmux, pane: str, frames: Frames, text: str) -> int:
 
 
 async def _press_until_working(tmux: Tmux, pane: str, frames: Frames, key: str) -> int:
-    """Press ``key`` every 2 s until a ``working`` record follows; return the frame mark.
+    """Press ``key`` every 2 s until a ``working`` record follows; return the frame mark."""
+    return await _press_until(tmux, pane, frames, key, {"working"})
+
+
+async def _press_until_approved(tmux: Tmux, pane: str, frames: Frames, key: str) -> int:
+    """Press ``key`` every 2 s until the dialog is answered; return the frame mark.
+
+    Answered means a ``working`` record follows, or straight away ``done``: the rest of the
+    turn is one instant reply from the mock API, and the program may report only its newest
+    state (a flaky run saw blocked -> done with no working between).
+    """
+    return await _press_until(tmux, pane, frames, key, {"working", "done"})
+
+
+async def _press_until(
+    tmux: Tmux, pane: str, frames: Frames, key: str, states: set[str]
+) -> int:
+    """Press ``key`` every 2 s until a main record in ``states`` follows; return the mark.
 
     Claude ignores keys for a moment after it opens a permission dialog (a guard against
     approving by accident), so one press at a fixed time would be a race.
@@ -126,9 +143,9 @@ async def _press_until_working(tmux: Tmux, pane: str, frames: Frames, key: str) 
     for _ in range(10):
         tmux.run("send-keys", "-t", pane, key)
         with anyio.move_on_after(2):
-            await _wait_status(frames, mark, lambda m: m.state == "working")
+            await _wait_status(frames, mark, lambda m: _main(m) and m.state in states)
             return mark
-    raise AssertionError(f"{key!r} never started work")
+    raise AssertionError(f"{key!r} never led to {sorted(states)}")
 
 
 def _main(m: messages.ProgramStatus) -> bool:
@@ -181,7 +198,7 @@ async def test_claude_code_status_under_the_wrapper(
             assert blocked.app == "claude-code" and blocked.key == spawned.key
             await tmux.wait_text(pane, "Do you want to proceed?")
             # "1. Yes" is preselected.
-            mark = await _press_until_working(tmux, pane, frames, "Enter")
+            mark = await _press_until_approved(tmux, pane, frames, "Enter")
             await _wait_status(frames, mark, lambda m: m.state == "done")
             assert (work / "hi.txt").read_text() == "hi\n"
 
@@ -257,7 +274,7 @@ async def test_codex_approval_dialog_is_blocked_under_the_wrapper(
                 blocked = await _wait_status(frames, mark, lambda m: m.state == "blocked")
                 assert (blocked.kind, blocked.app) == ("permission", "codex")
                 await tmux.wait_text(pane, "Would you like to run")
-                mark = await _press_until_working(tmux, pane, frames, "y")
+                mark = await _press_until_approved(tmux, pane, frames, "y")
                 await _wait_status(frames, mark, lambda m: m.state == "done")
                 await _type(tmux, pane, "/quit")
                 tmux.run("send-keys", "-t", pane, "Enter")
