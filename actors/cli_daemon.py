@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "add_run",
@@ -118,6 +118,11 @@ def add_status(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print every actor's counters (rejected, unmapped, drops, ...) as JSON",
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="also list sessions that ended more than a day ago (the table hides them)",
+    )
 
 
 def _request(args: argparse.Namespace, request: dict[str, Any]) -> Any:
@@ -141,7 +146,7 @@ def run_status(args: argparse.Namespace) -> int:
     elif args.json:
         print(json.dumps(body["activities"]))
     else:
-        print(format_table(body["activities"], time.time_ns() // 1_000_000))
+        print(format_table(body["activities"], time.time_ns() // 1_000_000, show_all=args.all))
         print(_counter_line(body["statistics"]))
     return EXIT_OK
 
@@ -159,9 +164,34 @@ def _age(now_ms: int, at_ms: int | None) -> str:
     return f"{seconds // 86400}d"
 
 
-def format_table(activities: list[dict[str, Any]], now_ms: int) -> str:
+#: Sessions that ended longer ago than this leave the status table (``--all`` shows them).
+ENDED_SHOWN_MS: Final = 24 * 3600 * 1000
+
+
+def _long_ended(activity: dict[str, Any], now_ms: int) -> bool:
+    """Ended (persisted) more than a day ago, with nothing left to act on (a ``failed``
+    attention stays listed until it is acknowledged)."""
+    if activity["presence"] != "persisted":
+        return False
+    attention = activity.get("attention")
+    if attention and attention.get("kind") == "failed":
+        return False
+    evidence = activity.get("evidence") or {}
+    at_ms = evidence.get("at_ms") or evidence.get("observed_at_ms")
+    return isinstance(at_ms, int) and now_ms - at_ms > ENDED_SHOWN_MS
+
+
+def format_table(
+    activities: list[dict[str, Any]], now_ms: int, *, show_all: bool = False
+) -> str:
     """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
-    source, age (of the evidence)."""
+    source, age (of the evidence). Sessions that ended more than a day ago are left out (and
+    counted in a last line) unless ``show_all``."""
+    hidden = 0
+    if not show_all:
+        kept = [a for a in activities if not _long_ended(a, now_ms)]
+        hidden = len(activities) - len(kept)
+        activities = kept
     header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
     rows = [header]
     order = {"needs_input": 0, "failed": 1, "turn_done": 2}
@@ -195,8 +225,10 @@ def format_table(activities: list[dict[str, Any]], now_ms: int) -> str:
         "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
-    if len(rows) == 1:
+    if len(rows) == 1 and not hidden:
         lines.append("(no sessions yet)")
+    if hidden:
+        lines.append(f"({hidden} more ended more than a day ago: paneward status --all)")
     return "\n".join(lines)
 
 
