@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,13 @@ import messages  # noqa: E402 - after the sys.path line above
 from tests.daemon_helpers import (  # noqa: E402
     PANEWARD,
     Daemon,
+    claude_hook_payload,
     daemon_env,
     owner,
     poll_until,
     raw_send,
     start_token,
+    time_hook_events,
     watching,
 )
 
@@ -107,17 +109,6 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def payload(event: str, n: int) -> dict[str, object]:
-    return {
-        "session_id": "bench",
-        "transcript_path": "/w/bench.jsonl",
-        "cwd": "/w",
-        "hook_event_name": event,
-        "prompt_id": f"p{n}",
-        "source": "startup",
-    }
-
-
 async def latency(events: int, tmp: Path) -> dict[str, list[float]]:
     state = tmp / "state"
     state.mkdir(mode=0o700, parents=True)
@@ -133,48 +124,20 @@ async def latency(events: int, tmp: Path) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"command hook": [], "http hook": []}
     async with Daemon(state, extra_args=["--http-port", str(port)]) as daemon, owner() as agent:
         env = daemon_env(state, CLAUDE_PID=str(agent.pid))
-        hook = [os.fspath(PANEWARD), "hook", "--harness", "claude-code"]
         async with watching(daemon) as watcher:
             now = time.time_ns() // 1_000_000
             start_hook = messages.NotifyHook(
-                "claude-code", payload("SessionStart", 0), now, now, agent.pid, agent.token
+                "claude-code", claude_hook_payload("SessionStart", 0), now, now, agent.pid,
+                agent.token,
             )
             await raw_send(daemon.hook_socket, messages.encode(start_hook) + b"\n")
             await watcher.wait_for(lambda items: len(items) >= 1, "SessionStart")
-            n = 1
-            for i in range(events):
-                event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
+
+            def arm(event: str) -> Callable[[], Awaitable[object]]:
                 want = len(watcher.items) + 1
-                begin = time.perf_counter()
-                process = await anyio.open_process(hook, env=env)
-                await process.stdin.send(json.dumps(payload(event, n)).encode())  # type: ignore[union-attr]
-                await process.stdin.aclose()  # type: ignore[union-attr]
-                await watcher.wait_for(at_least(want), "command hook")
-                out["command hook"].append((time.perf_counter() - begin) * 1000)
-                await process.wait()
-                await process.aclose()
-                n += 1
-            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-                for i in range(events):
-                    event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
-                    body = json.dumps(payload(event, n)).encode()
-                    request = (
-                        b"POST /hook/claude-code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                        b"X-Paneward-Token: " + token.encode() + b"\r\n"
-                        b"Content-Type: application/json\r\nContent-Length: "
-                        + str(len(body)).encode()
-                        + b"\r\n\r\n"
-                        + body
-                    )
-                    want = len(watcher.items) + 1
-                    begin = time.perf_counter()
-                    await stream.send(request)
-                    await watcher.wait_for(at_least(want), "http hook")
-                    out["http hook"].append((time.perf_counter() - begin) * 1000)
-                    response = b""
-                    while not response.endswith(b"{}"):
-                        response += await stream.receive()
-                    n += 1
+                return lambda: watcher.wait_for(at_least(want), f"{event} transition")
+
+            out = await time_hook_events(env, port, token, events, arm)
     return out
 
 

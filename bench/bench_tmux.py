@@ -18,8 +18,6 @@ Run: .venv/bin/python bench/bench_tmux.py
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import socket
 import statistics
@@ -27,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -36,7 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from actors.tmux import TmuxBridge
 from actors.tmux_control import ControlClient, TmuxTarget, quote
 from messages import NotifyHook, Transition, encode
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send, start_token
+from tests.daemon_helpers import (
+    Daemon,
+    claude_hook_payload,
+    daemon_env,
+    raw_send,
+    start_token,
+    time_hook_events,
+)
 from tests.tmux_helpers import TmuxServer, TransitionSource, activity
 
 ROUNDS = 60
@@ -145,20 +151,8 @@ async def bench(server: TmuxServer) -> dict[str, float]:
     return results
 
 
-def _hook_payload(event: str, n: int) -> dict[str, object]:
-    return {
-        "session_id": "bench-tmux",
-        "transcript_path": "/w/bench.jsonl",
-        "cwd": "/w",
-        "hook_event_name": event,
-        "prompt_id": f"p{n}",
-        "source": "startup",
-    }
-
-
 async def hook_to_tmux(server: TmuxServer, events: int) -> dict[str, list[float]]:
     """Part 3: hook fired -> the pane's badge visible to another control-mode client."""
-    out: dict[str, list[float]] = {"command hook": [], "http hook": []}
     row = (await server.arun("new-window", "-d", "-P", "-F", "#{pane_id} #{pane_pid}",
                              "sleep 600")).split()
     pane, pid = row[0], int(row[1])
@@ -188,47 +182,24 @@ async def hook_to_tmux(server: TmuxServer, events: int) -> dict[str, list[float]
                     await anyio.sleep(0.001)
 
             now = time.time_ns() // 1_000_000
-            start = _hook_payload("SessionStart", 0)
+            start = claude_hook_payload("SessionStart", 0, session="bench-tmux")
             hello = NotifyHook("claude-code", start, now, now, pid, token)
             await raw_send(state / "hook.sock", encode(hello) + b"\n")
             with anyio.fail_after(30):
                 await wait_badge("? unknown")  # bound to the pane, no turn yet
             badge = {"UserPromptSubmit": "● working", "Stop": "✔ done"}
-            hook = [os.fspath(PANEWARD), "hook", "--harness", "claude-code"]
             hook_env = {**env, "CLAUDE_PID": str(pid)}
-            n = 1
-            for i in range(events):
-                event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
-                begin = time.perf_counter()
-                process = await anyio.open_process(hook, env=hook_env)
-                assert process.stdin is not None
-                await process.stdin.send(json.dumps(_hook_payload(event, n)).encode())
-                await process.stdin.aclose()
-                with anyio.fail_after(30):
-                    await wait_badge(badge[event])
-                out["command hook"].append((time.perf_counter() - begin) * 1000)
-                await process.wait()
-                await process.aclose()
-                n += 1
-            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-                for i in range(events):
-                    event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
-                    body = json.dumps(_hook_payload(event, n)).encode()
-                    request = (
-                        b"POST /hook/claude-code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                        b"X-Paneward-Token: " + http_token.encode() + b"\r\n"
-                        b"Content-Type: application/json\r\nContent-Length: "
-                        + str(len(body)).encode() + b"\r\n\r\n" + body
-                    )
-                    begin = time.perf_counter()
-                    await stream.send(request)
+
+            def arm(event: str) -> Callable[[], Awaitable[object]]:
+                async def wait() -> None:
                     with anyio.fail_after(30):
                         await wait_badge(badge[event])
-                    out["http hook"].append((time.perf_counter() - begin) * 1000)
-                    response = b""
-                    while not response.endswith(b"{}"):
-                        response += await stream.receive()
-                    n += 1
+
+                return wait
+
+            out = await time_hook_events(
+                hook_env, port, http_token, events, arm, session="bench-tmux"
+            )
     return out
 
 

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 import pluggy
 import pytest
+
+from tests.tmux_helpers import TmuxServer
 
 
 @pytest.fixture
 def anyio_backend() -> tuple[str, dict[str, bool]]:
     return ("asyncio", {"debug": True})
+
+
+@pytest.fixture
+def server() -> Iterator[TmuxServer]:
+    """A private tmux server (``tmux -L pw-<random>``) with one session; only it is killed."""
+    srv = TmuxServer()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
 
 
 @pytest.hookimpl(hookwrapper=True)

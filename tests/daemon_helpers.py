@@ -14,7 +14,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -366,3 +367,84 @@ async def owner() -> AsyncIterator[Owner]:
                     process.kill()
                 with anyio.fail_after(10):
                     await process.wait()
+
+
+# ------------------------------------------------------------- hooks as Claude Code sends them
+
+
+def claude_hook_payload(event: str, n: int, session: str = "bench") -> dict[str, object]:
+    """The JSON a Claude Code hook receives on stdin (the ``n``-th event: a unique prompt id)."""
+    return {
+        "session_id": session,
+        "transcript_path": f"/w/{session}.jsonl",
+        "cwd": "/w",
+        "hook_event_name": event,
+        "prompt_id": f"p{n}",
+        "source": "startup",
+    }
+
+
+def http_hook_request(token: str, payload: dict[str, object]) -> bytes:
+    """One Claude Code ``http`` hook request for the daemon's ``--http-port`` listener."""
+    body = json.dumps(payload).encode()
+    return (
+        b"POST /hook/claude-code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"X-Paneward-Token: " + token.encode() + b"\r\n"
+        b"Content-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+
+
+async def start_command_hook(
+    env: Mapping[str, str], payload: dict[str, object]
+) -> anyio.abc.Process:
+    """Start ``paneward hook --harness claude-code`` with ``payload`` on its stdin (closed);
+    the caller waits for and closes the process."""
+    hook = [os.fspath(PANEWARD), "hook", "--harness", "claude-code"]
+    process = await anyio.open_process(hook, env=dict(env))
+    assert process.stdin is not None
+    await process.stdin.send(json.dumps(payload).encode())
+    await process.stdin.aclose()
+    return process
+
+
+async def time_hook_events(
+    env: Mapping[str, str],
+    http_port: int,
+    http_token: str,
+    events: int,
+    arm: Callable[[str], Callable[[], Awaitable[object]]],
+    *,
+    session: str = "bench",
+) -> dict[str, list[float]]:
+    """Milliseconds from firing each hook to its effect, for ``events`` command hooks (a
+    ``paneward hook`` process each, timed from just before the spawn) and then ``events`` http
+    hooks on one keep-alive connection. UserPromptSubmit and Stop alternate (every event is a
+    transition). ``arm(event)``, called just before each hook is fired, returns the wait for
+    that hook's effect."""
+    out: dict[str, list[float]] = {"command hook": [], "http hook": []}
+    n = 1
+    for i in range(events):
+        event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
+        wait = arm(event)
+        begin = time.perf_counter()
+        process = await start_command_hook(env, claude_hook_payload(event, n, session))
+        await wait()
+        out["command hook"].append((time.perf_counter() - begin) * 1000)
+        await process.wait()
+        await process.aclose()
+        n += 1
+    async with await anyio.connect_tcp("127.0.0.1", http_port) as stream:
+        for i in range(events):
+            event = "UserPromptSubmit" if i % 2 == 0 else "Stop"
+            request = http_hook_request(http_token, claude_hook_payload(event, n, session))
+            wait = arm(event)
+            begin = time.perf_counter()
+            await stream.send(request)
+            await wait()
+            out["http hook"].append((time.perf_counter() - begin) * 1000)
+            response = b""
+            while not response.endswith(b"{}"):
+                response += await stream.receive()
+            n += 1
+    return out

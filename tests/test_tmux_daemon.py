@@ -14,7 +14,6 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -53,16 +52,6 @@ def session_meta(thread: str) -> bytes:
     payload = {"id": thread, "cli_version": "0.171.0", "source": "cli"}
     body = {"timestamp": "2026-11-30T03:39:59.000Z", "type": "session_meta", "payload": payload}
     return json.dumps(body).encode() + b"\n"
-
-
-@pytest.fixture
-def server() -> Iterator[TmuxServer]:
-    srv = TmuxServer()
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.kill()
 
 
 async def test_fake_agents_in_panes_get_badges_through_the_daemon(

@@ -32,17 +32,6 @@ from messages import (
 from supervisor import Supervisor
 from tests.tmux_helpers import ListSink, TmuxServer, TransitionSource, activity, eventually
 
-
-@pytest.fixture
-def server() -> Iterator[TmuxServer]:
-    srv = TmuxServer()
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.kill()
-
-
 Sources = Callable[..., TransitionSource]
 
 
