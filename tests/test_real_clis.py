@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Final
 
 import anyio
 import pytest
@@ -106,19 +107,24 @@ async def _type(tmux: Tmux, pane: str, text: str) -> int:
     return 0
 
 
-async def _submit(tmux: Tmux, pane: str, frames: Frames, text: str) -> int:
-    """Type ``text``, press Enter until the program says ``working``; return the frame mark.
+# A turn has started once the program reports any of these. Not only ``working``: a turn the
+# mock API answers at once can be reported straight as ``done`` (or ``blocked``, for a tool that
+# needs approval) — the programs report their newest state, and two clean-clone runs saw idle ->
+# done with no working between.
+STARTED: Final = frozenset({"working", "blocked", "done"})
+
+
+async def _submit(
+    tmux: Tmux, pane: str, frames: Frames, text: str, started: frozenset[str] = STARTED
+) -> int:
+    """Type ``text``, press Enter until a turn has started (a record in ``started``); return
+    the frame mark.
 
     Both CLIs can take an Enter that comes right after typed text as part of a paste (and
     Codex drops its first Enter after start), so Enter is repeated until a turn starts.
     """
     await _type(tmux, pane, text)
-    return await _press_until_working(tmux, pane, frames, "Enter")
-
-
-async def _press_until_working(tmux: Tmux, pane: str, frames: Frames, key: str) -> int:
-    """Press ``key`` every 2 s until a ``working`` record follows; return the frame mark."""
-    return await _press_until(tmux, pane, frames, key, {"working"})
+    return await _press_until(tmux, pane, frames, "Enter", started)
 
 
 async def _press_until_approved(tmux: Tmux, pane: str, frames: Frames, key: str) -> int:
@@ -128,11 +134,11 @@ async def _press_until_approved(tmux: Tmux, pane: str, frames: Frames, key: str)
     turn is one instant reply from the mock API, and the program may report only its newest
     state (a flaky run saw blocked -> done with no working between).
     """
-    return await _press_until(tmux, pane, frames, key, {"working", "done"})
+    return await _press_until(tmux, pane, frames, key, frozenset({"working", "done"}))
 
 
 async def _press_until(
-    tmux: Tmux, pane: str, frames: Frames, key: str, states: set[str]
+    tmux: Tmux, pane: str, frames: Frames, key: str, states: frozenset[str]
 ) -> int:
     """Press ``key`` every 2 s until a main record in ``states`` follows; return the mark.
 
@@ -203,7 +209,9 @@ async def test_claude_code_status_under_the_wrapper(
             assert (work / "hi.txt").read_text() == "hi\n"
 
             anthropic.stalled.clear()
-            mark = await _submit(tmux, pane, frames, "be SLOW")
+            # The mock stalls this answer mid-stream: the turn is reported as working for as
+            # long as it stalls, so here working itself must be seen.
+            mark = await _submit(tmux, pane, frames, "be SLOW", frozenset({"working"}))
             # Esc only once the answer is streaming (and stalled): an interrupt mid-turn.
             assert await anyio.to_thread.run_sync(anthropic.stalled.wait, 30)
             tmux.run("send-keys", "-t", pane, "Escape")
