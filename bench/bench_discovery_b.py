@@ -30,14 +30,8 @@ from actors.harnesses.codex_rollouts import CodexRolloutDiscovery, is_rollout_pa
 from messages.codec import Inbound
 from messages.evidence import LifecycleBoundary
 
-HOLDER = r"""
-import sys
-with open('/proc/self/comm', 'w') as f:
-    f.write('codex')
-handles = [open(p, 'ab') for p in sys.argv[1:]]
-print('ready', flush=True)
-sys.stdin.read()
-"""
+# Renames itself `codex` and holds the files it is given open, as Codex holds its rollout.
+FAKE_CODEX = Path(__file__).resolve().parents[1] / "tests/fixtures/codex/fake_codex.py"
 
 
 def meta(thread: str) -> bytes:
@@ -64,7 +58,7 @@ def make_rollouts(home: Path, n: int) -> list[Path]:
 
 
 def hold(files: list[Path]) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, files)],
+    p = subprocess.Popen([sys.executable, str(FAKE_CODEX), "codex", *map(str, files)],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert p.stdout is not None and p.stdout.readline() == b"ready\n"
     return p

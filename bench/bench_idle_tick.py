@@ -42,14 +42,8 @@ from actors.harnesses.claude_registry import ClaudeRegistryWatcher  # noqa: E402
 from actors.harnesses.codex_rollouts import CodexRolloutDiscovery  # noqa: E402
 from tests.sinks import ListSink  # noqa: E402
 
-HOLDER = r"""
-import sys
-with open('/proc/self/comm', 'w') as f:
-    f.write('codex')
-handles = [open(p, 'ab') for p in sys.argv[1:]]
-print('ready', flush=True)
-sys.stdin.read()
-"""
+# Renames itself `codex` and holds the files it is given open, as Codex holds its rollout.
+FAKE_CODEX = ROOT / "tests" / "fixtures" / "codex" / "fake_codex.py"
 
 
 @contextmanager
@@ -94,7 +88,7 @@ def world(tmp: Path, files: int) -> Iterator[tuple[Path, Path]]:
             rollouts.append(path)
         for chunk in (rollouts[i : i + 5] for i in range(0, len(rollouts), 5)):
             holder = subprocess.Popen(
-                [sys.executable, "-c", HOLDER, *map(str, chunk)],
+                [sys.executable, str(FAKE_CODEX), "codex", *map(str, chunk)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )

@@ -366,14 +366,7 @@ async def wait_until(condition: Callable[[], bool]) -> None:
         await anyio.sleep(0.002)
 
 
-HOLDER = r"""
-import sys
-with open('/proc/self/comm', 'w') as f:
-    f.write(sys.argv[1])
-handles = [open(p, 'ab') for p in sys.argv[2:]]
-print('ready', flush=True)
-sys.stdin.read()
-"""
+FAKE_CODEX = FIXTURES / "fake_codex.py"
 
 
 @pytest.fixture
@@ -392,7 +385,7 @@ def spawn() -> Iterator[list[subprocess.Popen[bytes]]]:
 def hold(procs: list[subprocess.Popen[bytes]], comm: str, *files: Path
          ) -> subprocess.Popen[bytes]:
     p = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, comm, *map(str, files)],
+        [sys.executable, str(FAKE_CODEX), comm, *map(str, files)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
     )
     procs.append(p)

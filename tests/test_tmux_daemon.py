@@ -26,15 +26,7 @@ from tests.tmux_helpers import TmuxServer, eventually
 FAKE_CLAUDE = Path(__file__).parent / "fixtures" / "claude_registry" / "fake_claude.py"
 THREAD = "01a229ab-bacd-7422-95f3-108794d72fbf"
 
-# Renames itself (argv[1]), keeps the files it is given open for appending (as Codex keeps
-# its rollout), then waits for a signal.
-HOLDER = """\
-import signal, sys
-with open('/proc/self/comm', 'w') as f:
-    f.write(sys.argv[1])
-handles = [open(p, 'ab') for p in sys.argv[2:]]
-signal.pause()
-"""
+FAKE_CODEX = Path(__file__).parent / "fixtures" / "codex" / "fake_codex.py"
 
 pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="renaming needs Linux /proc")
 
@@ -65,8 +57,6 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
     day.mkdir(parents=True)
     rollout = day / f"rollout-2026-11-30T03-39-59-{THREAD}.jsonl"
     rollout.write_bytes(session_meta(THREAD))
-    holder = tmp_path / "holder.py"
-    holder.write_text(HOLDER)
     python = shlex.quote(sys.executable)
 
     async def option(pane: str, name: str) -> str | None:
@@ -88,7 +78,7 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
             f"{python} {shlex.quote(str(FAKE_CLAUDE))} {shlex.quote(str(claude_home))} s-pane"
         )
         codex = await server.new_pane(
-            f"{python} {shlex.quote(str(holder))} codex {shlex.quote(str(rollout))}"
+            f"{python} {shlex.quote(str(FAKE_CODEX))} codex {shlex.quote(str(rollout))}"
         )
         daemon = Daemon(state, discovery=True, env=env, extra_args=["--tmux", "-L", server.name])
         async with daemon:
