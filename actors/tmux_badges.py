@@ -126,21 +126,15 @@ class PaneOptions(NamedTuple):
         return dict(zip(OPTION_NAMES, self, strict=True))
 
 
-class _Shown(NamedTuple):
-    """What a pane shows for one activity: its options and its badge word."""
-
-    options: PaneOptions
-    word: str
-
-
-# (presence, turn, attention kind, harness) -> what the pane shows, and options -> their
+# (presence, turn, attention kind, harness) -> the pane's options, and options -> their
 # ``name "value"`` command words. Every field is a closed literal set, so these hold at most a
 # few hundred entries; they make a transition one dict lookup on the badge writer's hot path.
-_SHOWN_CACHE: dict[tuple[str, str, str, str], _Shown] = {}
+_OPTIONS_CACHE: dict[tuple[str, str, str, str], PaneOptions] = {}
 _SHOWN_ASSIGNMENTS: dict[PaneOptions, tuple[str, ...]] = {}
 
 
-def _shown(activity: Activity) -> _Shown:
+def pane_options(activity: Activity) -> PaneOptions:
+    """The full set of pane options for a pane showing ``activity``."""
     attention = activity.attention
     cache_key = (
         activity.presence,
@@ -148,18 +142,11 @@ def _shown(activity: Activity) -> _Shown:
         attention.kind if attention is not None else "",
         activity.key.harness,
     )
-    shown = _SHOWN_CACHE.get(cache_key)
-    if shown is None:
-        word = badge_word(activity)
-        options = PaneOptions(*cache_key, BADGES[word])
-        shown = _SHOWN_CACHE[cache_key] = _Shown(options, word)
+    options = _OPTIONS_CACHE.get(cache_key)
+    if options is None:
+        options = _OPTIONS_CACHE[cache_key] = PaneOptions(*cache_key, BADGES[badge_word(activity)])
         _SHOWN_ASSIGNMENTS[options] = _render_assignments(options)
-    return shown
-
-
-def pane_options(activity: Activity) -> PaneOptions:
-    """The full set of pane options for a pane showing ``activity``."""
-    return _shown(activity).options
+    return options
 
 
 def _rank(seq: int, activity: Activity) -> tuple[int, int, int, str]:
@@ -215,10 +202,9 @@ class BadgeBook:
         self._sessions: dict[SessionKey, tuple[int, Activity]] = {}
         self._by_pane: dict[str, set[SessionKey]] = {}
         self._shown: dict[str, PaneOptions] = {}
-        self._words: dict[str, str] = {}
-        # How many bound panes show each word, kept as panes change: the summary costs the
+        # How many bound panes show each badge, kept as panes change: the summary costs the
         # same with 5 panes as with 500.
-        self._word_counts: dict[str, int] = dict.fromkeys(BADGES, 0)
+        self._badge_counts: dict[str, int] = dict.fromkeys(BADGES.values(), 0)
         self._snapshots = 0
         self._transitions = 0
         self._stale = 0
@@ -231,7 +217,8 @@ class BadgeBook:
 
     def summary(self) -> str:
         """The status-line summary over all bound panes (empty when nothing to report)."""
-        return _summary_of_counts(self._word_counts)
+        counts = self._badge_counts
+        return _summary_of_counts({word: counts[badge] for word, badge in BADGES.items()})
 
     def apply(self, item: object) -> list[PaneChange]:
         """Take one subscription item; return the panes whose options changed.
@@ -255,7 +242,7 @@ class BadgeBook:
                     self._transitions += 1
                     self._sessions[key] = (item.seq, after)
                     if len(self._by_pane[pane]) == 1:
-                        return self._show(pane, _shown(after))
+                        return self._show(pane, pane_options(after))
                     return self._recompute((pane,))
             self._transitions += 1
             return self._recompute(self._put(item.seq, item.after))
@@ -289,25 +276,15 @@ class BadgeBook:
             self._by_pane.setdefault(activity.pane, set()).add(key)
         return affected
 
-    def _show(self, pane: str, shown: _Shown) -> list[PaneChange]:
-        if self._shown.get(pane) == shown.options:
+    def _show(self, pane: str, options: PaneOptions) -> list[PaneChange]:
+        old = self._shown.get(pane)
+        if old == options:
             return []
-        self._shown[pane] = shown.options
-        self._set_word(pane, shown.word)
-        return [PaneChange(pane, shown.options)]
-
-    def _set_word(self, pane: str, word: str | None) -> None:
-        counts = self._word_counts
-        old = self._words.get(pane)
-        if old == word:
-            return
         if old is not None:
-            counts[old] -= 1
-        if word is None:
-            del self._words[pane]
-        else:
-            self._words[pane] = word
-            counts[word] += 1
+            self._badge_counts[old.badge] -= 1
+        self._badge_counts[options.badge] += 1
+        self._shown[pane] = options
+        return [PaneChange(pane, options)]
 
     def _recompute(self, panes: Iterable[str]) -> list[PaneChange]:
         changes: list[PaneChange] = []
@@ -317,10 +294,9 @@ class BadgeBook:
                 _seq, winner = max(
                     (self._sessions[k] for k in keys), key=lambda pair: _rank(*pair)
                 )
-                changes += self._show(pane, _shown(winner))
+                changes += self._show(pane, pane_options(winner))
             elif pane in self._shown:
-                del self._shown[pane]
-                self._set_word(pane, None)
+                self._badge_counts[self._shown.pop(pane).badge] -= 1
                 changes.append(PaneChange(pane, None))
         return changes
 
