@@ -10,7 +10,7 @@ This is paneward's public entry point for hosts::
 
 One session actor per session key is spawned on the first evidence for it; each
 has a bounded mailbox and a task in the supervisor's task group, and is a thin
-shell around the pure reducer (:mod:`actors.session_reducer`). An actor that
+shell around the pure reducer (:mod:`actors.core.reducer`). An actor that
 raises is restarted one_for_one from its last state; the message that crashed it
 is dropped and counted; too many crashes within the restart window stop it and
 publish attention ``failed`` for its session. Long-running actors (discovery,
@@ -32,11 +32,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from actors.base import Actor, MailboxClosed, MailboxFull, RestartWindow
-from actors.broadcast import BroadcastHub, HubClosed, Subscription
-from actors.routing import Delivery, RoutingIndex, normalize
-from actors.session import Reducer, SessionActor
-from actors.session_reducer import (
+from actors.core.reducer import (
     SessionMessage,
     SessionState,
     Step,
@@ -44,7 +40,11 @@ from actors.session_reducer import (
     initial_state,
     reduce,
 )
-from actors.session_table import cause_of
+from actors.core.routing import Delivery, RoutingIndex, normalize
+from actors.runtime.hub import BroadcastHub, HubClosed, Subscription
+from actors.runtime.mailbox import Actor, MailboxClosed, MailboxFull, RestartWindow
+from actors.runtime.session import Reducer, SessionActor
+from actors.runtime.table import cause_of
 from messages.activity import Activity, Rejected, Transition, Unmapped
 from messages.codec import Inbound, decode_inbound, revalidate
 from messages.common import Attention, SessionKey

@@ -24,7 +24,7 @@ import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.broadcast import BroadcastHub, Mode
+from actors.runtime.hub import BroadcastHub, Mode
 from messages import Activity, Evidence, SessionKey, Transition
 
 T0 = 1_750_000_000_000

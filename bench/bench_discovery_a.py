@@ -19,9 +19,9 @@ from pathlib import Path
 import anyio
 
 import messages
-from actors import procfs
-from actors.harnesses.claude_registry import ClaudeRegistryWatcher
-from actors.pid_watcher import PidWatcher
+from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
+from actors.sources import procfs
+from actors.sources.pid_watcher import PidWatcher
 
 
 def pct(values: list[float], q: float) -> float:

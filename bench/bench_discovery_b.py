@@ -26,7 +26,7 @@ from pathlib import Path
 
 import anyio
 
-from actors.harnesses.codex_rollouts import CodexRolloutDiscovery, is_rollout_path
+from actors.harnesses.codex.rollouts import CodexRolloutDiscovery, is_rollout_path
 from messages.codec import Inbound
 from messages.evidence import LifecycleBoundary
 

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/bench_hook.py [--runs 40] [--events 1000]``
 
 1. Wall time of one hook invocation (payload as last argument, like Codex notify), as a ratio to
    ``<venv python> -c pass`` measured interleaved in the same run (medians): the real console
-   script ``.venv/bin/paneward`` and ``python -m actors.cli``; with no daemon, and with a real
+   script ``.venv/bin/paneward`` and ``python -m actors.cli.main``; with no daemon, and with a real
    HookListener listening.
 2. Hook fired -> frame received by the listener, p50/p99 over N events:
    - command hooks: from just before spawning ``paneward hook`` to the sink call (includes
@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 
 import messages
-from actors.hook_listener import HookListener
+from actors.sources.hook_listener import HookListener
 
 VENV_BIN = Path(sys.executable).parent
 PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
@@ -43,10 +43,10 @@ def startup(runs: int, env: dict[str, str]) -> dict[str, float]:
     variants = {
         "baseline python -c pass": [sys.executable, "-c", "pass"],
         "console script": [os.fspath(VENV_BIN / "paneward"), "hook", "--harness", "codex", PAYLOAD],
-        "python -m actors.cli": [
+        "python -m actors.cli.main": [
             sys.executable,
             "-m",
-            "actors.cli",
+            "actors.cli.main",
             "hook",
             "--harness",
             "codex",

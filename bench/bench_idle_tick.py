@@ -37,9 +37,9 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
-from actors import procfs  # noqa: E402
-from actors.harnesses.claude_registry import ClaudeRegistryWatcher  # noqa: E402
-from actors.harnesses.codex_rollouts import CodexRolloutDiscovery  # noqa: E402
+from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher  # noqa: E402
+from actors.harnesses.codex.rollouts import CodexRolloutDiscovery  # noqa: E402
+from actors.sources import procfs  # noqa: E402
 from tests.sinks import ListSink  # noqa: E402
 
 # Renames itself `codex` and holds the files it is given open, as Codex holds its rollout.

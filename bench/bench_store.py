@@ -23,7 +23,7 @@ import anyio
 import anyio.lowlevel
 
 import messages as m
-from actors.store import MIGRATIONS, open_store
+from actors.sinks.store import MIGRATIONS, open_store
 
 T0 = 1_700_000_000_000
 

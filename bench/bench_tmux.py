@@ -32,8 +32,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.tmux import TmuxBridge
-from actors.tmux_control import ControlClient, TmuxTarget, quote
+from actors.sinks.tmux import TmuxBridge
+from actors.sinks.tmux_client import ControlClient, TmuxTarget, quote
 from messages import NotifyHook, Transition, encode
 from tests.daemon_helpers import (
     Daemon,

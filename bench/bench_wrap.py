@@ -69,7 +69,7 @@ def bare_relay(command: list[str]) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
-WRAP = [sys.executable, "-m", "actors.wrap", "--"]
+WRAP = [sys.executable, "-m", "actors.cli.wrap", "--"]
 BARE = [sys.executable, str(Path(__file__).resolve()), "--bare-relay", "--"]
 
 
@@ -136,7 +136,7 @@ def _expect(fd: int, want: bytes) -> None:
 def parser_cost(mb: int) -> tuple[float, float]:
     """Seconds to pass ``mb`` MB of plain text (64 KiB chunks) through ``OscParser.feed`` vs
     a loop that only does ``bytes.find(b"\\x1b")`` on each chunk (the floor)."""
-    from actors.osc import OscParser
+    from actors.core.osc import OscParser
 
     line = (b"The quick brown fox jumps over the lazy dog 0123456789 " * 2)[:119] + b"\n"
     chunk = (line * (65536 // len(line) + 1))[:65536]

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from actors.control_server import request_lines
+from actors.sources.control_server import request_lines
 
 __all__ = [
     "PANEWARD",

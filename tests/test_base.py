@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actors.base import Mailbox, MailboxClosed, MailboxFull, RestartWindow
+from actors.runtime.mailbox import Mailbox, MailboxClosed, MailboxFull, RestartWindow
 
 
 def test_mailbox_is_bounded_and_counts_refusals() -> None:

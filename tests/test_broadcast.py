@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.broadcast import (
+from actors.runtime.hub import (
     BroadcastHub,
     HubClosed,
     HubError,

@@ -17,8 +17,7 @@ import anyio.abc
 import pytest
 
 import messages
-from actors import procfs
-from actors.harnesses.claude_registry import (
+from actors.harnesses.claude_code.registry import (
     ClaudeRegistryWatcher,
     FileObservation,
     RecordError,
@@ -27,6 +26,7 @@ from actors.harnesses.claude_registry import (
     parse_record,
     registry_dir,
 )
+from actors.sources import procfs
 from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_registry"

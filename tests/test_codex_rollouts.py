@@ -14,8 +14,7 @@ from typing import TypeVar
 import anyio
 import pytest
 
-from actors import procfs
-from actors.harnesses.codex_rollouts import (
+from actors.harnesses.codex.rollouts import (
     CodexRolloutDiscovery,
     Owned,
     Owner,
@@ -32,6 +31,7 @@ from actors.harnesses.codex_rollouts import (
     root_of,
     thread_id_from_path,
 )
+from actors.sources import procfs
 from messages import (
     LifecycleBoundary,
     MessageError,
@@ -512,7 +512,7 @@ async def test_unreadable_fd_table_never_marks_a_live_owner_dead(
 ) -> None:
     # FAKE, because we run as root: a permission-denied /proc/<pid>/fd cannot be produced
     # here, so the fd reader's answer is replaced (None = EACCES). The file is real.
-    import actors.harnesses.codex_rollouts as mod
+    import actors.harnesses.codex.rollouts as mod
 
     rollout = make_rollout(tmp_path, THREAD, meta(THREAD))
     me = procfs.ProcessInfo(pid=os.getpid(), ppid=1, comm="codex",

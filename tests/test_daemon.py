@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import messages
-from actors.hook_client import MAX_FRAME_BYTES
-from actors.hook_listener import MAX_DEPTH
-from actors.session_table import SessionTable
+from actors.cli.hook_client import MAX_FRAME_BYTES
+from actors.runtime.table import SessionTable
+from actors.sources.hook_listener import MAX_DEPTH
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
     PANEWARD,
@@ -708,7 +708,7 @@ def _try_status(control: Path) -> bool:
 
 
 def _sync_status(control: Path) -> dict[str, Any]:
-    from actors.control_server import request_lines
+    from actors.sources.control_server import request_lines
 
     value = json.loads(next(iter(request_lines(control, {"op": "status"}))))
     assert isinstance(value, dict)

@@ -17,8 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors import procfs
-from actors.harnesses.hermes import (
+from actors.harnesses.hermes.ledger import (
     FireRow,
     FireView,
     HermesLedgerDiscovery,
@@ -30,6 +29,7 @@ from actors.harnesses.hermes import (
     probe_process,
     wall,
 )
+from actors.sources import procfs
 from messages import LedgerFire, SessionKey, revalidate
 from messages.codec import Inbound
 

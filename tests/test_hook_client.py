@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 import messages
-from actors import hook_client, paths
-from actors.hook_listener import HookListener, check_frame
+from actors.cli import hook_client, paths
+from actors.sources.hook_listener import HookListener, check_frame
 
 PANEWARD = Path(sys.executable).with_name("paneward")
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
@@ -166,10 +166,10 @@ def test_harness_is_escaped() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# The real console script (and `python -m actors.cli`) against a real listener
+# The real console script (and `python -m actors.cli.main`) against a real listener
 
 
-@pytest.mark.parametrize("command", [[os.fspath(PANEWARD)], [sys.executable, "-m", "actors.cli"]])
+@pytest.mark.parametrize("command", [[os.fspath(PANEWARD)], [sys.executable, "-m", "actors.cli.main"]])
 async def test_claude_payload_on_stdin_with_claude_pid(tmp_path: Path, command: list[str]) -> None:
     sock = tmp_path / "rt" / "hook.sock"
     payload = json.loads((FIXTURES / "claude-hooks.jsonl").read_text().splitlines()[3])["stdin"]

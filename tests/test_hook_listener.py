@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import messages
-from actors.hook_listener import (
+from actors.sources.hook_listener import (
     MAX_DEPTH,
     MAX_FRAME_BYTES,
     FrameSplitter,
@@ -634,7 +634,7 @@ async def test_http_enabled_without_token_refuses_to_start(sock_path: Path, tmp_
 def test_listener_module_never_imported_by_hook_path() -> None:
     # `paneward hook` must stay stdlib-only: run the real console script's import chain.
     code = (
-        "import sys, actors.cli; print(sorted(m for m in sys.modules"
+        "import sys, actors.cli.main; print(sorted(m for m in sys.modules"
         " if m.split('.')[0] in {'anyio', 'msgspec', 'messages', 'psutil', 'typing'}))"
     )
     out = subprocess.run(

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from actors import cli, install_hooks
-from actors.hook_listener import HookListener
-from actors.install_hooks import (
+from actors.cli import install as install_hooks
+from actors.cli import main as cli
+from actors.cli.install import (
     CLAUDE_EVENTS,
     CODEX_EVENTS,
     CURSOR_EVENTS,
@@ -25,6 +25,7 @@ from actors.install_hooks import (
     install_codex_config,
     is_paneward_command,
 )
+from actors.sources.hook_listener import HookListener
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 EXE = "/opt/pw bin/paneward"  # a space: the command must be shell-quoted

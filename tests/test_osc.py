@@ -1,4 +1,4 @@
-"""OSC parser (actors.osc) and host entry point (actors.pty_status), no event loop.
+"""OSC parser (actors.core.osc) and host entry point (actors.sources.pty_status), no event loop.
 
 The recordings in tests/fixtures/pty/ are real Claude Code 2.1.332 / Codex 0.171.0 output;
 their seqs.jsonl (written by the recorder, an independent parser) is the expected answer.
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import messages
-from actors.osc import (
+from actors.core.osc import (
     MAX_SEQUENCE,
     PROBE_ANSWER,
     Notification,
@@ -29,7 +29,7 @@ from actors.osc import (
     Title,
     parse_status_fields,
 )
-from actors.pty_status import PtyStatusFeed
+from actors.sources.pty_status import PtyStatusFeed
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pty"
 RUNS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())

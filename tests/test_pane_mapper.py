@@ -15,8 +15,8 @@ import msgspec
 import pytest
 
 import messages
-from actors import procfs
-from actors.pane_mapper import (
+from actors.sources import procfs
+from actors.sources.pane_mapper import (
     MAX_VISIT,
     Binding,
     PaneMap,

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import messages
-from actors import procfs
-from actors.pid_watcher import Ended, PidWatcher, ProbeResult, Seen, plan
+from actors.sources import procfs
+from actors.sources.pid_watcher import Ended, PidWatcher, ProbeResult, Seen, plan
 from tests.sinks import ListSink
 
 # ---------------------------------------------------------------- plan (pure)

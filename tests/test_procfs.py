@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from actors import procfs
+from actors.sources import procfs
 
 pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="Linux /proc layout")
 

@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from actors.session_reducer import SessionMessage, SessionState, initial_state, reduce
+from actors.core.reducer import SessionMessage, SessionState, initial_state, reduce
 from messages import (
     Acknowledge,
     Activity,
@@ -715,10 +715,10 @@ def test_published_evidence_never_contains_a_pid_path_or_token() -> None:
 
 
 def test_reducer_has_no_io_or_async_imports() -> None:
-    import actors.session_reducer as module
+    import actors.core.reducer as module
 
     source = Path(module.__file__).read_text()
     for banned in ("import anyio", "import asyncio", "import os", "import psutil", "sqlite"):
         assert banned not in source
     assert "anyio" not in {name.split(".")[0] for name in vars(module)}
-    assert sys.modules["actors.session_reducer"] is module
+    assert sys.modules["actors.core.reducer"] is module

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.session_table import SessionTable
+from actors.runtime.table import SessionTable
 from messages import (
     Acknowledge,
     HookHint,

@@ -7,7 +7,7 @@ its paneward source sends and sorts them by event time.
 
 from __future__ import annotations
 
-from actors.session_table import SessionTable
+from actors.runtime.table import SessionTable
 from messages import Transition
 from tests.replay import CLAUDE_INTERACTIVE, CODEX_TUI_THREAD, claude_messages, codex_messages
 

@@ -1,11 +1,11 @@
-"""``paneward status``'s table (actors.cli_daemon.format_table), over plain JSON activities as
+"""``paneward status``'s table (actors.cli.commands.format_table), over plain JSON activities as
 the control socket returns them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from actors.cli_daemon import ENDED_SHOWN_MS, format_table
+from actors.cli.commands import ENDED_SHOWN_MS, format_table
 
 NOW = 1_800_000_000_000
 

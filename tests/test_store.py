@@ -26,8 +26,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import messages as m
-from actors import procfs
-from actors.store import (
+from actors.sinks.store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
     Correction,
@@ -38,6 +37,7 @@ from actors.store import (
     open_store,
     reprove,
 )
+from actors.sources import procfs
 
 T0 = 1_700_000_000_000
 
@@ -98,7 +98,7 @@ async def wait_until(predicate: Callable[[], bool], what: str) -> None:
 
 
 def stat_token(pid: int) -> str:
-    """Field 22 of /proc/<pid>/stat, read independently of actors.procfs."""
+    """Field 22 of /proc/<pid>/stat, read independently of actors.sources.procfs."""
     text = Path(f"/proc/{pid}/stat").read_text()
     return text[text.rindex(")") + 2 :].split()[19]
 
@@ -618,7 +618,7 @@ from pathlib import Path
 import anyio
 
 import messages as m
-from actors.store import open_store
+from actors.sinks.store import open_store
 
 T0 = 1_700_000_000_000
 
@@ -809,7 +809,7 @@ async def test_restart_through_the_real_hub_reproves_before_publishing(
     tmp_path: Path, live_child: subprocess.Popen[bytes], dead_pid: int
 ) -> None:
     """Daemon life 1 persists through a real BroadcastHub; life 2 re-proves, then publishes."""
-    from actors.broadcast import BroadcastHub
+    from actors.runtime.hub import BroadcastHub
 
     path = tmp_path / "restart.db"
     live_owner = (live_child.pid, stat_token(live_child.pid))
@@ -869,7 +869,7 @@ async def _replay(items: list[Any]) -> Any:
 
 
 async def test_real_hub_overflow_is_recorded_as_a_gap(tmp_path: Path) -> None:
-    from actors.broadcast import BroadcastHub
+    from actors.runtime.hub import BroadcastHub
 
     path = tmp_path / "gap.db"
     hub = BroadcastHub()
@@ -896,7 +896,7 @@ from pathlib import Path
 import anyio
 
 import messages as m
-from actors.store import open_store
+from actors.sinks.store import open_store
 
 T0 = 1_700_000_000_000
 

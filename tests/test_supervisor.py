@@ -9,9 +9,9 @@ import anyio
 import msgspec
 import pytest
 
-from actors.base import EvidenceSink
-from actors.session_reducer import SessionMessage, SessionState, Step, reduce
-from actors.session_table import SessionTable
+from actors.core.reducer import SessionMessage, SessionState, Step, reduce
+from actors.runtime.mailbox import EvidenceSink
+from actors.runtime.table import SessionTable
 from messages import (
     Acknowledge,
     Activity,

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors import procfs
+from actors.sources import procfs
 from tests.daemon_helpers import Daemon, daemon_env
 from tests.tmux_helpers import TmuxServer, eventually
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.procfs import start_token
-from actors.tmux import TmuxBridge, tmux_config_snippet
-from actors.tmux_badges import BADGES, OPTION_NAMES
+from actors.core.badges import BADGES, OPTION_NAMES
+from actors.sinks.tmux import TmuxBridge, tmux_config_snippet
+from actors.sources.procfs import start_token
 from messages import (
     Activity,
     PaneClosed,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.tmux_badges import (
+from actors.core.badges import (
     BADGES,
     OPTION_NAMES,
     BadgeBook,
@@ -18,8 +18,15 @@ from actors.tmux_badges import (
     summary_command,
     summary_text,
 )
-from actors.tmux_control import ControlParser, Notification, Reply, TmuxError, TmuxTarget, quote
-from actors.tmux_panes import PaneRow, PaneTable, parse_pane_rows
+from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows
+from actors.sinks.tmux_client import (
+    ControlParser,
+    Notification,
+    Reply,
+    TmuxError,
+    TmuxTarget,
+    quote,
+)
 from messages import (
     Activity,
     Overflow,

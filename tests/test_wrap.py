@@ -1,6 +1,6 @@
-"""``paneward wrap`` (actors.wrap): real processes, real PTYs, a real private tmux server.
+"""``paneward wrap`` (actors.cli.wrap): real processes, real PTYs, a real private tmux server.
 
-The wrapper runs as ``python -m actors.wrap`` (the lead wires ``paneward wrap`` to
+The wrapper runs as ``python -m actors.cli.wrap`` (the lead wires ``paneward wrap`` to
 ``wrap_main``); what it reports is read from a real Unix listener socket in the test.
 """
 
@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 import messages
-from actors.wrap import (
+from actors.cli.wrap import (
     Reporter,
     UsageError,
     aliases,

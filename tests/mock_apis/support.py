@@ -18,7 +18,7 @@ import anyio.abc
 import messages
 
 REPO = Path(__file__).resolve().parents[2]
-WRAP = [sys.executable, "-m", "actors.wrap"]
+WRAP = [sys.executable, "-m", "actors.cli.wrap"]
 
 
 class Frames:

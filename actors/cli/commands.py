@@ -1,0 +1,307 @@
+"""The daemon-side subcommands of ``paneward``: run, status, watch, tmux-config.
+
+Registered in :data:`actors.cli.main.COMMANDS`. ``status`` and ``watch`` talk to the
+running daemon over its control socket (:mod:`actors.sources.control_server`); they
+exit 2 when no daemon is listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "add_run",
+    "add_status",
+    "add_tmux_config",
+    "add_watch",
+    "format_table",
+    "run_run",
+    "run_status",
+    "run_tmux_config",
+    "run_watch",
+]
+
+EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON = 0, 1, 2
+
+
+def _control_path(args: argparse.Namespace) -> Path:
+    from actors.cli import paths
+
+    socket = Path(args.socket) if getattr(args, "socket", None) else paths.socket_path()
+    return socket.with_name("control.sock")
+
+
+def _add_socket(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--socket", help="the daemon's hook socket (default: from the environment)")
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def add_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", help="state directory (default $XDG_STATE_HOME/paneward)")
+    _add_socket(parser)
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="also accept Claude Code http hooks on 127.0.0.1:PORT (token header required)",
+    )
+    parser.add_argument("--tmux", action="store_true", help="drive tmux per-pane badges")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-L", dest="tmux_socket_name", metavar="NAME", help="tmux socket name")
+    group.add_argument("-S", dest="tmux_socket_path", metavar="PATH", help="tmux socket path")
+    parser.add_argument(
+        "--no-discovery",
+        action="store_true",
+        help="do not watch Claude/Codex/Hermes files (hooks and injected messages only)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+
+
+def run_run(args: argparse.Namespace) -> int:
+    import logging
+
+    import anyio
+
+    from actors.cli import paths
+    from actors.cli.daemon import DaemonAlreadyRunning, DaemonConfig, run_daemon
+    from messages.errors import PanewardError
+
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    state_dir = Path(args.state_dir) if args.state_dir else paths.state_dir()
+    # The socket does not move with --state-dir: agents' hooks and `paneward status` find
+    # it from the environment alone ($PANEWARD_SOCKET, $XDG_RUNTIME_DIR, the state dir).
+    socket_path = Path(args.socket) if args.socket else paths.socket_path()
+    config = DaemonConfig(
+        state_dir=state_dir,
+        socket_path=socket_path,
+        http_port=args.http_port,
+        tmux=args.tmux or bool(args.tmux_socket_name or args.tmux_socket_path),
+        tmux_socket_name=args.tmux_socket_name,
+        tmux_socket_path=args.tmux_socket_path,
+        discovery=not args.no_discovery,
+    )
+
+    def ready(sup: object) -> None:
+        print(f"paneward: listening on {config.socket_path}", file=sys.stderr, flush=True)
+
+    try:
+        anyio.run(lambda: run_daemon(config, ready=ready))
+    except DaemonAlreadyRunning as exc:
+        print(f"paneward run: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except PanewardError as exc:
+        print(f"paneward run: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- status
+
+
+def add_status(parser: argparse.ArgumentParser) -> None:
+    _add_socket(parser)
+    parser.add_argument("--json", action="store_true", help="a JSON list of Activity objects")
+    parser.add_argument(
+        "--counters",
+        action="store_true",
+        help="print every actor's counters (rejected, unmapped, drops, ...) as JSON",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="also list sessions that ended more than a day ago (the table hides them)",
+    )
+
+
+def _request(args: argparse.Namespace, request: dict[str, Any]) -> Any:
+    from actors.sources.control_server import request_lines
+
+    return request_lines(_control_path(args), request)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    try:
+        line = next(iter(_request(args, {"op": "status"})))
+    except (OSError, StopIteration) as exc:
+        print(f"paneward status: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
+        return EXIT_NO_DAEMON
+    body = json.loads(line)
+    if "error" in body:
+        print(f"paneward status: {body['error']}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.counters:
+        print(json.dumps(body["statistics"], indent=2, sort_keys=True))
+    elif args.json:
+        print(json.dumps(body["activities"]))
+    else:
+        print(format_table(body["activities"], time.time_ns() // 1_000_000, show_all=args.all))
+        print(_counter_line(body["statistics"]))
+    return EXIT_OK
+
+
+def _age(now_ms: int, at_ms: int | None) -> str:
+    if not at_ms:
+        return "-"
+    seconds = max(0, (now_ms - at_ms) // 1000)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+#: Sessions that ended longer ago than this leave the status table (``--all`` shows them).
+ENDED_SHOWN_MS: Final = 24 * 3600 * 1000
+
+
+def _long_ended(activity: dict[str, Any], now_ms: int) -> bool:
+    """Ended (persisted) more than a day ago, with nothing left to act on (a ``failed``
+    attention stays listed until it is acknowledged)."""
+    if activity["presence"] != "persisted":
+        return False
+    attention = activity.get("attention")
+    if attention and attention.get("kind") == "failed":
+        return False
+    evidence = activity.get("evidence") or {}
+    at_ms = evidence.get("at_ms") or evidence.get("observed_at_ms")
+    return isinstance(at_ms, int) and now_ms - at_ms > ENDED_SHOWN_MS
+
+
+def format_table(
+    activities: list[dict[str, Any]], now_ms: int, *, show_all: bool = False
+) -> str:
+    """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
+    source, age (of the evidence). Sessions that ended more than a day ago are left out (and
+    counted in a last line) unless ``show_all``."""
+    hidden = 0
+    if not show_all:
+        kept = [a for a in activities if not _long_ended(a, now_ms)]
+        hidden = len(activities) - len(kept)
+        activities = kept
+    header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
+    rows = [header]
+    order = {"needs_input": 0, "failed": 1, "turn_done": 2}
+
+    def rank(a: dict[str, Any]) -> tuple[int, int, str]:
+        att = a.get("attention") or {}
+        return (
+            order.get(str(att.get("kind")), 3),
+            0 if a["presence"] == "running" else 1,
+            a["key"]["session_id"],
+        )
+
+    for a in sorted(activities, key=rank):
+        att = a.get("attention")
+        attention = f"{att['kind']}: {att['reason']}" if att else "-"
+        evidence = a.get("evidence") or {}
+        rows.append(
+            (
+                a.get("pane") or "-",
+                a["key"]["harness"],
+                a["key"]["session_id"][:13],
+                a["presence"],
+                a["turn"],
+                attention[:40],
+                evidence.get("source", "-"),
+                _age(now_ms, evidence.get("at_ms") or evidence.get("observed_at_ms")),
+            )
+        )
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    if len(rows) == 1 and not hidden:
+        lines.append("(no sessions yet)")
+    if hidden:
+        lines.append(f"({hidden} more ended more than a day ago: paneward status --all)")
+    return "\n".join(lines)
+
+
+def _counter_line(stats: dict[str, Any]) -> str:
+    sup = stats.get("supervisor", {})
+    hook = stats.get("hook_listener", {})
+    rejected_frames = sum((hook.get("rejected") or {}).values())
+    return (
+        f"messages {sup.get('messages', 0)} · transitions {sup.get('transitions', 0)} · "
+        f"rejected {sup.get('rejected', 0) + rejected_frames} · unmapped {sup.get('unmapped', 0)}"
+        f" · drops {sup.get('drops', 0)} · overflows {sup.get('overflows', 0)}"
+        f" · restarts {sup.get('restarts', 0)}"
+    )
+
+
+# ---------------------------------------------------------------------------- watch
+
+
+def add_watch(parser: argparse.ArgumentParser) -> None:
+    _add_socket(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print each transition as its JSON line (the default is a summary)",
+    )
+    parser.add_argument(
+        "--since",
+        type=int,
+        metavar="SEQ",
+        default=None,
+        help="first replay the journal's transitions after SEQ",
+    )
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    try:
+        lines = _request(args, {"op": "watch", "since": args.since})
+        for line in lines:
+            if args.json:
+                sys.stdout.buffer.write(line + b"\n")
+            else:
+                print(_summary(json.loads(line)))
+            sys.stdout.flush()
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        print(f"paneward watch: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
+        return EXIT_NO_DAEMON
+    except (KeyboardInterrupt, BrokenPipeError):
+        return EXIT_OK
+    return EXIT_OK
+
+
+def _summary(item: dict[str, Any]) -> str:
+    if item.get("type") != "Transition":
+        return json.dumps(item)
+    a = item["after"]
+    att = a.get("attention")
+    attention = f" [{att['kind']}: {att['reason']}]" if att else ""
+    pane = f" {a['pane']}" if a.get("pane") else ""
+    return (
+        f"#{item['seq']} {a['key']['harness']}:{a['key']['session_id'][:13]}{pane} "
+        f"{a['presence']}/{a['turn']}{attention} <- {item['cause']}"
+    )
+
+
+# ---------------------------------------------------------------------------- tmux-config
+
+
+def add_tmux_config(parser: argparse.ArgumentParser) -> None:
+    del parser
+
+
+def run_tmux_config(args: argparse.Namespace) -> int:
+    from actors.sinks.tmux import tmux_config_snippet
+
+    print(tmux_config_snippet(), end="")
+    return EXIT_OK

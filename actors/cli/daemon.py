@@ -1,0 +1,266 @@
+"""``paneward run``: the daemon that wires every actor together.
+
+Order of start (dependencies first) and of shutdown (reverse):
+
+1. take the state directory's lock (a second daemon refuses to start);
+2. open the store, load the catalog and re-prove every restored session's owner
+   (the same live incarnation stays ``running`` with no flicker; a dead or
+   recycled owner becomes ``persisted``);
+3. enter the :class:`~supervisor.Supervisor`, restore the catalog, subscribe the
+   store, publish the corrections;
+4. start the actors: control socket, hook listener (+ http), pid watcher, pane
+   mapper, Claude registry, Codex rollouts, Hermes ledger, tmux bridge (``--tmux``);
+5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush
+   the store, release the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+import messages
+from actors.cli import paths
+from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
+from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
+from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
+from actors.sinks.store import Store, open_store, reprove
+from actors.sources import procfs
+from actors.sources.control_server import ControlServer
+from actors.sources.hook_listener import HookListener
+from actors.sources.pane_mapper import PaneMapper
+from actors.sources.pid_watcher import PidWatcher
+from messages.activity import Transition
+from messages.errors import PanewardError
+from supervisor import Supervisor
+
+__all__ = ["DaemonAlreadyRunning", "DaemonConfig", "run_daemon"]
+
+logger = logging.getLogger("paneward.daemon")
+
+# What the pane mapper learns from (owners and panes); everything else is not its business.
+_PANE_EVIDENCE = (
+    messages.RegistryStatus,
+    messages.RegistryRemoved,
+    messages.RolloutOwned,
+    messages.RolloutReleased,
+    messages.HookHint,
+    messages.ProcessGone,
+    messages.PaneOpened,
+    messages.PaneClosed,
+)
+
+
+class DaemonAlreadyRunning(PanewardError):
+    """Raised when another daemon holds the state directory's lock."""
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """Where the daemon keeps its files and which sources it runs."""
+
+    state_dir: Path = field(default_factory=paths.state_dir)
+    socket_path: Path = field(default_factory=paths.socket_path)
+    http_port: int | None = None
+    tmux: bool = False
+    tmux_socket_name: str | None = None
+    tmux_socket_path: str | None = None
+    discovery: bool = True
+    claude_sessions: Path | None = None
+    codex_home: Path | None = None
+    hermes_home: Path | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "paneward.db"
+
+    @property
+    def control_path(self) -> Path:
+        return self.socket_path.with_name("control.sock")
+
+    @property
+    def lock_path(self) -> Path:
+        return self.state_dir / "daemon.lock"
+
+
+@contextlib.contextmanager
+def state_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` for the daemon's lifetime.
+
+    :raises DaemonAlreadyRunning: naming the pid that holds it.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise DaemonAlreadyRunning(
+                f"another paneward daemon (pid {holder}) is already running "
+                f"with state directory {path.parent}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _plain(value: object) -> object:
+    """msgspec ``enc_hook``: read-only mappings (``MappingProxyType`` counters) as dicts."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+def _statistics_of(parts: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    def collect() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, part in parts.items():
+            try:
+                out[name] = msgspec.to_builtins(part.statistics(), enc_hook=_plain)
+            except Exception as exc:  # a broken counter must not break `status`
+                out[name] = {"error": repr(exc)}
+        return out
+
+    return collect
+
+
+async def run_daemon(
+    config: DaemonConfig,
+    *,
+    ready: Callable[[Supervisor], None] | None = None,
+    stop: anyio.Event | None = None,
+) -> None:
+    """Run until SIGINT/SIGTERM (or ``stop`` is set), then shut down gracefully.
+
+    :raises DaemonAlreadyRunning: another daemon uses ``config.state_dir``.
+    :raises StoreError: the database cannot be used.
+    """
+    config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stop = stop or anyio.Event()
+    with state_lock(config.lock_path):
+        sup = Supervisor()
+        async with open_store(config.db_path, owner_of=sup.owner_of) as store:
+            restored = await store.load()
+            if restored.ended_pruned:
+                logger.info(
+                    "forgot %d sessions that ended more than a week ago", restored.ended_pruned
+                )
+            proof = await anyio.to_thread.run_sync(reprove, restored, procfs.probe)
+            async with anyio.create_task_group() as outer:
+                async with sup:
+                    sup.restore(
+                        proof.restored + tuple(c.before for c in proof.corrections),
+                        restored.last_seq,
+                        owners={k: (o[0], o[1]) for k, o in proof.live_owners.items()},
+                        corrections=[(c.after, c.cause) for c in proof.corrections],
+                    )
+                    # The store records every transition at publish time (a synchronous
+                    # append to its batch): nothing queues between the hub and the journal.
+                    sup.add_publish_listener(store.record)
+                    sup.publish_corrections()
+                    parts = _start_actors(config, sup, store)
+                    outer.start_soon(_wait_for_signal, stop)
+                    listener = parts["hook_listener"]
+                    control = parts["control"]
+                    assert isinstance(listener, HookListener)
+                    assert isinstance(control, ControlServer)
+                    await listener.wait_listening()
+                    await control.wait_listening()
+                    logger.info(
+                        "paneward daemon ready: hooks %s, control %s, db %s",
+                        config.socket_path,
+                        config.control_path,
+                        config.db_path,
+                    )
+                    if ready is not None:
+                        ready(sup)
+                    await stop.wait()
+                # the supervisor is closed: the store feeder has seen the end of its stream
+                outer.cancel_scope.cancel()
+
+
+async def _wait_for_signal(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            logger.info("received %s: shutting down", signal.Signals(signum).name)
+            stop.set()
+            return
+
+
+def _start_actors(config: DaemonConfig, sup: Supervisor, store: Store) -> dict[str, Any]:
+    parts: dict[str, Any] = {"supervisor": sup, "store": store}
+
+    async def journal(since: int, until: int) -> list[Transition]:
+        await store.flush()
+        out: list[Transition] = []
+        cursor = since
+        while cursor < until:
+            page = await store.journal_since(cursor, limit=1000)
+            page = [t for t in page if t.seq <= until]
+            if not page:
+                break
+            out.extend(page)
+            cursor = page[-1].seq
+        return out
+
+    listener = HookListener(
+        socket_path=config.socket_path,
+        http_port=config.http_port,
+    )
+    parts["hook_listener"] = listener
+    control = ControlServer(config.control_path, sup, _statistics_of(parts), journal)
+    parts["control"] = control
+    sup.start_actor(control, name="control")
+    sup.start_actor(listener, name="hook-listener")
+
+    watcher = PidWatcher()
+    parts["pid_watcher"] = watcher
+    sup.add_owner_listener(
+        lambda pid, token, added: watcher.watch(pid, token) if added else watcher.unwatch(pid)
+    )
+    sup.start_actor(watcher, name="pid-watcher")
+
+    mapper = PaneMapper()
+    parts["pane_mapper"] = mapper
+
+    def feed_mapper(message: messages.Inbound) -> None:
+        if isinstance(message, _PANE_EVIDENCE):
+            # A full mailbox is counted by the mapper as overflow.
+            with contextlib.suppress(
+                anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
+            ):
+                mapper.send_nowait(message)
+
+    sup.add_observer(feed_mapper)
+    sup.start_actor(mapper, name="pane-mapper")
+
+    if config.discovery:
+        claude = ClaudeRegistryWatcher(config.claude_sessions)
+        codex = CodexRolloutDiscovery(config.codex_home)
+        hermes = HermesLedgerDiscovery(config.hermes_home)
+        parts.update(claude_registry=claude, codex_rollouts=codex, hermes_ledger=hermes)
+        sup.start_actor(claude, name="claude-registry")
+        sup.start_actor(codex, name="codex-rollouts")
+        sup.start_actor(hermes, name="hermes-ledger")
+    if config.tmux:
+        from actors.sinks.tmux import TmuxBridge
+
+        bridge = TmuxBridge(
+            socket_name=config.tmux_socket_name, socket_path=config.tmux_socket_path
+        )
+        parts["tmux"] = bridge
+        sup.start_actor(bridge, name="tmux")
+    return parts

@@ -1,0 +1,193 @@
+"""The ``paneward`` command line.
+
+``paneward hook`` runs inside the agents on every hook event, so it is dispatched BEFORE anything
+outside the standard library is imported: this module's top level imports only ``sys`` and the
+stdlib-only :mod:`actors.cli.hook_client` / :mod:`actors.cli.paths`. Every other subcommand imports what
+it needs inside its own function.
+
+Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
+side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``) is added there by its owner.
+Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from actors.cli import hook_client
+
+# No typing/collections imports at run time: they would slow down `paneward hook`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+
+    AddArguments = Callable[[argparse.ArgumentParser], None]
+    Run = Callable[[argparse.Namespace], int]
+
+__all__ = ["COMMANDS", "main"]
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_NO_DAEMON = 2
+
+
+
+def _add_hook(parser: argparse.ArgumentParser) -> None:
+    # Documentation only: `hook` never reaches argparse (see main()), it must never exit 2.
+    parser.add_argument("--harness", required=True, choices=("claude-code", "codex", "cursor"))
+    parser.add_argument(
+        "--forward-json",
+        metavar="JSON_ARGV",
+        help="after sending, exec this command with the payload appended (Codex notify chain)",
+    )
+    parser.add_argument("payload", nargs="?", help="the hook JSON (default: read stdin)")
+
+
+def _run_hook(args: argparse.Namespace) -> int:  # pragma: no cover - dispatched in main()
+    return hook_client.main(sys.argv[2:])
+
+
+def _add_version(parser: argparse.ArgumentParser) -> None:
+    del parser
+
+
+def _run_version(args: argparse.Namespace) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        text = version("paneward")
+    except PackageNotFoundError:
+        text = "unknown (not installed)"
+    print(f"paneward {text}")
+    return EXIT_OK
+
+
+def _add_inject(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "message", metavar="MESSAGE_JSON", help="one inbound message as JSON ('-' reads stdin)"
+    )
+
+
+def _run_inject(args: argparse.Namespace) -> int:
+    import messages
+    from actors.cli.paths import socket_path
+
+    text: str = sys.stdin.read() if args.message == "-" else args.message
+    try:
+        message = messages.decode_inbound(text.strip())
+    except messages.MessageError as exc:
+        print(f"paneward inject: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    frame = messages.encode(message) + b"\n"
+    path = socket_path()
+    try:
+        hook_client.send_frame(frame, path, timeout=5.0)
+    except OSError as exc:
+        print(
+            f"paneward inject: no daemon listening on {path} ({exc.strerror or exc}); "
+            "start one with `paneward run`",
+            file=sys.stderr,
+        )
+        return EXIT_NO_DAEMON
+    return EXIT_OK
+
+
+def _add_install_hooks(parser: argparse.ArgumentParser) -> None:
+    import actors.cli.install as install_hooks
+
+    install_hooks.add_arguments(parser)
+
+
+def _run_install_hooks(args: argparse.Namespace) -> int:
+    import actors.cli.install as install_hooks
+
+    return install_hooks.run(args)
+
+
+def _daemon_side(name: str) -> tuple[AddArguments, Run]:
+    """Lazy wrappers for the subcommands in :mod:`actors.cli.commands`."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        import actors.cli.commands as cli_daemon
+
+        getattr(cli_daemon, f"add_{name}")(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        import actors.cli.commands as cli_daemon
+
+        result: int = getattr(cli_daemon, f"run_{name}")(args)
+        return result
+
+    return add, run
+
+
+def _add_wrap(parser: argparse.ArgumentParser) -> None:
+    # Documentation only: `wrap` is dispatched before argparse (see main()).
+    parser.add_argument("--harness", help="claude-code, codex, cursor, hermes or terminal")
+    parser.add_argument("--pass-status", action="store_true",
+                        help="keep OSC 7501 records in the output the terminal sees")
+    parser.add_argument("--aliases", action="store_true", help="print shell aliases")
+    parser.add_argument("command", nargs="*", help="-- COMMAND [ARGS...]")
+
+
+def _run_wrap(args: argparse.Namespace) -> int:  # pragma: no cover - dispatched in main()
+    from actors.cli.wrap import wrap_main
+
+    return wrap_main(sys.argv[2:])
+
+
+COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arguments, run)
+    "hook": ("forward one hook payload to the daemon (always exits 0)", _add_hook, _run_hook),
+    "install-hooks": (
+        "merge paneward's hooks into a harness's configuration",
+        _add_install_hooks,
+        _run_install_hooks,
+    ),
+    "inject": ("send one inbound message to the daemon", _add_inject, _run_inject),
+    "version": ("print the version", _add_version, _run_version),
+    "run": ("run the daemon (discovery, hook socket, store, optional tmux badges)",
+            *_daemon_side("run")),
+    "status": ("show every session: pane, harness, presence, turn, attention",
+               *_daemon_side("status")),
+    "watch": ("print transitions as they happen (JSON lines with --json)",
+              *_daemon_side("watch")),
+    "wrap": ("run a program in a transparent PTY that reports its OSC 7501 status",
+             _add_wrap, _run_wrap),
+    "tmux-config": ("print the tmux snippet that shows paneward badges",
+                    *_daemon_side("tmux_config")),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="paneward",
+        description="Per-pane presence, turn and attention for coding agents, from proof only.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add_arguments, _) in COMMANDS.items():
+        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``paneward`` console script; returns the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "hook" and not ({"-h", "--help"} & set(args[1:])):
+        # Fast path: stdlib only, never raises, always 0.
+        return hook_client.main(args[1:])
+    if args and args[0] == "wrap" and not ({"-h", "--help"} & set(args[1:])):
+        # Everything after `wrap` belongs to the wrapper (and to the wrapped command).
+        from actors.cli.wrap import wrap_main
+
+        return wrap_main(args[1:])
+    parser = build_parser()
+    namespace = parser.parse_args(args)
+    _, _, run = COMMANDS[namespace.command]
+    return run(namespace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+"""Per-pane badges: the pure decision of which tmux options each pane should carry.
+
+Who calls what: :class:`actors.sinks.tmux.TmuxBridge` reads a ``latest`` subscription of the broadcast
+hub and feeds every :class:`~messages.Snapshot` / :class:`~messages.Transition` to
+:meth:`BadgeBook.apply`. The book keeps the newest :class:`~messages.Activity` per session and
+decides, per pane, the options that pane shows; the bridge turns the difference between what
+tmux has and what the book wants into one pipelined batch (:func:`option_commands`).
+
+Nothing here does I/O or needs an event loop.
+
+Options set on a bound pane (pane user options, ``set-option -p``):
+
+``@paneward_presence``   ``persisted`` / ``running`` / ``shutting_down``
+``@paneward_turn``       ``unknown`` / ``idle`` / ``working`` / ``needs_input``
+``@paneward_attention``  ``needs_input`` / ``failed`` / ``turn_done``, or empty
+``@paneward_harness``    ``claude-code`` / ``codex`` / ``cursor`` / ``hermes`` / ``terminal``
+``@paneward_badge``      a glyph and a word, see :data:`BADGES`
+
+plus the global ``@paneward_summary`` (e.g. ``2 need you · 3 working``). A pane with no bound
+session carries none of them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Final, NamedTuple
+
+import msgspec
+
+from actors.sinks.tmux_client import quote
+from messages import Activity, SessionKey, Snapshot, Transition
+
+__all__ = [
+    "BADGES",
+    "OPTION_NAMES",
+    "SUMMARY_OPTION",
+    "BadgeBook",
+    "BadgeStatistics",
+    "PaneChange",
+    "PaneOptions",
+    "badge_word",
+    "option_commands",
+    "pane_options",
+    "summary_command",
+    "summary_text",
+]
+
+PRESENCE_OPTION: Final = "@paneward_presence"
+TURN_OPTION: Final = "@paneward_turn"
+ATTENTION_OPTION: Final = "@paneward_attention"
+HARNESS_OPTION: Final = "@paneward_harness"
+BADGE_OPTION: Final = "@paneward_badge"
+SUMMARY_OPTION: Final = "@paneward_summary"
+OPTION_NAMES: Final = (
+    PRESENCE_OPTION,
+    TURN_OPTION,
+    ATTENTION_OPTION,
+    HARNESS_OPTION,
+    BADGE_OPTION,
+)
+
+#: word -> badge text. Glyphs are single-width in every common terminal font (no emoji
+#: presentation), and each word has its own glyph so the badge reads at a glance in colour-less
+#: themes too.
+BADGES: Final[Mapping[str, str]] = {
+    "needs you": "▲ needs you",
+    "failed": "✖ failed",
+    "done": "✔ done",
+    "working": "● working",
+    "idle": "○ idle",
+    "exited": "■ exited",
+    "unknown": "? unknown",
+}
+
+# Which words count in the status-line summary, in display order.
+_SUMMARY_WORDS: Final = ("needs you", "failed", "done", "working")
+_SUMMARY_LABEL: Final = {
+    "needs you": "need you",
+    "failed": "failed",
+    "done": "done",
+    "working": "working",
+}
+_ATTENTION_RANK: Final = {"needs_input": 3, "failed": 2, "turn_done": 1}
+
+
+_ATTENTION_WORD: Final[Mapping[str, str]] = {
+    "needs_input": "needs you",
+    "failed": "failed",
+    "turn_done": "done",
+}
+_TURN_WORD: Final[Mapping[str, str]] = {
+    "needs_input": "needs you",
+    "working": "working",
+    "idle": "idle",
+    "unknown": "unknown",
+}
+
+
+def badge_word(activity: Activity) -> str:
+    """The one word a pane shows for ``activity``.
+
+    Open attention comes first (it is what the user must act on); then a session that is no
+    longer proven alive shows ``exited``; else the turn.
+    """
+    attention = activity.attention
+    if attention is not None:
+        return _ATTENTION_WORD[attention.kind]
+    if activity.presence == "persisted":
+        return "exited"
+    return _TURN_WORD[activity.turn]
+
+
+class PaneOptions(NamedTuple):
+    """The values of the pane options, in :data:`OPTION_NAMES` order (``attention``: ``""``
+    when none is open)."""
+
+    presence: str
+    turn: str
+    attention: str
+    harness: str
+    badge: str
+
+    def as_dict(self) -> dict[str, str]:
+        """Option name -> value."""
+        return dict(zip(OPTION_NAMES, self, strict=True))
+
+
+# (presence, turn, attention kind, harness) -> the pane's options, and options -> their
+# ``name "value"`` command words. Every field is a closed literal set, so these hold at most a
+# few hundred entries; they make a transition one dict lookup on the badge writer's hot path.
+_OPTIONS_CACHE: dict[tuple[str, str, str, str], PaneOptions] = {}
+_SHOWN_ASSIGNMENTS: dict[PaneOptions, tuple[str, ...]] = {}
+
+
+def pane_options(activity: Activity) -> PaneOptions:
+    """The full set of pane options for a pane showing ``activity``."""
+    attention = activity.attention
+    cache_key = (
+        activity.presence,
+        activity.turn,
+        attention.kind if attention is not None else "",
+        activity.key.harness,
+    )
+    options = _OPTIONS_CACHE.get(cache_key)
+    if options is None:
+        options = _OPTIONS_CACHE[cache_key] = PaneOptions(*cache_key, BADGES[badge_word(activity)])
+        _SHOWN_ASSIGNMENTS[options] = _render_assignments(options)
+    return options
+
+
+def _rank(seq: int, activity: Activity) -> tuple[int, int, int, str]:
+    """Sort key when several sessions claim one pane: the largest wins.
+
+    Attention needs_input > failed > turn_done > none, then a live owner over a persisted one,
+    then the newest ``seq``, then the key (only to be deterministic).
+    """
+    attention = activity.attention
+    return (
+        _ATTENTION_RANK[attention.kind] if attention is not None else 0,
+        0 if activity.presence == "persisted" else 1,
+        seq,
+        str(activity.key),
+    )
+
+
+def summary_text(words: Iterable[str]) -> str:
+    """``2 need you · 1 done · 3 working`` from the badge words of the bound panes."""
+    return _summary_of_counts(Counter(words))
+
+
+def _summary_of_counts(counts: Mapping[str, int]) -> str:
+    return " · ".join(f"{counts[w]} {_SUMMARY_LABEL[w]}" for w in _SUMMARY_WORDS if counts[w])
+
+
+class PaneChange(NamedTuple):
+    """What one pane should now carry: the full option set, or ``None`` for no options."""
+
+    pane: str
+    options: PaneOptions | None
+
+
+class BadgeStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of a :class:`BadgeBook`."""
+
+    snapshots: int
+    transitions: int
+    stale: int
+    ignored: int
+    sessions: int
+    panes: int
+
+
+class BadgeBook:
+    """The newest activity per session and the options each bound pane should show.
+
+    :meth:`apply` takes the items of a ``latest`` subscription in order and returns the panes
+    whose options changed, each with its full option set (``None``: clear every option).
+    """
+
+    def __init__(self) -> None:
+        self._sessions: dict[SessionKey, tuple[int, Activity]] = {}
+        self._by_pane: dict[str, set[SessionKey]] = {}
+        self._shown: dict[str, PaneOptions] = {}
+        # How many bound panes show each badge, kept as panes change: the summary costs the
+        # same with 5 panes as with 500.
+        self._badge_counts: dict[str, int] = dict.fromkeys(BADGES.values(), 0)
+        self._snapshots = 0
+        self._transitions = 0
+        self._stale = 0
+        self._ignored = 0
+
+    @property
+    def shown(self) -> Mapping[str, PaneOptions]:
+        """Pane -> the options it should carry now (only bound panes)."""
+        return self._shown
+
+    def summary(self) -> str:
+        """The status-line summary over all bound panes (empty when nothing to report)."""
+        counts = self._badge_counts
+        return _summary_of_counts({word: counts[badge] for word, badge in BADGES.items()})
+
+    def apply(self, item: object) -> list[PaneChange]:
+        """Take one subscription item; return the panes whose options changed.
+
+        A :class:`Snapshot` replaces every session; a :class:`Transition` older than (or as old
+        as) what the book has for its key is stale and ignored (counted). Any other item (e.g.
+        an ``Overflow`` marker) changes nothing and is counted as ignored.
+        """
+        if isinstance(item, Transition):
+            key = item.key
+            current = self._sessions.get(key)
+            if current is not None:
+                if current[0] >= item.seq:
+                    self._stale += 1
+                    return []
+                after = item.after
+                pane = after.pane
+                if pane is not None and pane == current[1].pane:
+                    # The common case — a session changes state on the pane it already had —
+                    # touches one pane and, when it is the pane's only session, ranks nothing.
+                    self._transitions += 1
+                    self._sessions[key] = (item.seq, after)
+                    if len(self._by_pane[pane]) == 1:
+                        return self._show(pane, pane_options(after))
+                    return self._recompute((pane,))
+            self._transitions += 1
+            return self._recompute(self._put(item.seq, item.after))
+        if isinstance(item, Snapshot):
+            self._snapshots += 1
+            affected = set(self._by_pane)
+            self._sessions.clear()
+            self._by_pane.clear()
+            for activity in item.activities:
+                affected |= self._put(item.seq, activity)
+            return self._recompute(affected)
+        self._ignored += 1
+        return []
+
+    def _put(self, seq: int, activity: Activity) -> set[str]:
+        """Record ``activity``; return the panes it left or entered."""
+        key = activity.key
+        affected: set[str] = set()
+        previous = self._sessions.get(key)
+        if previous is not None and previous[1].pane is not None:
+            old = previous[1].pane
+            affected.add(old)
+            keys = self._by_pane.get(old)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_pane[old]
+        self._sessions[key] = (seq, activity)
+        if activity.pane is not None:
+            affected.add(activity.pane)
+            self._by_pane.setdefault(activity.pane, set()).add(key)
+        return affected
+
+    def _show(self, pane: str, options: PaneOptions) -> list[PaneChange]:
+        old = self._shown.get(pane)
+        if old == options:
+            return []
+        if old is not None:
+            self._badge_counts[old.badge] -= 1
+        self._badge_counts[options.badge] += 1
+        self._shown[pane] = options
+        return [PaneChange(pane, options)]
+
+    def _recompute(self, panes: Iterable[str]) -> list[PaneChange]:
+        changes: list[PaneChange] = []
+        for pane in sorted(panes):
+            keys = self._by_pane.get(pane)
+            if keys:
+                _seq, winner = max(
+                    (self._sessions[k] for k in keys), key=lambda pair: _rank(*pair)
+                )
+                changes += self._show(pane, pane_options(winner))
+            elif pane in self._shown:
+                self._badge_counts[self._shown.pop(pane).badge] -= 1
+                changes.append(PaneChange(pane, None))
+        return changes
+
+    def statistics(self) -> BadgeStatistics:
+        return BadgeStatistics(
+            snapshots=self._snapshots,
+            transitions=self._transitions,
+            stale=self._stale,
+            ignored=self._ignored,
+            sessions=len(self._sessions),
+            panes=len(self._shown),
+        )
+
+
+# The writer's hot path renders the same (pane, new options, old options) again and again
+# (a pane going working -> idle -> working ...), so the command lines are cached. Option values
+# are closed literal sets and panes are the server's pane ids; the bound only guards a very
+# long-lived daemon.
+_CACHE_LIMIT: Final = 4096
+_LINES_CACHE: dict[tuple[str, PaneOptions, PaneOptions], list[str]] = {}
+
+
+def _render_assignments(options: PaneOptions) -> tuple[str, ...]:
+    """``name "value"`` per option."""
+    return tuple(
+        f"{name} {quote(value)}" for name, value in zip(OPTION_NAMES, options, strict=True)
+    )
+
+
+def _assignments(options: PaneOptions) -> tuple[str, ...]:
+    found = _SHOWN_ASSIGNMENTS.get(options)
+    # Built by hand rather than by pane_options(): rendered here, not cached.
+    return found if found is not None else _render_assignments(options)
+
+
+def option_commands(
+    pane: str, want: PaneOptions | None, have: PaneOptions | None
+) -> list[str]:
+    """The tmux commands that turn ``have`` into ``want`` on ``pane`` (only changed options).
+
+    ``have`` is what tmux holds as far as the caller knows (``None``: nothing); a sentinel
+    whose values match no real value forces every option to be rewritten or removed.
+    """
+    if want == have:
+        return []
+    if want is None:
+        target = quote(pane)
+        return [f"set-option -p -u -t {target} {name}" for name in OPTION_NAMES]
+    if have is None:
+        prefix = f"set-option -p -t {quote(pane)} "
+        return [prefix + assignment for assignment in _assignments(want)]
+    key = (pane, want, have)
+    lines = _LINES_CACHE.get(key)
+    if lines is None:
+        prefix = f"set-option -p -t {quote(pane)} "
+        lines = [
+            prefix + assignment
+            for assignment, new, old in zip(_assignments(want), want, have, strict=True)
+            if new != old
+        ]
+        if len(_LINES_CACHE) >= _CACHE_LIMIT:
+            _LINES_CACHE.clear()
+        _LINES_CACHE[key] = lines
+    return lines.copy()
+
+
+def summary_command(text: str) -> str:
+    """Set (or, when empty, unset) the global ``@paneward_summary``."""
+    if not text:
+        return f"set-option -g -u {SUMMARY_OPTION}"
+    return f"set-option -g {SUMMARY_OPTION} {quote(text)}"

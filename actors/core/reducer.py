@@ -1,0 +1,829 @@
+"""The session state machine: a pure reducer over one session's evidence.
+
+``reduce(state, message) -> Step`` implements every rule of DESIGN §4. It does no
+I/O and imports no async library, so it is tested exhaustively without an event
+loop; :mod:`actors.runtime.session` is the thin actor around it. The state is a frozen
+msgspec Struct so that a crashed actor restarts from exactly its last state.
+
+Vocabulary: a *claim* is what one message says about presence or turn; the
+*published* activity is derived from the state by :func:`derive` and is only
+published when its visible fields changed (DESIGN §4, Publishing).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from messages.activity import Activity
+from messages.common import (
+    Attention,
+    Evidence,
+    ExitInfo,
+    Presence,
+    SessionKey,
+    Source,
+    Turn,
+)
+from messages.control import (
+    Acknowledge,
+    HostSignal,
+    PaneBound,
+    PaneFocused,
+    PaneUnbound,
+)
+from messages.evidence import (
+    HookHint,
+    LedgerFire,
+    LifecycleBoundary,
+    ProcessGone,
+    ProcessSeen,
+    ProgramStatus,
+    PtyExit,
+    PtySpawned,
+    RegistryRemoved,
+    RegistryStatus,
+    RolloutOwned,
+    RolloutReleased,
+)
+
+__all__ = [
+    "SessionMessage",
+    "SessionState",
+    "Step",
+    "derive",
+    "initial_state",
+    "reduce",
+    "retirable",
+]
+
+SessionMessage = (
+    ProcessSeen
+    | ProcessGone
+    | RegistryStatus
+    | RegistryRemoved
+    | LifecycleBoundary
+    | RolloutOwned
+    | RolloutReleased
+    | HookHint
+    | LedgerFire
+    | PtySpawned
+    | PtyExit
+    | ProgramStatus
+    | PaneBound
+    | PaneUnbound
+    | PaneFocused
+    | Acknowledge
+    | HostSignal
+)
+
+# How many recent fingerprints / completed turn ids a session remembers. Small and
+# bounded: memory follows live sessions, not history.
+_RECENT: Final = 32
+_COMPLETED: Final = 16
+
+_STATE_WORD_SOURCES: Final = frozenset({"claude_registry", "pty_status", "hermes_executions"})
+_RANK: Final[dict[str, int]] = {"unknown": 0, "idle": 1, "working": 2, "needs_input": 3}
+
+
+class SessionState(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the reducer knows about one session. Internal, never published."""
+
+    key: SessionKey
+    known: bool = False  # some evidence claimed something: the session is shown
+    presence: Presence = "persisted"
+    turn: Turn = "unknown"
+    # Evidence of the current state (DESIGN §1).
+    source: Source = "persisted_store"
+    native: str | None = None
+    version: str | None = None
+    evidence_at_ms: int | None = None
+    observed_at_ms: int | None = None
+    pane: str | None = None
+    focused: bool = False
+    exit: ExitInfo | None = None
+    # Owner incarnation; a host-owned session takes presence from the host only.
+    owner_pid: int | None = None
+    owner_token: str | None = None
+    host_owned: bool = False
+    ended_at_ms: int = 0  # presence claims at or before this are from the dead
+    # Turn ordering: newest applied turn evidence, and recent fingerprints.
+    turn_at_ms: int = 0
+    # Hashes of recent evidence records (a 64-bit hash: a collision would need
+    # 2**32 records, the window holds 32; the hash is per process, never persisted).
+    recent: tuple[int, ...] = ()
+    # Attention that is not derived from the turn.
+    needs_reason: str = ""
+    needs_since_ms: int = 0
+    failed: Attention | None = None
+    done: Attention | None = None
+    # Claude specifics.
+    hooks_seen: bool = False
+    has_registry: bool = False
+    prompt_id: str | None = None
+    completed: tuple[str, ...] = ()  # prompt/turn ids whose completion was seen
+    permission_prompts: tuple[str, ...] = ()
+    interrupted: str | None = None  # id of the turn a registry edge ended without Stop
+    # Codex specifics.
+    has_rollout: bool = False
+    children: tuple[tuple[str, Turn, int], ...] = ()  # (child thread, turn, at_ms)
+    # OSC 7501 program status: a `working` not yet closed by `done`.
+    pty_working: bool = False
+    subagents: frozenset[str] = frozenset()
+    activity: Activity | None = None  # the last published activity
+
+
+class Step(msgspec.Struct, frozen=True):
+    """The result of one :func:`reduce`: the new state and what to publish.
+
+    ``publish`` is the new activity when its visible fields changed, else None.
+    ``ignored`` names why a message changed nothing (stale, duplicate, ...).
+    """
+
+    state: SessionState
+    publish: Activity | None = None
+    ignored: str | None = None
+
+
+def initial_state(key: SessionKey, activity: Activity | None = None) -> SessionState:
+    """A fresh state for ``key``, or one restored from a published activity."""
+    if activity is None:
+        return SessionState(key=key)
+    attention = activity.attention
+    return SessionState(
+        key=key,
+        known=True,
+        presence=activity.presence,
+        turn=activity.turn,
+        source=activity.evidence.source,
+        native=activity.evidence.native_state,
+        version=activity.evidence.harness_version,
+        evidence_at_ms=activity.evidence.at_ms,
+        observed_at_ms=activity.evidence.observed_at_ms,
+        pane=activity.pane,
+        exit=activity.exit,
+        needs_reason=attention.reason if attention and attention.kind == "needs_input" else "",
+        needs_since_ms=attention.since_ms if attention and attention.kind == "needs_input" else 0,
+        failed=attention if attention and attention.kind == "failed" else None,
+        done=attention if attention and attention.kind == "turn_done" else None,
+        activity=activity,
+    )
+
+
+def retirable(state: SessionState) -> bool:
+    """True when the session's actor may stop: ended and nothing for the user."""
+    return state.presence == "persisted" and state.done is None and state.failed is None
+
+
+def derive(state: SessionState) -> Activity | None:
+    """The activity to publish for ``state`` (None while nothing is known)."""
+    if not state.known:
+        return None
+    turn: Turn = state.turn if state.presence != "persisted" else "unknown"
+    if state.presence == "running" and turn != "needs_input":
+        # Child threads roll up to their root: the strongest wins.
+        for _, child_turn, _ in state.children:
+            if _RANK[child_turn] > _RANK[turn] and child_turn != "needs_input":
+                turn = child_turn
+    attention: Attention | None
+    if turn == "needs_input":
+        attention = Attention(
+            "needs_input",
+            state.needs_reason or "input required",
+            state.needs_since_ms or state.evidence_at_ms or 0,
+        )
+        if attention.since_ms <= 0:
+            attention = Attention("needs_input", attention.reason, state.turn_at_ms or 1)
+    else:
+        attention = state.failed or state.done
+    return Activity(
+        key=state.key,
+        presence=state.presence,
+        turn=turn,
+        evidence=Evidence(
+            source=state.source,
+            native_state=state.native,
+            observed_at_ms=state.observed_at_ms,
+            at_ms=state.evidence_at_ms,
+            harness_version=state.version,
+        ),
+        attention=attention,
+        pane=state.pane,
+        exit=state.exit,
+        subagents=len(state.subagents),
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _Claim(msgspec.Struct, frozen=True):
+    """What one message says, normalized for the shared apply path."""
+
+    source: Source
+    native: str | None
+    at_ms: int
+    observed_at_ms: int
+    version: str | None = None
+    turn: Turn | None = None  # a turn claim (subject to event-time ordering)
+    completion: str | None = None  # "completed" | "interrupted" | None
+    turn_id: str | None = None
+    reason: str | None = None  # for needs_input
+    running: bool = False  # proves a live owner
+    owner: tuple[int, str] | None = None
+
+
+def _remember(items: tuple[str, ...], item: str | None, limit: int) -> tuple[str, ...]:
+    if item is None or item in items:
+        return items
+    return (*items, item)[-limit:]
+
+
+def _fingerprint(message: SessionMessage) -> int | None:
+    """Identity of an evidence record, for dropping exact duplicates."""
+    identity = _identity(message)
+    return None if identity is None else hash(identity)
+
+
+def _identity(message: SessionMessage) -> tuple[object, ...] | None:
+    if isinstance(message, RegistryStatus):
+        return ("reg", message.status, message.waiting_for, message.at_ms, message.pid)
+    if isinstance(message, HookHint):
+        return (
+            "hook",
+            message.source,
+            message.event,
+            message.at_ms,
+            message.prompt_id,
+            message.turn_id,
+            message.agent_id,
+            message.tool,
+        )
+    if isinstance(message, LifecycleBoundary):
+        return ("rollout", message.key.session_id, message.boundary, message.turn_id, message.at_ms)
+    if isinstance(message, ProgramStatus):
+        return ("osc", message.state, message.child_id, message.at_ms, message.message)
+    return None
+
+
+def _with_evidence(state: SessionState, claim: _Claim) -> SessionState:
+    return msgspec.structs.replace(
+        state,
+        source=claim.source,
+        native=claim.native,
+        evidence_at_ms=claim.at_ms,
+        observed_at_ms=claim.observed_at_ms,
+        version=claim.version or state.version,
+    )
+
+
+def _open_done(state: SessionState, at_ms: int, reason: str) -> SessionState:
+    if state.focused:
+        return state
+    return msgspec.structs.replace(state, done=Attention("turn_done", reason, at_ms))
+
+
+def _end(
+    state: SessionState,
+    at_ms: int,
+    source: Source,
+    native: str | None,
+    observed_at_ms: int,
+    *,
+    failed_reason: str | None = None,
+    exit: ExitInfo | None = None,
+    graceful: bool = False,
+) -> SessionState:
+    """Proof of death: presence persisted, turn unknown (DESIGN §4, Presence).
+
+    An abrupt death while working opens attention ``failed``; a graceful end
+    (``SessionEnd``, the registry file removed by the exiting program) does not.
+    """
+    was_working = state.presence == "running" and derive_turn(state) == "working"
+    failed = state.failed
+    if failed_reason is None and was_working and not graceful:
+        failed_reason = f"exited while working ({native or source})"
+    if failed_reason is not None:
+        failed = Attention("failed", failed_reason, at_ms)
+    return msgspec.structs.replace(
+        state,
+        known=True,
+        presence="persisted",
+        turn="unknown",
+        source=source,
+        native=native,
+        evidence_at_ms=at_ms,
+        observed_at_ms=observed_at_ms,
+        ended_at_ms=max(state.ended_at_ms, at_ms),
+        turn_at_ms=max(state.turn_at_ms, at_ms),
+        failed=failed,
+        exit=exit if exit is not None else state.exit,
+        pty_working=False,
+        subagents=frozenset(),
+        children=(),
+        needs_reason="",
+        needs_since_ms=0,
+    )
+
+
+def derive_turn(state: SessionState) -> Turn:
+    """The turn as it would be published for ``state`` (children rolled up).
+
+    The same rule as :func:`derive`, without building the activity (hot path).
+    """
+    if not state.known or state.presence == "persisted":
+        return "unknown"
+    turn = state.turn
+    if state.presence == "running" and turn != "needs_input":
+        for _, child_turn, _ in state.children:
+            if _RANK[child_turn] > _RANK[turn] and child_turn != "needs_input":
+                turn = child_turn
+    return turn
+
+
+def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
+    """Apply presence and turn claims with event-time ordering (the shared path).
+
+    Collects every field change and replaces the state once (this is the hot path).
+    """
+    updates: dict[str, object] = {}
+    changed = False
+    presence = state.presence
+    if claim.running and not state.host_owned and claim.at_ms > state.ended_at_ms:
+        if presence != "running" or not state.known:
+            changed = True
+        presence = "running"
+        updates["known"] = True
+        updates["presence"] = "running"
+        if state.exit is not None:
+            updates["exit"] = None
+        if claim.owner is not None:
+            updates["owner_pid"], updates["owner_token"] = claim.owner
+    if claim.turn is not None and claim.at_ms >= state.turn_at_ms:
+        known = state.known or bool(updates)
+        before: Turn = "unknown"
+        if known and presence != "persisted":
+            before = derive_turn(state) if state.presence == presence else state.turn
+        turn = claim.turn
+        updates["turn"] = turn
+        updates["turn_at_ms"] = claim.at_ms
+        updates["known"] = True
+        needs_reason = ""
+        if turn == "needs_input":
+            if state.turn != "needs_input":
+                updates["needs_since_ms"] = claim.at_ms
+            needs_reason = claim.reason or state.needs_reason or "input required"
+        elif state.needs_since_ms:
+            updates["needs_since_ms"] = 0
+        updates["needs_reason"] = needs_reason
+        done = state.done
+        if turn == "working" and before != "working" and before != "needs_input":
+            done = None  # the next turn closes turn_done
+            updates["interrupted"] = None
+        if claim.completion == "completed":
+            if (
+                claim.turn_id is None or claim.turn_id not in state.completed
+            ) and not state.focused:
+                done = Attention(
+                    "turn_done", f"turn done ({claim.native or claim.source})", claim.at_ms
+                )
+            updates["completed"] = _remember(state.completed, claim.turn_id, _COMPLETED)
+            updates["interrupted"] = None
+        if done is not state.done:
+            updates["done"] = done
+        if presence == "persisted":
+            after: Turn = "unknown"
+        elif state.children:
+            after = derive_turn(msgspec.structs.replace(state, **updates))
+        else:
+            after = turn
+        if after != before or needs_reason != state.needs_reason:
+            changed = True
+    # A new native word from the same state-word source is news (registry idle -> shell);
+    # event names of hooks are not (every tool call would publish).
+    reworded = (
+        claim.turn is not None
+        and claim.source in _STATE_WORD_SOURCES
+        and claim.source == state.source
+        and claim.native != state.native
+    )
+    if changed or reworded or not state.known:
+        updates["source"] = claim.source
+        updates["native"] = claim.native
+        updates["evidence_at_ms"] = claim.at_ms
+        updates["observed_at_ms"] = claim.observed_at_ms
+        if claim.version:
+            updates["version"] = claim.version
+    if not updates:
+        return state
+    return msgspec.structs.replace(state, **updates)
+
+
+# --------------------------------------------------------------------------- reduce
+
+
+def reduce(state: SessionState, message: SessionMessage) -> Step:
+    """Apply one routed message to one session (pure).
+
+    :return: the new state, and the activity to publish if it visibly changed.
+    """
+    fingerprint = _fingerprint(message)
+    recent = state.recent
+    if fingerprint is not None:
+        if fingerprint in recent:
+            return Step(state, None, "duplicate")
+        recent = (*recent, fingerprint)[-_RECENT:]
+    new = _dispatch(state, message)
+    if new is None:
+        if recent is state.recent:
+            return Step(state, None, "no claim")
+        return Step(msgspec.structs.replace(state, recent=recent), None, "no claim")
+    activity = derive(new)
+    previous = new.activity
+    if activity is None or (previous is not None and previous.visible() == activity.visible()):
+        new = msgspec.structs.replace(new, recent=recent)
+        return Step(new, None, None if activity is None else "repeat")
+    new = msgspec.structs.replace(new, recent=recent, activity=activity)
+    return Step(new, activity, None)
+
+
+def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | None:
+    match message:
+        case RegistryStatus():
+            return _registry(state, message)
+        case HookHint():
+            return _hook(state, message)
+        case LifecycleBoundary():
+            return _boundary(state, message)
+        case ProgramStatus():
+            return _program_status(state, message)
+        case RolloutOwned():
+            claim = _Claim(
+                "codex_rollout",
+                "owned",
+                message.at_ms,
+                message.observed_at_ms,
+                version=message.version,
+                running=True,
+                owner=(message.pid, message.start_token),
+            )
+            new = _apply_claim(msgspec.structs.replace(state, has_rollout=True), claim)
+            if not state.known:
+                new = _with_evidence(new, claim)
+            return new
+        case ProcessSeen():
+            claims = message.key == state.key and not state.host_owned
+            if not claims and not _owned_by(state, message.pid, message.start_token):
+                return None
+            if state.presence == "running" or message.at_ms <= state.ended_at_ms:
+                return None
+            claim = _Claim(
+                "pid_probe",
+                "alive",
+                message.at_ms,
+                message.observed_at_ms,
+                running=True,
+                owner=(message.pid, message.start_token),
+            )
+            return _apply_claim(state, claim)
+        case ProcessGone():
+            if state.host_owned or state.presence != "running":
+                return None
+            if not _owned_by(state, message.pid, message.start_token):
+                return None
+            native = "recycled" if message.recycled else "gone"
+            return _end(state, message.at_ms, "pid_probe", native, message.observed_at_ms)
+        case RegistryRemoved():
+            if state.host_owned or state.presence != "running":
+                return None
+            if message.pid_alive and not message.rotated:
+                return None  # file gone but owner alive: no proof either way
+            native = "rotated" if message.rotated else "removed"
+            return _end(
+                state,
+                message.at_ms,
+                "claude_registry",
+                native,
+                message.observed_at_ms,
+                graceful=True,
+            )
+        case RolloutReleased():
+            if state.host_owned or state.presence != "running":
+                return None
+            return _end(state, message.at_ms, "codex_rollout", "released", message.observed_at_ms)
+        case LedgerFire():
+            return _ledger(state, message)
+        case PtySpawned():
+            if (
+                state.host_owned
+                and state.owner_pid == message.pid
+                and state.owner_token == message.start_token
+                and (message.pane is None or message.pane == state.pane)
+            ):
+                return None  # the same PTY announced again (the wrapper reconnected)
+            return msgspec.structs.replace(
+                state,
+                known=True,
+                presence="running",
+                host_owned=True,
+                owner_pid=message.pid,
+                owner_token=message.start_token,
+                exit=None,
+                pane=message.pane or state.pane,
+                source="pty_host",
+                native="spawned",
+                evidence_at_ms=message.at_ms,
+                observed_at_ms=message.observed_at_ms,
+                ended_at_ms=0,
+                failed=None,
+            )
+        case PtyExit():
+            exit_info = ExitInfo(code=message.code, signal=message.signal)
+            reason = None
+            if message.signal:
+                reason = f"killed by signal {message.signal}"
+            elif message.code:
+                reason = f"exited with code {message.code}"
+            ended = _end(
+                state,
+                message.at_ms,
+                "pty_host",
+                "exited",
+                message.observed_at_ms,
+                failed_reason=reason,
+                exit=exit_info,
+            )
+            return msgspec.structs.replace(ended, host_owned=False)
+        case PaneBound():
+            return msgspec.structs.replace(state, pane=message.pane)
+        case PaneUnbound():
+            if state.pane != message.pane:
+                return None
+            return msgspec.structs.replace(state, pane=None, focused=False)
+        case PaneFocused():
+            focused = state.pane is not None and state.pane == message.pane
+            new = msgspec.structs.replace(state, focused=focused)
+            if focused:
+                new = msgspec.structs.replace(new, done=None)
+            return new
+        case Acknowledge():
+            return msgspec.structs.replace(state, done=None, failed=None)
+        case HostSignal():
+            if message.signal == "terminate":
+                if state.presence != "running":
+                    return None
+                return msgspec.structs.replace(
+                    state,
+                    presence="shutting_down",
+                    turn="unknown",
+                    source="host",
+                    native="terminate",
+                    evidence_at_ms=message.at_ms,
+                )
+            if message.signal == "interrupt":
+                claim = _Claim(
+                    "host",
+                    "interrupt",
+                    message.at_ms,
+                    message.at_ms,
+                    turn="idle",
+                    completion="interrupted",
+                )
+                return _apply_claim(state, claim)
+            return None  # eof: the program decides what it means
+        case _:  # pragma: no cover - exhaustive over SessionMessage
+            raise TypeError(f"not a session message: {type(message).__name__}")
+
+
+def _owned_by(state: SessionState, pid: int, token: str | None) -> bool:
+    if state.owner_pid != pid:
+        return False
+    return token is None or state.owner_token is None or token == state.owner_token
+
+
+def _registry(state: SessionState, message: RegistryStatus) -> SessionState:
+    status = message.status
+    state = msgspec.structs.replace(state, has_registry=True)
+    base = _Claim(
+        "claude_registry",
+        status,
+        message.at_ms,
+        message.observed_at_ms,
+        version=message.version,
+        running=True,
+        owner=(message.pid, message.start_token),
+    )
+    if status == "busy":
+        return _apply_claim(state, msgspec.structs.replace(base, turn="working"))
+    if status == "waiting":
+        reason = message.waiting_for or "waiting"
+        return _apply_claim(state, msgspec.structs.replace(base, turn="needs_input", reason=reason))
+    if status in ("idle", "shell"):
+        completion: str | None = None
+        before = derive_turn(state) if state.known else "unknown"
+        stale = message.at_ms < state.turn_at_ms
+        interrupted = state.interrupted
+        if before in ("working", "needs_input") and not stale:
+            if not state.hooks_seen and before == "working":
+                # A hook-less Claude session: the busy -> idle edge is the completion.
+                completion = "completed"
+            elif state.prompt_id is None or state.prompt_id not in state.completed:
+                interrupted = state.prompt_id or "?"  # Esc, Ctrl-C or a denied permission
+        state = msgspec.structs.replace(state, interrupted=interrupted)
+        return _apply_claim(
+            state, msgspec.structs.replace(base, turn="idle", completion=completion)
+        )
+    # The first write has no status (turn unknown); unknown words make no turn claim.
+    return _apply_claim(state, base)
+
+
+def _hook(state: SessionState, message: HookHint) -> SessionState | None:
+    hint = message.hint
+    is_codex_notify = message.source == "codex_notify"
+    if is_codex_notify and not state.has_rollout:
+        # The TUI's hidden title thread has no rollout: its notify proves nothing.
+        return None
+    owner = (message.pid, message.start_token) if message.pid and message.start_token else None
+    if message.source == "claude_hook" and not state.hooks_seen:
+        state = msgspec.structs.replace(state, hooks_seen=True)
+    base = _Claim(
+        message.source,
+        message.event,
+        message.at_ms,
+        message.observed_at_ms,
+        version=message.version,
+        running=owner is not None and hint != "ended",
+        owner=owner,
+    )
+    turn_id = message.prompt_id or message.turn_id
+    if hint == "working":
+        if message.prompt_id is not None and message.prompt_id != state.prompt_id:
+            state = msgspec.structs.replace(state, prompt_id=message.prompt_id)
+        return _apply_claim(state, msgspec.structs.replace(base, turn="working"))
+    if hint == "needs_input":
+        state = msgspec.structs.replace(
+            state, permission_prompts=_remember(state.permission_prompts, message.prompt_id, 8)
+        )
+        reason = message.summary or "input required"
+        return _apply_claim(state, msgspec.structs.replace(base, turn="needs_input", reason=reason))
+    if hint == "late_needs_input":
+        # Claude's permission Notification arrives ~6 s late, after the user may have
+        # answered: it is the same dialog as PermissionRequest / registry `waiting`.
+        if state.has_registry or (
+            message.prompt_id is not None and message.prompt_id in state.permission_prompts
+        ):
+            return _apply_claim(state, base)
+        reason = message.summary or "input required"
+        return _apply_claim(state, msgspec.structs.replace(base, turn="needs_input", reason=reason))
+    if hint == "completed":
+        stale = message.at_ms < state.turn_at_ms
+        if stale:
+            # A Stop that reached us after the registry edge it precedes: the turn is
+            # already idle; its completion still opens turn_done for that prompt.
+            if (
+                state.interrupted is not None
+                and derive_turn(state) == "idle"
+                and (turn_id is None or turn_id == state.interrupted or state.interrupted == "?")
+            ):
+                new = _open_done(state, message.at_ms, f"turn done ({message.event})")
+                return msgspec.structs.replace(
+                    new, interrupted=None, completed=_remember(new.completed, turn_id, _COMPLETED)
+                )
+            return _apply_claim(state, base)
+        if (
+            derive_turn(state) == "idle"
+            and state.interrupted is not None
+            and turn_id is not None
+            and turn_id == state.interrupted
+        ):
+            # Stop landing just after the registry edge: same turn, now completed.
+            new = _open_done(state, message.at_ms, f"turn done ({message.event})")
+            new = msgspec.structs.replace(
+                new, interrupted=None, completed=_remember(new.completed, turn_id, _COMPLETED)
+            )
+            return _apply_claim(new, msgspec.structs.replace(base, turn="idle"))
+        return _apply_claim(
+            state,
+            msgspec.structs.replace(base, turn="idle", completion="completed", turn_id=turn_id),
+        )
+    if hint in ("interrupted", "idle"):
+        return _apply_claim(state, msgspec.structs.replace(base, turn="idle"))
+    if hint == "subagent_start" and message.agent_id:
+        return msgspec.structs.replace(
+            _apply_claim(state, base), subagents=state.subagents | {message.agent_id}
+        )
+    if hint == "subagent_stop" and message.agent_id:
+        return msgspec.structs.replace(
+            _apply_claim(state, base), subagents=state.subagents - {message.agent_id}
+        )
+    if hint == "ended":
+        if state.presence == "persisted" and state.known:
+            return None
+        return _end(
+            state,
+            message.at_ms,
+            message.source,
+            message.summary or message.event,
+            message.observed_at_ms,
+            graceful=True,
+        )
+    # start, info: a presence claim at most.
+    return _apply_claim(state, base)
+
+
+_BOUNDARY_TURN: Final[dict[str, Turn]] = {
+    "task_started": "working",
+    "task_complete": "idle",
+    "turn_aborted": "idle",
+}
+
+
+def _boundary(state: SessionState, message: LifecycleBoundary) -> SessionState | None:
+    turn = _BOUNDARY_TURN[message.boundary]
+    if message.root_key is not None and message.key != state.key:
+        # A child thread's boundary, routed to its root: roll up, never flip to idle.
+        child = message.key.session_id
+        others = tuple(c for c in state.children if c[0] != child)
+        previous = next((c for c in state.children if c[0] == child), None)
+        if previous is not None and message.at_ms < previous[2]:
+            return None
+        return msgspec.structs.replace(state, children=(*others, (child, turn, message.at_ms)))
+    completion = None
+    if message.boundary == "task_complete":
+        completion = "completed"
+    elif message.boundary == "turn_aborted":
+        completion = "interrupted"
+    claim = _Claim(
+        "codex_rollout",
+        message.boundary,
+        message.at_ms,
+        message.observed_at_ms,
+        version=message.version,
+        turn=turn,
+        completion=completion,
+        turn_id=message.turn_id,
+    )
+    return _apply_claim(msgspec.structs.replace(state, has_rollout=True), claim)
+
+
+def _program_status(state: SessionState, message: ProgramStatus) -> SessionState | None:
+    at, seen = message.at_ms, message.observed_at_ms
+    if message.child_id:
+        # Records with a child id describe subagents, never the parent's turn.
+        if message.state in ("working", "blocked"):
+            agents = state.subagents | {message.child_id}
+        else:
+            agents = state.subagents - {message.child_id}
+        return msgspec.structs.replace(state, subagents=agents)
+    native = message.state if message.kind is None else f"{message.state}:{message.kind}"
+    base = _Claim("pty_status", native, at, seen)
+    if message.state == "working":
+        state = msgspec.structs.replace(state, pty_working=True)
+        return _apply_claim(state, msgspec.structs.replace(base, turn="working"))
+    if message.state == "blocked":
+        reason = message.message or (f"blocked: {message.kind}" if message.kind else "blocked")
+        return _apply_claim(state, msgspec.structs.replace(base, turn="needs_input", reason=reason))
+    if message.state == "done":
+        state = msgspec.structs.replace(state, pty_working=False)
+        return _apply_claim(
+            state, msgspec.structs.replace(base, turn="idle", completion="completed")
+        )
+    if message.state == "idle":
+        # `idle` after `working` without `done` is an interrupt: idle, no turn_done.
+        state = msgspec.structs.replace(state, pty_working=False)
+        return _apply_claim(state, msgspec.structs.replace(base, turn="idle"))
+    # clear: this source makes no further claim about the turn.
+    if state.source != "pty_status" or at < state.turn_at_ms:
+        return None
+    return msgspec.structs.replace(
+        state,
+        turn="unknown",
+        turn_at_ms=at,
+        pty_working=False,
+        native="clear",
+        evidence_at_ms=at,
+        observed_at_ms=seen,
+        needs_reason="",
+        needs_since_ms=0,
+    )
+
+
+_LIVE_FIRES: Final = frozenset({"claimed", "running"})
+
+
+def _ledger(state: SessionState, message: LedgerFire) -> SessionState | None:
+    at, seen = message.at_ms, message.observed_at_ms
+    if message.status in _LIVE_FIRES and message.pid_alive:
+        # The Hermes actor proved the pid alive with a matching start time itself.
+        claim = _Claim("hermes_executions", message.status, at, seen, turn="working", running=True)
+        return _apply_claim(state, claim)
+    native = "abandoned" if message.status in _LIVE_FIRES else message.status
+    reason = "hermes fire failed" if message.status == "failed" else None
+    if state.known and state.presence == "persisted" and state.native == native:
+        return None
+    # A fire that finished on its own is a graceful end; an abandoned one is a death.
+    graceful = native != "abandoned"
+    return _end(
+        state, at, "hermes_executions", native, seen, failed_reason=reason, graceful=graceful
+    )

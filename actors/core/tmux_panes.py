@@ -1,0 +1,283 @@
+"""Panes from tmux: the pure diff of pane listings into host control messages.
+
+Who calls what: :class:`actors.sinks.tmux.TmuxBridge` runs :data:`LIST_PANES_COMMAND` over its one
+control-mode client whenever tmux tells it something about panes may have changed (control-mode
+notifications such as ``%layout-change`` / ``%window-pane-changed`` / ``%unlinked-window-add``,
+and a ``refresh-client -B`` subscription over every pane of every session, which tmux itself
+re-evaluates at most once a second and reports only when it changed). It feeds the parsed rows
+to :meth:`PaneTable.update`, which returns the messages to inject:
+
+- :class:`~messages.PaneOpened` for a new pane (or a respawned one: same id, new root pid),
+- :class:`~messages.PaneClosed` for a pane that is gone (and for every pane of a previous
+  server when the server was replaced),
+- :class:`~messages.PaneFocused` when a pane becomes the active pane of its session's active
+  window,
+- :class:`~messages.PtyExit` (``pane=``, ``code=pane_dead_status``, ``signal=pane_dead_signal``)
+  when a pane's program exits and ``remain-on-exit`` keeps the pane.
+
+A tmux bug this module works around (measured: about 1 pane death in 3 on tmux 3.3a here).
+A tmux built with libutempter (Debian's is) calls ``utempter_remove_record`` when a pane's pty
+closes; libutempter installs its own SIGCHLD handler while its helper runs, so when the pane's
+program exits in that window tmux never sees the SIGCHLD (tmux/tmux#311). The pane then stays
+``pane_dead=1`` with neither ``pane_dead_status`` nor ``pane_dead_signal`` and its process a
+zombie until tmux reaps *some other* child: its SIGCHLD handler loops ``waitpid(WAIT_ANY)``.
+:meth:`PaneTable.take_unreaped` names such panes (once per pane incarnation) and the bridge
+then runs :data:`REAP_COMMAND` before its next listing: tmux forks ``true`` and the reply
+arrives only after tmux reaped it, and the stuck zombie with it.
+
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+import msgspec
+
+from actors.sinks.tmux_client import quote
+from messages import Inbound, PaneClosed, PaneFocused, PaneOpened, PtyExit
+from messages.common import MAX_TEXT_LEN
+
+__all__ = [
+    "LIST_PANES_COMMAND",
+    "LIST_PANES_FORMAT",
+    "REAP_COMMAND",
+    "SUBSCRIPTION_COMMAND",
+    "SUBSCRIPTION_NAME",
+    "TRIGGER_NOTIFICATIONS",
+    "SERVER_ID_COMMAND",
+    "PaneRow",
+    "PaneTable",
+    "PaneTableStatistics",
+    "parse_pane_rows",
+]
+
+#: One row per pane (linked windows repeat a pane; rows are merged by id). The path goes last
+#: because it is the only field that may contain the separator.
+LIST_PANES_FORMAT: Final = (
+    "#{pane_id}|#{pane_pid}|#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"
+    "|#{&&:#{pane_active},#{window_active}}|#{pane_current_path}"
+)
+LIST_PANES_COMMAND: Final = f"list-panes -a -F {quote(LIST_PANES_FORMAT)}"
+#: The server's identity: pane ids restart at %0 on a new server, so a listing is only
+#: comparable with one from the same server (pid and start time).
+SERVER_ID_COMMAND: Final = f"display-message -p {quote('#{pid}:#{start_time}')}"
+
+#: Makes tmux fork and reap a child (see the module docstring): its SIGCHLD handler then reaps
+#: every zombie pane whose SIGCHLD was lost. Without ``-b`` the reply waits for the job, so a
+#: listing in the same batch after it sees the exit status.
+REAP_COMMAND: Final = "run-shell true"
+
+SUBSCRIPTION_NAME: Final = "paneward-panes"
+#: Every pane of every session with the fields whose change matters (existence, root pid,
+#: death, focus). tmux evaluates it at most once a second and reports only changes; it covers
+#: what no notification reports (a pane dying under remain-on-exit, splits in sessions other
+#: than the one our client is attached to).
+_SUBSCRIPTION_FORMAT: Final = (
+    "#{S:#{W:#{P:#{pane_id}.#{pane_pid}.#{pane_dead}#{pane_dead_status}#{pane_dead_signal}"
+    ".#{pane_active}#{window_active} }}}"
+)
+SUBSCRIPTION_COMMAND: Final = (
+    f"refresh-client -B {quote(SUBSCRIPTION_NAME + '::' + _SUBSCRIPTION_FORMAT)}"
+)
+
+#: Control-mode notifications after which the pane listing may differ.
+TRIGGER_NOTIFICATIONS: Final = frozenset(
+    {
+        "layout-change",
+        "window-add",
+        "window-close",
+        "unlinked-window-add",
+        "unlinked-window-close",
+        "window-pane-changed",
+        "session-window-changed",
+        "sessions-changed",
+        "session-changed",
+        "client-session-changed",
+        "subscription-changed",
+    }
+)
+
+
+class PaneRow(NamedTuple):
+    """One pane as tmux lists it.
+
+    tmux marks a pane dead when its pty closes and learns the exit status a moment later
+    (SIGCHLD), so a dead row may briefly have neither status nor signal: :attr:`exit_known`.
+    """
+
+    pane: str
+    pid: int
+    dead: bool
+    dead_status: int | None
+    dead_signal: int | None
+    focused: bool
+    cwd: str | None
+
+    @property
+    def exit_known(self) -> bool:
+        return self.dead and (self.dead_status is not None or self.dead_signal is not None)
+
+
+def _opt_int(text: str) -> int | None:
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def parse_pane_rows(lines: Iterable[str]) -> tuple[list[PaneRow], list[str]]:
+    """Parse :data:`LIST_PANES_FORMAT` output; returns (rows, one error text per bad line).
+
+    Rows for the same pane (a window linked into several sessions) are merged: focused if
+    focused anywhere.
+    """
+    rows: dict[str, PaneRow] = {}
+    errors: list[str] = []
+    for line in lines:
+        parts = line.split("|", 6)
+        if len(parts) != 7:
+            errors.append(f"expected 7 fields, got {len(parts)}: {line[:80]!r}")
+            continue
+        pane, pid, dead, status, signal, focused, cwd = parts
+        if not (pane.startswith("%") and pane[1:].isdigit()) or not pid.isdigit():
+            errors.append(f"bad pane id or pid: {line[:80]!r}")
+            continue
+        if not 1 <= int(pid) <= 2**31 - 1:
+            errors.append(f"pid out of range: {line[:80]!r}")
+            continue
+        row = PaneRow(
+            pane=pane,
+            pid=int(pid),
+            dead=dead == "1",
+            dead_status=_opt_int(status),
+            dead_signal=_opt_int(signal),
+            focused=focused == "1",
+            cwd=cwd[:MAX_TEXT_LEN] or None,
+        )
+        seen = rows.get(pane)
+        if seen is not None and seen.focused:
+            row = row._replace(focused=True)
+        rows[pane] = row
+    return list(rows.values()), errors
+
+
+class PaneTableStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of a :class:`PaneTable`."""
+
+    listings: int
+    panes: int
+    opened: int
+    closed: int
+    focused: int
+    exited: int
+    server_changes: int
+    unreaped: int  # dead panes whose exit status tmux had not collected (see take_unreaped)
+
+
+class PaneTable:
+    """The panes last seen, and the messages that describe each new listing's difference."""
+
+    def __init__(self) -> None:
+        self._server: str | None = None
+        self._rows: dict[str, PaneRow] = {}
+        self._listings = 0
+        self._opened = 0
+        self._closed = 0
+        self._focused = 0
+        self._exited = 0
+        self._server_changes = 0
+        # (pane, pid) of dead panes already returned by take_unreaped: asked once each.
+        self._reap_asked: set[tuple[str, int]] = set()
+        self._unreaped = 0
+
+    @property
+    def panes(self) -> dict[str, PaneRow]:
+        return dict(self._rows)
+
+    def update(self, server: str, rows: Iterable[PaneRow], now_ms: int) -> list[Inbound]:
+        """Compare a full listing from ``server`` with the previous one; return the messages.
+
+        Order: closes, then opens (with the exit of a pane already dead when first seen), then
+        exits, then focus, so a consumer never sees focus for a pane it was not told about.
+        """
+        self._listings += 1
+        out: list[Inbound] = []
+        if self._server is not None and server != self._server:
+            # A new server reuses pane ids from %0: every old pane is gone.
+            self._server_changes += 1
+            for pane in sorted(self._rows, key=_pane_order):
+                out.append(PaneClosed(pane=pane, at_ms=now_ms))
+                self._closed += 1
+            self._rows = {}
+        self._server = server
+        new = {row.pane: row for row in rows}
+        for pane in sorted(self._rows.keys() - new.keys(), key=_pane_order):
+            out.append(PaneClosed(pane=pane, at_ms=now_ms))
+            self._closed += 1
+        exits: list[Inbound] = []
+        focus: list[Inbound] = []
+        for pane in sorted(new, key=_pane_order):
+            row = new[pane]
+            old = self._rows.get(pane)
+            if old is None or old.pid != row.pid:
+                # New pane, or respawn-pane: same id, a new root process.
+                out.append(
+                    PaneOpened(
+                        pane=pane, root_pid=row.pid, at_ms=now_ms, cwd=row.cwd, focused=row.focused
+                    )
+                )
+                self._opened += 1
+                if row.exit_known:
+                    exits.append(self._exit(row, now_ms))
+                continue
+            if row.exit_known and not old.exit_known:
+                # Reported once, when the status is known (see PaneRow).
+                exits.append(self._exit(row, now_ms))
+            if row.focused and not old.focused:
+                focus.append(PaneFocused(pane=pane, at_ms=now_ms))
+                self._focused += 1
+        self._rows = new
+        self._reap_asked &= {(row.pane, row.pid) for row in new.values()}
+        return out + exits + focus
+
+    def take_unreaped(self) -> list[str]:
+        """Dead panes of the last listing without an exit status, each returned only once.
+
+        Either tmux has not handled the SIGCHLD yet (a moment) or it lost it (the libutempter
+        race in the module docstring, then it never will by itself). The caller asks tmux to
+        reap (:data:`REAP_COMMAND`) and lists again; asking once per pane incarnation bounds
+        that to one extra round trip per pane death.
+        """
+        panes: list[str] = []
+        for pane in sorted(self._rows, key=_pane_order):
+            row = self._rows[pane]
+            if row.dead and not row.exit_known and (pane, row.pid) not in self._reap_asked:
+                self._reap_asked.add((pane, row.pid))
+                panes.append(pane)
+        self._unreaped += len(panes)
+        return panes
+
+    def _exit(self, row: PaneRow, now_ms: int) -> PtyExit:
+        self._exited += 1
+        return PtyExit(
+            at_ms=now_ms,
+            observed_at_ms=now_ms,
+            pane=row.pane,
+            code=row.dead_status,
+            signal=row.dead_signal,
+        )
+
+    def statistics(self) -> PaneTableStatistics:
+        return PaneTableStatistics(
+            listings=self._listings,
+            panes=len(self._rows),
+            opened=self._opened,
+            closed=self._closed,
+            focused=self._focused,
+            exited=self._exited,
+            server_changes=self._server_changes,
+            unreaped=self._unreaped,
+        )
+
+
+def _pane_order(pane: str) -> int:
+    return int(pane[1:]) if pane[1:].isdigit() else -1

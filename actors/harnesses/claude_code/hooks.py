@@ -1,0 +1,140 @@
+"""Claude Code: how its native hook payloads map to normalized hints.
+
+Facts (reference/real-harnesses.md §4.3): 34 hook events, stdin JSON with
+``session_id``, ``hook_event_name``, ``prompt_id`` (2.1.332), ``tool_name``,
+``notification_type``, ``agent_id``, ``reason``. The owner pid is ``CLAUDE_PID``
+from the hook's environment (the hook client stamps it). The registry discovery
+actor lives in :mod:`actors.harnesses.claude_code.registry`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from actors.core.hints import first_str, text, token, unmapped
+from messages.activity import Unmapped
+from messages.common import SessionKey
+from messages.evidence import HintKind, HookHint, NotifyHook
+
+__all__ = ["KNOWN_EVENTS", "NEEDS_INPUT_NOTIFICATIONS", "normalize"]
+
+# Every event name Claude Code 2.1.332 accepts (its own table). A known event that
+# makes no claim maps to "info"; anything else is counted as unmapped.
+KNOWN_EVENTS: Final = frozenset(
+    token(name)
+    for name in [
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PostToolBatch",
+        "Notification",
+        "UserPromptSubmit",
+        "UserPromptExpansion",
+        "SessionStart",
+        "SessionEnd",
+        "Stop",
+        "StopFailure",
+        "SubagentStart",
+        "SubagentStop",
+        "PreCompact",
+        "PostCompact",
+        "PreModelSwitch",
+        "PostModelSwitch",
+        "PermissionRequest",
+        "PermissionDenied",
+        "Setup",
+        "TeammateIdle",
+        "TaskCreated",
+        "TaskCompleted",
+        "Elicitation",
+        "ElicitationResult",
+        "ConfigChange",
+        "WorktreeCreate",
+        "WorktreeRemove",
+        "InstructionsLoaded",
+        "CwdChanged",
+        "FileChanged",
+        "DirectoryAdded",
+        "MessageDisplay",
+        "PreSkillShellCommand",
+    ]
+)
+
+_EVENT_HINTS: Final[dict[str, HintKind]] = {
+    "userpromptsubmit": "working",
+    "pretooluse": "working",
+    # A tool finished inside a running turn: the permission it waited on was answered.
+    "posttooluse": "working",
+    "posttoolusefailure": "working",
+    "posttoolbatch": "working",
+    "permissiondenied": "working",
+    "elicitationresult": "working",
+    "permissionrequest": "needs_input",
+    "elicitation": "needs_input",
+    "stop": "completed",
+    "stopfailure": "completed",
+    "sessionstart": "start",
+    "sessionend": "ended",
+    "subagentstart": "subagent_start",
+    "subagentstop": "subagent_stop",
+}
+
+# Notification types that mean "blocked on the user". Claude's own permission and
+# elicitation notifications arrive ~6 s after the dialog opened, so they only open
+# needs_input without better proof ("late"); the generic ones are immediate.
+LATE_NOTIFICATIONS: Final = frozenset({"permissionprompt", "elicitationdialog"})
+NEEDS_INPUT_NOTIFICATIONS: Final = frozenset(
+    {"permissionrequest", "approvalrequest", "approvalrequired", "inputrequired"}
+)
+
+
+def normalize(hook: NotifyHook) -> HookHint | Unmapped:
+    """Map one Claude Code hook payload to a :class:`HookHint` (pure).
+
+    Unknown events, or payloads without a usable ``session_id``, become an
+    :class:`Unmapped` record and change no state.
+    """
+    payload = hook.payload
+    event = first_str(payload, "hook_event_name")
+    session_id = first_str(payload, "session_id")
+    if event is None or session_id is None:
+        return unmapped("claude-code", payload, event, hook.at_ms)
+    tok = token(event)
+    if tok not in KNOWN_EVENTS:
+        return unmapped("claude-code", payload, event, hook.at_ms)
+    hint: HintKind = _EVENT_HINTS.get(tok, "info")
+    tool = first_str(payload, "tool_name", limit=200)
+    summary: str | None = None
+    if tok == "notification":
+        kind = token(first_str(payload, "notification_type") or "")
+        if kind in LATE_NOTIFICATIONS:
+            hint = "late_needs_input"
+        elif kind in NEEDS_INPUT_NOTIFICATIONS:
+            hint = "needs_input"
+        summary = text(payload.get("message"))
+    elif tok == "permissionrequest":
+        summary = f"permission: {tool}" if tool else "permission"
+    elif tok == "elicitation":
+        summary = text(payload.get("message")) or "input requested"
+    elif tok == "sessionend":
+        summary = text(payload.get("reason"))
+    elif tok == "stopfailure":
+        summary = text(payload.get("error")) or "stop failure"
+    elif tok == "userpromptsubmit":
+        prompt = payload.get("prompt")
+        if isinstance(prompt, str) and prompt.startswith("<task-notification>"):
+            summary = "task-notification"
+    return HookHint(
+        key=SessionKey("claude-code", session_id),
+        source="claude_hook",
+        event=event,
+        hint=hint,
+        at_ms=hook.at_ms,
+        observed_at_ms=hook.observed_at_ms,
+        prompt_id=first_str(payload, "prompt_id"),
+        tool=tool,
+        summary=summary,
+        agent_id=first_str(payload, "agent_id"),
+        pid=hook.pid,
+        start_token=hook.start_token,
+    )

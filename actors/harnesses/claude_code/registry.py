@@ -1,0 +1,661 @@
+"""Claude Code registry discovery: ``<CLAUDE_CONFIG_DIR or ~/.claude>/sessions/<pid>.json``.
+
+Every live Claude Code process (interactive and ``-p``) rewrites its
+``sessions/<pid>.json`` on each status edge (``reference/real-harnesses.md`` §4.4).
+This module turns those files into evidence:
+
+- :func:`parse_record` (pure) validates one file's bytes (DESIGN §5): malformed JSON,
+  invalid UTF-8, a non-object, wrong field types or a ``pid`` that is not the file's
+  name are rejected with a :class:`RecordError` naming the reason; ``parkedJobId``
+  marks a record whose session was parked into a background job (that job writes
+  its own record). The first write has no ``status`` (``status=None``, turn unknown).
+- :class:`RegistryTracker` (pure) compares what the directory holds now (parsed
+  records plus a liveness probe of each pid) with what it last emitted, and says
+  which messages to send: ``RegistryStatus`` for a record whose pid is alive with a
+  matching ``procStart`` (only when it changed), ``RegistryRemoved(pid_alive=...)``
+  when the file is deleted or its owner is found dead or replaced, and
+  ``RegistryRemoved(rotated=True, pid_alive=True)`` for the old key when the same
+  process switches ``sessionId`` in place (``/clear``, ``/resume``), followed by
+  ``RegistryStatus`` for the new key.
+- :class:`ClaudeRegistryWatcher` (the actor) rescans the directory in a worker
+  thread when ``watchfiles`` reports a change (``debounce=5, step=1``; the default
+  1.6 s debounce would make every status edge late) and at least every
+  ``liveness_interval`` seconds, 5 by default (a SIGKILLed Claude leaves its file
+  behind and no file event says so; its session already ended within milliseconds
+  through the pid watcher's pidfd, so this rescan only tidies the registry's own
+  view), or, in ``mode="poll"``, on a stat-only poll every
+  ``poll_interval`` seconds (the fallback where notifications are unavailable).
+
+``at_ms`` of a ``RegistryStatus`` is ``statusUpdatedAt``, falling back to
+``updatedAt``, ``startedAt`` and the file's mtime. Records of Claude 2.1.112 carry
+no ``procStart``: they are accepted only while the pid's comm starts with
+``claude``, and the pid's current start token stands in.
+
+Messages are sent to the sink (the supervisor), which routes them by ``key`` to the
+session actor; ``pid_alive`` is the owner's liveness when the removal was seen.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import msgspec
+
+import messages
+from actors.cli import paths
+from actors.runtime.mailbox import EvidenceSink
+from actors.sources import procfs
+from messages.common import MAX_ID_LEN, MAX_TEXT_LEN
+
+__all__ = [
+    "ClaudeRegistryWatcher",
+    "EvidenceSink",
+    "FileObservation",
+    "RecordError",
+    "RegistryRecord",
+    "RegistryStatistics",
+    "RegistryTracker",
+    "parse_record",
+    "registry_dir",
+    "scan_directory",
+]
+
+MAX_FILE_BYTES = 256 * 1024  # real records are ~700 bytes; anything huge is not Claude's
+_MIN_MS = 946_684_800_000
+_MAX_MS = 4_102_444_800_000
+_MAX_WORD = 64
+
+RejectReason = Literal[
+    "too_large",
+    "invalid_utf8",
+    "malformed_json",
+    "not_object",
+    "bad_field",
+    "pid_mismatch",
+]
+
+
+def registry_dir() -> Path:
+    """``<CLAUDE_CONFIG_DIR or ~/.claude>/sessions`` (read from the environment now)."""
+    return paths.claude_config_dir() / "sessions"
+
+
+# ---------------------------------------------------------------- parsing (pure)
+
+
+class RecordError(ValueError):
+    """A registry file that is not a usable record; ``reason`` is a stable word."""
+
+    def __init__(self, reason: RejectReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: RejectReason = reason
+
+
+class RegistryRecord(msgspec.Struct, frozen=True):
+    """The fields of one ``sessions/<pid>.json`` that paneward uses."""
+
+    pid: int
+    session_id: str
+    proc_start: str | None
+    status: str | None
+    waiting_for: str | None
+    version: str | None
+    at_ms: int
+    parked: bool
+
+
+def _opt_str(obj: Mapping[str, Any], name: str, max_len: int) -> str | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecordError("bad_field", f"{name} is {type(value).__name__}, not a string")
+    if len(value) > max_len:
+        raise RecordError("bad_field", f"{name} is longer than {max_len} characters")
+    return value
+
+
+def _opt_ms(obj: Mapping[str, Any], name: str) -> int | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordError("bad_field", f"{name} is {type(value).__name__}, not integer ms")
+    if not _MIN_MS <= value <= _MAX_MS:
+        raise RecordError("bad_field", f"{name}={value} is not an epoch-ms time")
+    return value
+
+
+def parse_record(data: bytes, file_pid: int, mtime_ms: int) -> RegistryRecord:
+    """Validate the bytes of ``sessions/<file_pid>.json``.
+
+    Pure. ``mtime_ms`` is the file's mtime, the last fallback for ``at_ms``.
+
+    :raises RecordError: with ``reason`` one of ``too_large``, ``invalid_utf8``,
+        ``malformed_json``, ``not_object``, ``bad_field``, ``pid_mismatch``.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        raise RecordError("too_large", f"{len(data)} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError("invalid_utf8", str(exc)) from None
+    try:
+        obj = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise RecordError("malformed_json", str(exc)) from None
+    if not isinstance(obj, dict):
+        raise RecordError("not_object", f"top level is {type(obj).__name__}")
+    pid = obj.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= 2**31 - 1:
+        raise RecordError("bad_field", f"pid is {pid!r}")
+    if pid != file_pid:
+        raise RecordError("pid_mismatch", f"pid {pid} in {file_pid}.json")
+    session_id = obj.get("sessionId")
+    if not isinstance(session_id, str) or not 1 <= len(session_id) <= MAX_ID_LEN:
+        raise RecordError("bad_field", f"sessionId is {session_id!r:.80}")
+    proc_start = obj.get("procStart")
+    if isinstance(proc_start, int) and not isinstance(proc_start, bool):
+        proc_start = str(proc_start)
+    elif proc_start is not None and not isinstance(proc_start, str):
+        raise RecordError("bad_field", f"procStart is {type(proc_start).__name__}")
+    status = _opt_str(obj, "status", _MAX_WORD)
+    waiting_for = _opt_str(obj, "waitingFor", MAX_TEXT_LEN)
+    version = _opt_str(obj, "version", _MAX_WORD)
+    at_ms = None
+    for name in ("statusUpdatedAt", "updatedAt", "startedAt"):
+        at_ms = _opt_ms(obj, name)
+        if at_ms is not None:
+            break
+    if at_ms is None:
+        at_ms = min(max(mtime_ms, _MIN_MS), _MAX_MS)
+    return RegistryRecord(
+        pid=pid,
+        session_id=session_id,
+        proc_start=proc_start,
+        status=status,
+        waiting_for=waiting_for,
+        version=version,
+        at_ms=at_ms,
+        parked=obj.get("parkedJobId") is not None,
+    )
+
+
+# ---------------------------------------------------------------- tracking (pure)
+
+
+class FileObservation(msgspec.Struct, frozen=True):
+    """What one scan saw for ``sessions/<pid>.json``.
+
+    ``identity`` changes whenever the file does (inode, size, mtime); ``parsed`` is
+    the record or why it was rejected; ``token`` is the pid's current start token
+    (``None``: gone or a zombie); ``comm`` its process name.
+    """
+
+    identity: tuple[int, int, int]
+    parsed: RegistryRecord | RecordError
+    token: str | None
+    comm: str | None = None
+
+
+class _Emitted(msgspec.Struct, frozen=True):
+    key: messages.SessionKey
+    pid: int
+    token: str
+    status: str | None
+    waiting_for: str | None
+    version: str | None
+    at_ms: int
+
+
+class RegistryStatistics(msgspec.Struct, frozen=True):
+    """Counters of the registry watcher (monotonic; rejections counted once per file version)."""
+
+    scans: int
+    files_read: int
+    tracked: int
+    status_sent: int
+    removed_sent: int
+    rotations: int
+    too_large: int
+    invalid_utf8: int
+    malformed_json: int
+    not_object: int
+    bad_field: int
+    pid_mismatch: int
+    parked: int
+    dead_pid: int
+    proc_start_mismatch: int
+    vanished: int
+    unreadable: int
+    sink_rejected: int
+    watch_failures: int
+
+
+_REJECT_COUNTERS = (
+    "too_large",
+    "invalid_utf8",
+    "malformed_json",
+    "not_object",
+    "bad_field",
+    "pid_mismatch",
+    "parked",
+    "dead_pid",
+    "proc_start_mismatch",
+)
+
+
+class RegistryTracker:
+    """Pure diff of registry scans into evidence messages (no I/O, no clock).
+
+    Fed by :class:`ClaudeRegistryWatcher` with each scan's observations.
+    """
+
+    def __init__(self) -> None:
+        self._emitted: dict[int, _Emitted] = {}
+        # file pid -> identity whose rejection was already counted (count once per version)
+        self._counted: dict[int, tuple[tuple[int, int, int], str]] = {}
+        self.counts: dict[str, int] = dict.fromkeys(_REJECT_COUNTERS, 0)
+        self.rotations = 0
+
+    @property
+    def emitted_pids(self) -> list[int]:
+        """File pids with an emitted record: a scan must probe these even if the file is gone."""
+        return sorted(self._emitted)
+
+    def _reject(self, file_pid: int, obs: FileObservation, reason: str) -> None:
+        if self._counted.get(file_pid) != (obs.identity, reason):
+            self._counted[file_pid] = (obs.identity, reason)
+            self.counts[reason] += 1
+
+    def apply(
+        self,
+        files: Mapping[int, FileObservation],
+        gone_tokens: Mapping[int, str | None],
+        now_ms: int,
+    ) -> list[messages.RegistryStatus | messages.RegistryRemoved]:
+        """Messages for one scan.
+
+        ``files`` is every ``<pid>.json`` present; ``gone_tokens`` the probed token of
+        each emitted pid whose file is no longer present.
+        """
+        out: list[messages.RegistryStatus | messages.RegistryRemoved] = []
+        for file_pid in sorted(files):
+            out.extend(self._apply_file(file_pid, files[file_pid], now_ms))
+        for file_pid in sorted(set(self._emitted) - set(files)):
+            prev = self._emitted.pop(file_pid)
+            self._counted.pop(file_pid, None)
+            alive = gone_tokens.get(file_pid) == prev.token
+            out.append(self._removed(prev, now_ms, pid_alive=alive, rotated=False))
+        for file_pid in set(self._counted) - set(files):
+            del self._counted[file_pid]
+        return out
+
+    def _apply_file(
+        self, file_pid: int, obs: FileObservation, now_ms: int
+    ) -> list[messages.RegistryStatus | messages.RegistryRemoved]:
+        prev = self._emitted.get(file_pid)
+        record = obs.parsed
+        if isinstance(record, RecordError):
+            self._reject(file_pid, obs, record.reason)
+            # A torn or garbled rewrite says nothing about the session; its owner's
+            # death still does.
+            if prev is not None and obs.token != prev.token:
+                del self._emitted[file_pid]
+                return [self._removed(prev, now_ms, pid_alive=False, rotated=False)]
+            return []
+        if record.parked:
+            self._reject(file_pid, obs, "parked")
+            if prev is None:
+                return []
+            # The window handed the session to a background job: this pid no longer
+            # owns that key (like a rotation), whether or not it lives on.
+            del self._emitted[file_pid]
+            alive = obs.token == prev.token
+            return [self._removed(prev, now_ms, pid_alive=alive, rotated=alive)]
+        token = obs.token
+        if token is None:
+            live = False
+            self._reject(file_pid, obs, "dead_pid")
+        elif record.proc_start is None:
+            # Claude 2.1.112 wrote no procStart: the process name is the only guard.
+            live = (obs.comm or "").startswith("claude")
+            if not live:
+                self._reject(file_pid, obs, "proc_start_mismatch")
+        else:
+            live = record.proc_start == token
+            if not live:
+                self._reject(file_pid, obs, "proc_start_mismatch")
+        if not live or token is None:
+            if prev is None:
+                return []
+            del self._emitted[file_pid]
+            return [self._removed(prev, now_ms, pid_alive=token == prev.token, rotated=False)]
+        self._counted.pop(file_pid, None)
+        new = _Emitted(
+            key=messages.SessionKey("claude-code", record.session_id),
+            pid=record.pid,
+            token=token,
+            status=record.status,
+            waiting_for=record.waiting_for,
+            version=record.version,
+            at_ms=record.at_ms,
+        )
+        if new == prev:
+            return []
+        out: list[messages.RegistryStatus | messages.RegistryRemoved] = []
+        if prev is not None and prev.key != new.key:
+            if prev.token == new.token:
+                # /clear or /resume: same process, new sessionId in the same file.
+                self.rotations += 1
+                out.append(self._removed(prev, now_ms, pid_alive=True, rotated=True))
+            else:
+                out.append(self._removed(prev, now_ms, pid_alive=False, rotated=False))
+        elif prev is not None and prev.token != new.token:
+            # Same session id, new incarnation under the same pid: the old one died.
+            out.append(self._removed(prev, now_ms, pid_alive=False, rotated=False))
+        self._emitted[file_pid] = new
+        out.append(
+            messages.RegistryStatus(
+                key=new.key,
+                pid=new.pid,
+                start_token=new.token,
+                status=new.status,
+                at_ms=new.at_ms,
+                observed_at_ms=now_ms,
+                waiting_for=new.waiting_for,
+                version=new.version,
+            )
+        )
+        return out
+
+    @staticmethod
+    def _removed(
+        prev: _Emitted, now_ms: int, *, pid_alive: bool, rotated: bool
+    ) -> messages.RegistryRemoved:
+        return messages.RegistryRemoved(
+            key=prev.key,
+            pid=prev.pid,
+            at_ms=now_ms,
+            observed_at_ms=now_ms,
+            pid_alive=pid_alive,
+            rotated=rotated,
+        )
+
+
+# ---------------------------------------------------------------- scanning (blocking)
+
+
+class _Cached(msgspec.Struct, frozen=True):
+    identity: tuple[int, int, int]
+    parsed: RegistryRecord | RecordError
+
+
+class ScanCounters(msgspec.Struct):
+    files_read: int = 0
+    vanished: int = 0
+    unreadable: int = 0
+
+
+def _file_pid(name: str) -> int | None:
+    stem, dot, ext = name.partition(".")
+    if dot != "." or ext != "json" or not stem.isdigit() or stem.startswith("0"):
+        return None
+    pid = int(stem)
+    return pid if pid <= 2**31 - 1 else None
+
+
+def scan_directory(
+    directory: Path,
+    cache: dict[int, _Cached],
+    force: Iterable[str],
+    extra_pids: Iterable[int],
+    counters: ScanCounters,
+) -> tuple[dict[int, FileObservation], dict[int, str | None]]:
+    """Blocking (worker thread): stat every ``<pid>.json``, re-read changed or ``force``d
+    ones, probe every pid. Updates ``cache`` in place.
+
+    Returns the observations and the probed tokens of ``extra_pids`` whose files are
+    gone. A file that vanishes between listing and reading is omitted (as deleted).
+    """
+    forced = set(force)
+    files: dict[int, FileObservation] = {}
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        file_pid = _file_pid(name)
+        if file_pid is None:
+            continue
+        path = directory / name
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+            cached = cache.get(file_pid)
+            if cached is None or cached.identity != identity or name in forced:
+                with open(path, "rb") as f:
+                    data = f.read(MAX_FILE_BYTES + 1)
+                counters.files_read += 1
+                try:
+                    parsed: RegistryRecord | RecordError = parse_record(
+                        data, file_pid, st.st_mtime_ns // 1_000_000
+                    )
+                except RecordError as exc:
+                    parsed = exc
+                cached = _Cached(identity=identity, parsed=parsed)
+                cache[file_pid] = cached
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ESTALE):
+                counters.vanished += 1
+            else:
+                counters.unreadable += 1
+            cache.pop(file_pid, None)
+            continue
+        token = procfs.probe(file_pid)
+        comm = None
+        if (
+            token is not None
+            and isinstance(cached.parsed, RegistryRecord)
+            and cached.parsed.proc_start is None
+        ):
+            comm = procfs.read_comm(file_pid)
+        files[file_pid] = FileObservation(
+            identity=cached.identity, parsed=cached.parsed, token=token, comm=comm
+        )
+    for file_pid in set(cache) - set(files):
+        del cache[file_pid]
+    gone = {pid: procfs.probe(pid) for pid in extra_pids if pid not in files}
+    return files, gone
+
+
+# ---------------------------------------------------------------- the actor
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def _set_when_cancelled(event: anyio.Event) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        event.set()
+
+
+def _only_json(_change: object, path: str) -> bool:
+    return path.endswith(".json")
+
+
+class ClaudeRegistryWatcher:
+    """Actor: watches Claude Code's ``sessions/`` and sends registry evidence to the sink.
+
+    ``mode="watch"`` (default): ``watchfiles`` notifications plus a rescan at least
+    every ``liveness_interval`` s; ``mode="poll"``: a stat-only poll every
+    ``poll_interval`` s. If notifications fail at runtime the watcher falls back to
+    polling (counted in ``watch_failures``).
+    """
+
+    def __init__(
+        self,
+        directory: Path | None = None,
+        *,
+        mode: Literal["watch", "poll"] = "watch",
+        poll_interval: float = 0.25,
+        liveness_interval: float = 5.0,
+    ) -> None:
+        if poll_interval <= 0 or liveness_interval <= 0:
+            raise ValueError("poll_interval and liveness_interval must be positive")
+        if mode not in ("watch", "poll"):
+            raise ValueError(f"mode must be 'watch' or 'poll', got {mode!r}")
+        self._dir = registry_dir() if directory is None else directory
+        self._mode = mode
+        self._poll_interval = poll_interval
+        self._liveness_interval = liveness_interval
+        self._tracker = RegistryTracker()
+        self._cache: dict[int, _Cached] = {}
+        self._counters = ScanCounters()
+        self._scans = 0
+        self._status_sent = 0
+        self._removed_sent = 0
+        self._sink_rejected = 0
+        self._watch_failures = 0
+        self._scan_done: anyio.Event | None = None
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    def statistics(self) -> RegistryStatistics:
+        c = self._tracker.counts
+        return RegistryStatistics(
+            scans=self._scans,
+            files_read=self._counters.files_read,
+            tracked=len(self._tracker.emitted_pids),
+            status_sent=self._status_sent,
+            removed_sent=self._removed_sent,
+            rotations=self._tracker.rotations,
+            too_large=c["too_large"],
+            invalid_utf8=c["invalid_utf8"],
+            malformed_json=c["malformed_json"],
+            not_object=c["not_object"],
+            bad_field=c["bad_field"],
+            pid_mismatch=c["pid_mismatch"],
+            parked=c["parked"],
+            dead_pid=c["dead_pid"],
+            proc_start_mismatch=c["proc_start_mismatch"],
+            vanished=self._counters.vanished,
+            unreadable=self._counters.unreadable,
+            sink_rejected=self._sink_rejected,
+            watch_failures=self._watch_failures,
+        )
+
+    async def wait_scans(self, count: int) -> None:
+        """Wait until at least ``count`` scans have completed (tests, benchmarks)."""
+        while self._scans < count:
+            if self._scan_done is None:
+                self._scan_done = anyio.Event()
+            await self._scan_done.wait()
+
+    async def run(self, sink: EvidenceSink) -> None:
+        """Scan now, then on every change until cancelled."""
+        if self._mode == "poll":
+            await self._poll(sink)
+            return
+        while True:
+            if not await anyio.to_thread.run_sync(self._dir.is_dir):
+                # Claude has not created sessions/ yet: poll for it (and for records).
+                await self.scan(sink)
+                await anyio.sleep(self._poll_interval)
+                continue
+            try:
+                await self._watch(sink)
+            except (OSError, RuntimeError):
+                if await anyio.to_thread.run_sync(self._dir.is_dir):
+                    # Notifications do not work here (inotify limits, unsupported fs).
+                    self._watch_failures += 1
+                    await self._poll(sink)
+                    return
+
+    async def _poll(self, sink: EvidenceSink) -> None:
+        while True:
+            await self.scan(sink)
+            await anyio.sleep(self._poll_interval)
+
+    async def _watch(self, sink: EvidenceSink) -> None:
+        # Imported here so that a broken watchfiles build degrades to polling.
+        from watchfiles import awatch
+
+        # awatch blocks in a worker thread that cancellation cannot interrupt; the
+        # thread checks ``stop`` every ``step`` ms, so a sibling task sets it the moment
+        # we are cancelled (otherwise cancelling waits up to ``liveness_interval``).
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_set_when_cancelled, stop)
+            await self.scan(sink)
+            async for changes in awatch(
+                self._dir,
+                watch_filter=_only_json,
+                debounce=5,
+                step=1,
+                stop_event=stop,
+                rust_timeout=max(1, int(self._liveness_interval * 1000)),
+                yield_on_timeout=True,
+                recursive=False,
+            ):
+                # An empty set is the liveness timeout: rescan for dead owners, and check
+                # that the directory itself is still there (in the same worker-thread hop:
+                # every wake-up of an idle loop costs it 0.1-0.25 ms of CPU on this VM).
+                present = await self.scan(
+                    sink, force={Path(p).name for _, p in changes}, check_dir=not changes
+                )
+                if not present:
+                    break
+            tg.cancel_scope.cancel()
+
+    async def scan(
+        self, sink: EvidenceSink, force: Iterable[str] = (), *, check_dir: bool = False
+    ) -> bool:
+        """One scan and the messages it implies, decided in the same worker-thread hop.
+
+        The tracker is touched only here, and scans never overlap (this actor awaits
+        each one), so deciding off the loop is safe; an idle rescan then costs the loop
+        one wake-up and nothing else. Returns False when ``check_dir`` is set and the
+        registry directory is gone (checked in the same hop), else True.
+        """
+        forced = tuple(force)
+
+        def scan_and_decide() -> tuple[
+            list[messages.RegistryStatus | messages.RegistryRemoved], bool
+        ]:
+            files, gone = scan_directory(
+                self._dir, self._cache, forced, self._tracker.emitted_pids, self._counters
+            )
+            present = self._dir.is_dir() if check_dir else True
+            return self._tracker.apply(files, gone, _now_ms()), present
+
+        decided, present = await anyio.to_thread.run_sync(scan_and_decide)
+        for message in decided:
+            try:
+                sink.inject_nowait(message)
+            except messages.MessageError:
+                self._sink_rejected += 1
+                continue
+            if isinstance(message, messages.RegistryStatus):
+                self._status_sent += 1
+            else:
+                self._removed_sent += 1
+        self._scans += 1
+        if self._scan_done is not None:
+            self._scan_done.set()
+            self._scan_done = None
+        return present

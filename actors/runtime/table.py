@@ -1,0 +1,75 @@
+"""A synchronous table of sessions: the reference model of the whole system.
+
+:class:`SessionTable` applies inbound messages to every session they concern,
+exactly as the supervisor does (same normalization, routing and reducer), but in
+one call stack with no actors. Replay tests, property tests and benchmarks use
+it; the supervisor's own tests check that it publishes the same transitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from actors.core.reducer import SessionState, initial_state, reduce
+from actors.core.routing import RoutingIndex, normalize
+from messages.activity import Activity, Transition, Unmapped
+from messages.codec import Inbound
+from messages.common import SessionKey
+
+__all__ = ["SessionTable"]
+
+
+@dataclass
+class SessionTable:
+    """Every session's reducer state plus the global transition ``seq``."""
+
+    states: dict[SessionKey, SessionState] = field(default_factory=dict)
+    index: RoutingIndex = field(default_factory=RoutingIndex)
+    seq: int = 0
+    unmapped: list[Unmapped] = field(default_factory=list)
+    ignored: dict[str, int] = field(default_factory=dict)
+
+    def apply(self, message: Inbound) -> list[Transition]:
+        """Apply one inbound message; return the transitions it published, in order."""
+        normalized = normalize(message)
+        if isinstance(normalized, Unmapped):
+            self.unmapped.append(normalized)
+            return []
+        published: list[Transition] = []
+        for delivery in self.index.deliveries(normalized):
+            state = self.states.get(delivery.key)
+            if state is None:
+                if not delivery.spawn:
+                    continue
+                state = initial_state(delivery.key)
+            before = state.activity
+            step = reduce(state, delivery.message)
+            self.states[delivery.key] = step.state
+            self.index.update(state, step.state)
+            if step.ignored is not None:
+                self.ignored[step.ignored] = self.ignored.get(step.ignored, 0) + 1
+            if step.publish is not None:
+                self.seq += 1
+                published.append(
+                    Transition(
+                        seq=self.seq,
+                        key=delivery.key,
+                        after=step.publish,
+                        cause=cause_of(delivery.message),
+                        before=before,
+                    )
+                )
+        return published
+
+    def activity(self, key: SessionKey) -> Activity | None:
+        """The last published activity of ``key``."""
+        state = self.states.get(key)
+        return state.activity if state is not None else None
+
+
+def cause_of(message: object) -> str:
+    """A short name for what caused a transition, e.g. ``HookHint:Stop``."""
+    name = type(message).__name__
+    detail = getattr(message, "event", None) or getattr(message, "status", None)
+    detail = detail or getattr(message, "boundary", None) or getattr(message, "state", None)
+    return f"{name}:{detail}" if isinstance(detail, str) else name

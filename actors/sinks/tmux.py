@@ -1,0 +1,505 @@
+"""tmux integration: per-pane badges and pane lifecycle through one control-mode client.
+
+Who sends and handles what:
+
+- :class:`TmuxBridge` is one actor. It holds a ``latest`` subscription of the supervisor's
+  broadcast hub (DESIGN §7) and feeds each :class:`~messages.Snapshot` /
+  :class:`~messages.Transition` to a :class:`~actors.core.badges.BadgeBook`; the panes whose
+  options changed are written to tmux in one pipelined batch per tick through one
+  :class:`~actors.sinks.tmux_client.ControlClient` (never a process per pane).
+- Over the same client it follows the server's panes (control-mode notifications plus one
+  ``refresh-client -B`` subscription, no polling of its own) and injects
+  :class:`~messages.PaneOpened` / :class:`~messages.PaneClosed` / :class:`~messages.PaneFocused` /
+  :class:`~messages.PtyExit` into the supervisor (``inject_nowait``), which routes them to the
+  pane mapper and the sessions.
+- A lost connection (server killed, our session closed) is retried with exponential backoff;
+  after each (re)connect the badges are re-applied from the book's current state, options we
+  left on panes that are no longer bound are removed, and the pane listing is diffed again.
+- On shutdown (cancellation, or the end of the subscription) every option it set is removed.
+
+:func:`tmux_config_snippet` is what ``paneward tmux-config`` prints.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, Protocol, runtime_checkable
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from actors.core.badges import (
+    BADGE_OPTION,
+    BadgeBook,
+    BadgeStatistics,
+    PaneOptions,
+    option_commands,
+    summary_command,
+)
+from actors.core.tmux_panes import (
+    LIST_PANES_COMMAND,
+    REAP_COMMAND,
+    SERVER_ID_COMMAND,
+    SUBSCRIPTION_COMMAND,
+    SUBSCRIPTION_NAME,
+    TRIGGER_NOTIFICATIONS,
+    PaneTable,
+    PaneTableStatistics,
+    parse_pane_rows,
+)
+from actors.runtime.mailbox import EvidenceSink
+from actors.sinks.tmux_client import (
+    ControlClient,
+    ControlStatistics,
+    Notification,
+    TmuxConnectionLost,
+    TmuxError,
+    TmuxTarget,
+    quote,
+)
+from messages import MessageError
+
+__all__ = [
+    "BridgeHost",
+    "EvidenceSink",
+    "TmuxBridge",
+    "TmuxStatistics",
+    "tmux_config_snippet",
+]
+
+_LIST_BADGED_COMMAND: Final = f"list-panes -a -F {quote('#{pane_id}|#{' + BADGE_OPTION + '}')}"
+# Stands for "tmux may hold anything here": differs from every real value, so the next diff
+# rewrites (or removes) every option of that pane.
+_UNKNOWN: Final = PaneOptions(*["\x00unknown"] * len(PaneOptions._fields))
+# tmux's answers to an option write for a pane that closed meanwhile: "can't find pane: %N"
+# from target resolution, "no such pane: %N" from pane-option scoping (`set-option -p`).
+_VANISHED_PANE: Final = ("can't find pane", "no such pane")
+# A burst of subscription items is drained before writing, but a source that never goes quiet
+# must not starve the writer: write after this many scheduler rounds at most.
+_MAX_SETTLE_ROUNDS: Final = 1000
+
+
+@runtime_checkable
+class BridgeHost(EvidenceSink, Protocol):
+    """What :meth:`TmuxBridge.run` needs from the supervisor."""
+
+    def subscribe(
+        self, mode: Any = ..., snapshot: bool = ...
+    ) -> AbstractAsyncContextManager[AsyncIterator[Any]]: ...
+
+
+class TmuxStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of a :class:`TmuxBridge` (monotonic over its life, across reconnects)."""
+
+    connected: bool
+    connections: int
+    connect_failures: int
+    last_error: str | None
+    batches: int  # control-mode writes, all purposes
+    commands: int
+    badge_batches: int  # writes carrying badge changes (one per tick at most)
+    badge_commands: int
+    command_errors: int  # tmux answered %error (other than a vanished pane)
+    missing_panes: int  # option writes for a pane that no longer exists
+    notifications: int
+    pane_listings: int
+    reap_requests: int  # REAP_COMMAND runs (a dead pane whose exit status tmux had not got)
+    bad_pane_rows: int
+    injected: int
+    rejected: int  # messages the sink refused (MessageError)
+    stale_cleared: int  # panes that carried our options without a bound session
+    badges: BadgeStatistics
+    panes: PaneTableStatistics
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TmuxBridge:
+    """The tmux actor: badges out, pane lifecycle in, one control-mode client per server.
+
+    ``socket_name`` / ``socket_path`` select the server as ``tmux -L`` / ``-S`` do (neither:
+    the server of ``$TMUX``, else tmux's default). ``session`` picks the session the control
+    client attaches to (default: tmux's choice); it only matters for which notifications
+    arrive first — panes of every session are followed.
+    """
+
+    def __init__(
+        self,
+        *,
+        socket_name: str | None = None,
+        socket_path: str | None = None,
+        session: str | None = None,
+        badges: bool = True,
+        panes: bool = True,
+        backoff_initial: float = 0.05,
+        backoff_max: float = 2.0,
+        reply_timeout: float = 10.0,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self._target = TmuxTarget(socket_name, socket_path)
+        self._target.argv()  # reject -L together with -S now, not at the first connect
+        self._session = session
+        self._badges_on = badges
+        self._panes_on = panes
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._reply_timeout = reply_timeout
+        self._clock = clock
+        self._book = BadgeBook()
+        self._table = PaneTable()
+        # What tmux holds, as far as we know, on the current connection.
+        self._written: dict[str, PaneOptions] = {}
+        self._written_summary: str | None = None
+        self._dirty: set[str] = set()
+        # One writer at a time: the subscription side (one batch per tick) and a new
+        # connection's full rewrite both go through it.
+        self._flush_lock = anyio.Lock(fast_acquire=True)
+        self._ready: ControlClient | None = None  # connected, and its full rewrite is done
+        self._answered_at = 0.0
+        self._refresh = anyio.Event()
+        self._applied = 0
+        self._client: ControlClient | None = None
+        self._old_client_stats: list[ControlStatistics] = []
+        self._connections = 0
+        self._connect_failures = 0
+        self._last_error: str | None = None
+        self._badge_batches = 0
+        self._badge_commands = 0
+        self._command_errors = 0
+        self._missing = 0
+        self._listings = 0
+        self._bad_rows = 0
+        self._injected = 0
+        self._rejected = 0
+        self._stale_cleared = 0
+        self._reap_requests = 0
+        self._batch_answered = anyio.Event()
+
+    # -- entry points ------------------------------------------------------------------------
+
+    async def run(self, sink: EvidenceSink) -> None:
+        """Run under the supervisor (``Supervisor.start_actor``): subscribe ``latest`` to its
+        broadcast and inject pane messages into it.
+
+        :raises TmuxError: if ``sink`` cannot be subscribed to (it is not a supervisor).
+        """
+        if not isinstance(sink, BridgeHost):
+            raise TmuxError(f"TmuxBridge.run needs a supervisor, got {type(sink).__name__}")
+        host = sink
+        async with host.subscribe(mode="latest", snapshot=True) as items:
+            await self.serve(items if self._badges_on else None, host if self._panes_on else None)
+
+    async def serve(self, items: AsyncIterator[Any] | None, sink: EvidenceSink | None) -> None:
+        """Run until cancelled, or until ``items`` ends; then remove every option set.
+
+        ``items`` yields Snapshot/Transition items (``None``: no badges); ``sink`` receives the
+        pane messages (``None``: panes are not followed).
+        """
+        async with anyio.create_task_group() as tg:
+            if items is not None:
+                tg.start_soon(self._consume, items, tg.cancel_scope)
+            await self._connection_loop(sink)
+
+    # -- subscription side -------------------------------------------------------------------
+
+    async def _consume(self, items: AsyncIterator[Any], scope: anyio.CancelScope) -> None:
+        # The subscription (supervisor's Subscription, or a memory stream) hands over what is
+        # already queued without a scheduler round per item, so a tick's burst is applied in
+        # one go and written in one batch by this same task — no hand-over to another task on
+        # the hot path.
+        drain: Callable[[], Any] | None = getattr(items, "receive_nowait", None)
+        async for item in items:
+            self._take(item)
+            if drain is not None:
+                await self._settle(drain)
+            client = self._ready
+            if client is not None:
+                await self._flush(client)
+        # The subscription ended (supervisor shutdown): stop, which clears the badges.
+        scope.cancel()
+
+    def _take(self, item: object) -> None:
+        for change in self._book.apply(item):
+            self._dirty.add(change.pane)
+        self._applied += 1
+
+    async def _settle(self, drain: Callable[[], Any]) -> None:
+        """Take everything the subscription has for this tick: what is queued now, then what
+        each scheduler round brings until one brings nothing (producers that publish from
+        other tasks in the same tick, e.g. the session actors woken by one burst of evidence).
+        A source that never goes quiet must not starve the writer: at most
+        ``_MAX_SETTLE_ROUNDS`` rounds."""
+        for rounds in range(_MAX_SETTLE_ROUNDS):
+            took = False
+            while True:
+                try:
+                    item = drain()
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break  # nothing queued; or the end, which the next __anext__ reports
+                self._take(item)
+                took = True
+            if rounds and not took:
+                return
+            await anyio.lowlevel.checkpoint()
+
+    # -- connection --------------------------------------------------------------------------
+
+    async def _connection_loop(self, sink: EvidenceSink | None) -> None:
+        attempt = 0
+        while True:
+            try:
+                async with ControlClient(
+                    self._target,
+                    on_notification=self._on_notification,
+                    session=self._session,
+                    reply_timeout=self._reply_timeout,
+                ) as client:
+                    self._client = client
+                    self._connections += 1
+                    attempt = 0
+                    try:
+                        await self._serve_client(client, sink)
+                    except anyio.get_cancelled_exc_class():
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                            await self._clear_everything(client)
+                        raise
+                    finally:
+                        self._client = self._ready = None
+                        self._old_client_stats.append(client.statistics())
+            except TmuxError as exc:
+                self._connect_failures += 1
+                self._last_error = str(exc)
+            delay = min(self._backoff_max, self._backoff_initial * 2**attempt)
+            attempt += 1
+            await anyio.sleep(delay)
+
+    async def _serve_client(self, client: ControlClient, sink: EvidenceSink | None) -> None:
+        setup = [_LIST_BADGED_COMMAND]
+        if sink is not None:
+            setup.insert(0, SUBSCRIPTION_COMMAND)
+        replies = await client.run_batch(setup)
+        # Options on panes of this server that we do not (or no longer) want: left by a
+        # previous run that was killed, or by a binding that ended while we were disconnected.
+        stale = set()
+        for line in replies[-1].lines:
+            pane, _, badge = line.partition("|")
+            if badge and pane not in self._book.shown:
+                stale.add(pane)
+        self._stale_cleared += len(stale)
+        if self._badges_on:
+            async with self._flush_lock:
+                # The full state is rewritten on every connection: a new server has none of it.
+                self._written = dict.fromkeys(stale | set(self._book.shown), _UNKNOWN)
+                self._written_summary = None
+                self._dirty = set(self._written)
+                self._ready = client  # from now on the subscription side writes to it
+                await self._flush_locked(client)
+        self._refresh.set()
+        async with anyio.create_task_group() as tg:
+            if sink is not None:
+                tg.start_soon(self._pane_loop, client, sink)
+            reason = await client.wait_closed()
+            tg.cancel_scope.cancel()
+        raise TmuxConnectionLost(reason)
+
+    def _on_notification(self, notification: Notification) -> None:
+        if notification.name in TRIGGER_NOTIFICATIONS:
+            if (
+                notification.name == "subscription-changed"
+                and not notification.args.startswith(SUBSCRIPTION_NAME + " ")
+            ):
+                return
+            self._refresh.set()
+
+    # -- badges ------------------------------------------------------------------------------
+
+    async def _flush(self, client: ControlClient) -> None:
+        async with self._flush_lock:
+            if self._ready is client:
+                await self._flush_locked(client)
+
+    async def _flush_locked(self, client: ControlClient) -> None:
+        """Write every dirty pane (and the summary) in one batch; return when tmux answered.
+
+        A lost connection ends it quietly: the next connection rewrites everything.
+        """
+        commands: list[str] = []
+        # The panes that got commands, each with the index of its first command: a %error
+        # reply is traced back to its pane by bisection (errors are rare, so the common path
+        # keeps no per-command bookkeeping).
+        firsts: list[int] = []
+        owners: list[str] = []
+        shown = self._book.shown
+        written = self._written
+        # ``written`` is updated before the batch is awaited: if this task is cancelled
+        # (shutdown) while tmux runs it, the clean-up must still remove what it sets. A lost
+        # connection makes the next one rewrite everything anyway.
+        for pane in sorted(self._dirty):
+            want = shown.get(pane)
+            lines = option_commands(pane, want, written.get(pane))
+            if lines:
+                firsts.append(len(commands))
+                owners.append(pane)
+                commands += lines
+            if want is None:
+                written.pop(pane, None)
+            else:
+                written[pane] = want
+        self._dirty.clear()
+        pane_commands = len(commands)
+        summary = self._book.summary()
+        if summary != self._written_summary:
+            commands.append(summary_command(summary))
+        if not commands:
+            return
+        self._written_summary = summary
+        try:
+            replies = await client.run_batch(commands)
+        except TmuxConnectionLost:
+            return  # the connection loop rewrites everything after reconnecting
+        self._badge_batches += 1
+        self._badge_commands += len(commands)
+        self._answered_at = time.perf_counter()
+        self._batch_answered.set()
+        self._batch_answered = anyio.Event()
+        for index, reply in enumerate(replies):
+            if reply.ok:
+                continue
+            text = " ".join(reply.lines)
+            if index < pane_commands and text.startswith(_VANISHED_PANE):
+                # The pane closed before its unbinding reached us: nothing left to clear.
+                self._missing += 1
+                written.pop(owners[bisect.bisect_right(firsts, index) - 1], None)
+            else:
+                self._command_errors += 1
+                self._last_error = text
+
+    async def _clear_everything(self, client: ControlClient) -> None:
+        async with self._flush_lock:
+            await self._clear_everything_locked(client)
+
+    async def _clear_everything_locked(self, client: ControlClient) -> None:
+        commands: list[str] = []
+        for pane, have in sorted(self._written.items()):
+            commands += option_commands(pane, None, have)
+        commands.append(summary_command(""))
+        if self._panes_on:
+            commands.append(f"refresh-client -B {quote(SUBSCRIPTION_NAME)}")
+        try:
+            await client.run_batch(commands)
+        except TmuxConnectionLost:
+            return
+        self._written.clear()
+        self._written_summary = ""
+
+    # -- panes -------------------------------------------------------------------------------
+
+    async def _pane_loop(self, client: ControlClient, sink: EvidenceSink) -> None:
+        reap = False
+        while True:
+            if not reap:
+                await self._refresh.wait()
+            self._refresh = anyio.Event()
+            commands = [SERVER_ID_COMMAND, LIST_PANES_COMMAND]
+            if reap:
+                # A dead pane without exit status: tmux may have lost its SIGCHLD (see
+                # actors.core.tmux_panes); make it reap, then list again in the same batch.
+                commands.insert(0, REAP_COMMAND)
+                self._reap_requests += 1
+            reap = False
+            try:
+                *reaped, server, listing = await client.run_batch(commands)
+            except TmuxConnectionLost:
+                return
+            for reply in reaped:
+                if not reply.ok:
+                    self._command_errors += 1
+                    self._last_error = " ".join(reply.lines)
+            if not (server.ok and listing.ok and server.lines):
+                self._command_errors += 1
+                self._last_error = " ".join(server.lines + listing.lines)
+                continue
+            self._listings += 1
+            rows, errors = parse_pane_rows(listing.lines)
+            self._bad_rows += len(errors)
+            for message in self._table.update(server.lines[0], rows, self._clock()):
+                try:
+                    sink.inject_nowait(message)
+                except MessageError as exc:
+                    self._rejected += 1
+                    self._last_error = str(exc)
+                else:
+                    self._injected += 1
+            reap = bool(self._table.take_unreaped())
+
+    # -- introspection -----------------------------------------------------------------------
+
+    async def wait_badge_batch(self) -> float:
+        """Wait until the next badge batch has been answered by tmux; return the
+        ``time.perf_counter()`` of that moment (for benchmarks and tests: an event, so the
+        waiter costs nothing per scheduler round, and the time excludes waking the waiter)."""
+        await self._batch_answered.wait()
+        return self._answered_at
+
+    def statistics(self) -> TmuxStatistics:
+        clients = list(self._old_client_stats)
+        if self._client is not None:
+            clients.append(self._client.statistics())
+        return TmuxStatistics(
+            connected=self._client is not None,
+            connections=self._connections,
+            connect_failures=self._connect_failures,
+            last_error=self._last_error,
+            batches=sum(c.batches for c in clients),
+            commands=sum(c.commands for c in clients),
+            badge_batches=self._badge_batches,
+            badge_commands=self._badge_commands,
+            command_errors=self._command_errors,
+            missing_panes=self._missing,
+            notifications=sum(c.notifications for c in clients),
+            pane_listings=self._listings,
+            reap_requests=self._reap_requests,
+            bad_pane_rows=self._bad_rows,
+            injected=self._injected,
+            rejected=self._rejected,
+            stale_cleared=self._stale_cleared,
+            badges=self._book.statistics(),
+            panes=self._table.statistics(),
+        )
+
+
+def tmux_config_snippet() -> str:
+    """The ``~/.tmux.conf`` lines ``paneward tmux-config`` prints.
+
+    See README.md, Reference > tmux.
+    """
+    attention = "#{@paneward_attention}"
+    alert = f"#{{||:#{{==:{attention},needs_input}},#{{==:{attention},failed}}}}"
+    badge = (
+        "#{?@paneward_badge,"
+        f"#{{?{alert},#[reverse bold],#[bold]}}#{{@paneward_badge}}#[default] ,}}"
+    )
+    return "\n".join(
+        [
+            "# paneward: agent badges per pane (run `paneward run --tmux` to maintain them).",
+            "# Options paneward sets on every pane that shows an agent session:",
+            "#   @paneward_badge      e.g. '● working', '▲ needs you', '✔ done'",
+            "#   @paneward_presence   persisted | running | shutting_down",
+            "#   @paneward_turn       unknown | idle | working | needs_input",
+            "#   @paneward_attention  needs_input | failed | turn_done | (empty)",
+            "#   @paneward_harness    claude-code | codex | cursor | hermes | terminal",
+            "# and globally @paneward_summary, e.g. '2 need you · 3 working' (empty: nothing).",
+            "# A pane without an agent has none of them, so its border shows no badge.",
+            "set -g pane-border-status top",
+            f'set -g pane-border-format " {badge}#{{pane_index}}: #{{pane_current_command}} "',
+            'set -g status-right "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M "',
+            "set -g status-right-length 80",
+            "",
+        ]
+    )

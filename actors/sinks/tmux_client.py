@@ -1,0 +1,480 @@
+"""A tmux control-mode client: one ``tmux -C attach`` process, pipelined command batches.
+
+Who uses it: :class:`actors.sinks.tmux.TmuxBridge` owns exactly one :class:`ControlClient` per tmux
+server (DESIGN §9, style-anchors B7). The badge writer and the pane watcher both send their
+commands through it; the reader task routes every ``%begin``/``%end`` reply block to the batch
+that is waiting for it and every ``%`` notification to the ``on_notification`` callback.
+
+Why control mode: spawning ``tmux set-option`` costs ~2.4 ms and a fork+exec per update; one
+control-mode client takes a batch of 50 commands in one write for ~1.1 ms (perf-anchors §7).
+
+The protocol (tmux(1), CONTROL MODE): each command line produces exactly one output block,
+``%begin <time> <number> <flags>`` ... ``%end``/``%error`` with the same three fields, in the
+order the commands were written; notifications (``%layout-change @1 ...``) never occur inside a
+block. The block of the ``attach-session`` command given on the command line has flags ``0``;
+blocks for commands written on stdin have flags ``1``.
+
+The parser (:class:`ControlParser`) is sans-IO and unit-tested without an event loop; the client
+is the thin I/O shell around it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Final, NamedTuple
+
+import anyio
+import anyio.abc
+import msgspec
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from messages import PanewardError
+
+__all__ = [
+    "ControlClient",
+    "ControlParser",
+    "ControlStatistics",
+    "Notification",
+    "Reply",
+    "TmuxConnectionLost",
+    "TmuxError",
+    "TmuxTarget",
+    "TmuxUnavailable",
+    "quote",
+]
+
+#: Client flags for our control client: it never receives pane output (``%output`` would be
+#: every byte every pane prints) and its (absent) size never resizes the user's windows.
+CLIENT_FLAGS: Final = "no-output,ignore-size"
+
+
+class TmuxError(PanewardError):
+    """Root of the tmux integration's errors."""
+
+
+class TmuxUnavailable(TmuxError):
+    """The control client could not attach (no server, no session, tmux missing)."""
+
+
+class TmuxConnectionLost(TmuxError):
+    """The control client ended (server killed, session closed, ``%exit``) or stopped replying."""
+
+
+class TmuxTarget(NamedTuple):
+    """Which tmux server to talk to: ``-L socket_name``, ``-S socket_path`` or the default.
+
+    With neither set and ``$TMUX`` present (paneward started inside tmux), the server named by
+    ``$TMUX`` is used, as a plain ``tmux`` command would.
+    """
+
+    socket_name: str | None = None
+    socket_path: str | None = None
+
+    def argv(self, environ: dict[str, str] | None = None) -> list[str]:
+        """The ``tmux`` argv prefix selecting this server."""
+        if self.socket_name is not None and self.socket_path is not None:
+            raise TmuxError("give a tmux socket name (-L) or a socket path (-S), not both")
+        if self.socket_name is not None:
+            return ["tmux", "-L", self.socket_name]
+        if self.socket_path is not None:
+            return ["tmux", "-S", self.socket_path]
+        env = os.environ if environ is None else environ
+        inside = env.get("TMUX", "")
+        if inside:
+            # $TMUX is "<socket path>,<server pid>,<session index>".
+            return ["tmux", "-S", inside.split(",", 1)[0]]
+        return ["tmux"]
+
+    def describe(self) -> str:
+        if self.socket_name is not None:
+            return f"tmux -L {self.socket_name}"
+        if self.socket_path is not None:
+            return f"tmux -S {self.socket_path}"
+        return "tmux (default server)"
+
+
+# quote() runs for every option of every pane written: escape via one str.translate pass.
+_QUOTE_TABLE: Final = str.maketrans(
+    {
+        **{chr(c): " " for c in range(0x20)},
+        "\x7f": " ",
+        "\\": "\\\\",
+        '"': '\\"',
+        "$": "\\$",
+    }
+)
+
+
+def quote(value: str) -> str:
+    """Quote ``value`` as one word of a tmux command line (double quotes).
+
+    Inside double quotes tmux's parser handles backslash escapes and ``$VAR`` expansion, so
+    ``\\``, ``"`` and ``$`` are escaped. Line breaks and other C0 controls would end or corrupt
+    the command line and are replaced by spaces.
+    """
+    return '"' + value.translate(_QUOTE_TABLE) + '"'
+
+
+class Reply(NamedTuple):
+    """One ``%begin``...``%end``/``%error`` block: the output of one command."""
+
+    number: int
+    ok: bool
+    lines: tuple[str, ...]
+    from_client: bool
+
+
+class Notification(NamedTuple):
+    """One ``%name args`` line outside any block (``args`` is the rest of the line)."""
+
+    name: str
+    args: str
+
+
+class _Exit(NamedTuple):
+    reason: str
+
+
+Event = Reply | Notification | _Exit
+
+
+class ControlParser:
+    """Sans-IO parser of tmux control-mode output.
+
+    Fed with raw bytes in any chunking; returns complete :class:`Reply` and
+    :class:`Notification` events (``%exit`` becomes an internal exit event). Lines are decoded as
+    UTF-8 with replacement: tmux passes through whatever bytes a format expands to.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        # (time, number, flags) of the open block, and its lines so far.
+        self._open: tuple[str, str, str] | None = None
+        self._lines: list[str] = []
+
+    def feed(self, data: bytes) -> list[Event]:
+        self._buffer += data
+        *complete, self._buffer = self._buffer.split(b"\n")
+        events: list[Event] = []
+        for raw in complete:
+            event = self._line(raw.rstrip(b"\r").decode("utf-8", "replace"))
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _line(self, line: str) -> Event | None:
+        if self._open is not None:
+            # Inside a block only the matching %end/%error closes it: command output may itself
+            # start with '%' (pane ids) or even with "%end ".
+            parts = line.split(" ")
+            if (
+                len(parts) == 4
+                and parts[0] in ("%end", "%error")
+                and tuple(parts[1:]) == self._open
+            ):
+                _, number, flags = self._open
+                reply = Reply(
+                    number=int(number),
+                    ok=parts[0] == "%end",
+                    lines=tuple(self._lines),
+                    from_client=flags != "0",
+                )
+                self._open = None
+                self._lines = []
+                return reply
+            self._lines.append(line)
+            return None
+        if line.startswith("%begin "):
+            parts = line.split(" ")
+            if len(parts) == 4 and parts[2].isdigit():
+                self._open = (parts[1], parts[2], parts[3])
+                return None
+        if line.startswith("%exit"):
+            return _Exit(line[len("%exit") :].strip())
+        if line.startswith("%"):
+            name, _, args = line[1:].partition(" ")
+            return Notification(name, args)
+        if line.startswith("\x1bP"):
+            # -CC's DCS introducer; harmless if tmux ever sends it.
+            return None
+        return Notification("", line) if line else None
+
+
+class ControlStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one :class:`ControlClient` (monotonic over its life)."""
+
+    batches: int
+    commands: int
+    replies: int
+    errors: int
+    notifications: int
+    unexpected_replies: int
+    last_error: str | None
+
+
+@dataclass(eq=False)
+class _Batch:
+    expected: int
+    replies: list[Reply] = field(default_factory=list)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    lost: str | None = None
+
+
+class ControlClient:
+    """One control-mode client attached to a tmux server.
+
+    Use as an async context manager (``async with ControlClient(target, ...) as client``); it
+    spawns ``tmux -C attach-session``, waits until the attach succeeded (else raises
+    :class:`TmuxUnavailable`) and runs its reader in its own task. :meth:`run_batch` is the only
+    way to send commands: the whole batch goes out in one write.
+
+    ``on_notification`` is called synchronously from the reader task for every notification;
+    it must not block.
+    """
+
+    def __init__(
+        self,
+        target: TmuxTarget,
+        *,
+        on_notification: Callable[[Notification], None] | None = None,
+        session: str | None = None,
+        reply_timeout: float = 10.0,
+    ) -> None:
+        self._target = target
+        self._on_notification = on_notification
+        self._session = session
+        self._reply_timeout = reply_timeout
+        self._parser = ControlParser()
+        self._pending: deque[_Batch] = deque()
+        self._lock = anyio.Lock()
+        self._attached = anyio.Event()
+        self._closed = anyio.Event()
+        self._close_reason: str | None = None
+        self._attach_error: str | None = None
+        self._process: anyio.abc.Process | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._reader_scope = anyio.CancelScope(shield=True)
+        self._batches = 0
+        self._commands = 0
+        self._replies = 0
+        self._errors = 0
+        self._notifications = 0
+        self._unexpected = 0
+        self._last_error: str | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ControlClient:
+        # Both guards keep a reconnecting client (backoff after the server went away) from
+        # breaking the user's next `tmux new`, which then fails with "server exited
+        # unexpectedly" (both reproduced against tmux 3.3a, 7 in 40 restarts without them):
+        # -N: attach-session otherwise starts a server when there is none; that server loads
+        #     the user's config, finds no session and exits under the user's new client.
+        # has-session first: a *failed* attach to a server that is still starting (its
+        #     creator's new-session not yet run) makes that server exit; has-session fails
+        #     harmlessly then, and the attach is only tried once a session exists.
+        target = self._target.argv()
+        session = ["-t", self._session] if self._session is not None else []
+        env = dict(os.environ)
+        # The target is explicit in argv; $TMUX would make tmux refuse or pick another server.
+        env.pop("TMUX", None)
+        try:
+            probe = await anyio.run_process(
+                [*target, "-N", "has-session", *session], env=env, check=False
+            )
+        except OSError as exc:
+            raise TmuxUnavailable(f"cannot run tmux: {exc}") from None
+        if probe.returncode != 0:
+            reason = probe.stderr.decode("utf-8", "replace").strip() or "no session"
+            raise TmuxUnavailable(f"{self._target.describe()}: {reason}")
+        argv = [*target, "-N", "-C", "attach-session", "-f", CLIENT_FLAGS, *session]
+        try:
+            self._process = await anyio.open_process(argv, env=env)
+        except OSError as exc:
+            raise TmuxUnavailable(f"cannot run tmux: {exc}") from None
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._read_loop)
+        try:
+            with anyio.fail_after(self._reply_timeout):
+                await self._attached.wait()
+            if self._attach_error is not None:
+                raise TmuxUnavailable(
+                    f"{self._target.describe()}: cannot attach: {self._attach_error}"
+                )
+        except BaseException as exc:
+            await self._shutdown(exc)
+            if isinstance(exc, TimeoutError):
+                raise TmuxUnavailable(
+                    f"{self._target.describe()}: attach did not complete"
+                ) from None
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self._shutdown(exc)
+        return None
+
+    async def _shutdown(self, exc: BaseException | None) -> None:
+        assert self._tg is not None and self._process is not None
+        process, tg = self._process, self._tg
+        with anyio.CancelScope(shield=True):
+            # Closing stdin makes tmux detach the control client and exit on its own.
+            if process.stdin is not None:
+                await process.stdin.aclose()
+            with anyio.move_on_after(2):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    await stream.aclose()
+        # The task group must be exited outside the shielded scope it was not entered in.
+        self._reader_scope.cancel()
+        tg.cancel_scope.cancel()
+        await tg.__aexit__(None, None, None)
+        self._mark_closed("client closed")
+
+    # -- I/O ---------------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        # Shielded: when the owner is cancelled it still needs replies for its shielded
+        # cleanup batch (removing the badges); _shutdown ends the reader explicitly.
+        with self._reader_scope:
+            await self._read()
+
+    async def _read(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout
+        try:
+            while True:
+                try:
+                    data = await stdout.receive(65536)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
+                for event in self._parser.feed(data):
+                    self._dispatch(event)
+                    if isinstance(event, _Exit):
+                        self._mark_closed(f"%exit {event.reason}".strip())
+        finally:
+            reason = "tmux control client ended"
+            if not self._attached.is_set():
+                self._attach_error = self._attach_error or await self._stderr_text()
+                self._attached.set()
+            self._mark_closed(reason)
+
+    async def _stderr_text(self) -> str:
+        assert self._process is not None
+        stderr = self._process.stderr
+        if stderr is None:
+            return "tmux exited"
+        chunks = BufferedByteReceiveStream(stderr)
+        text = b""
+        with anyio.move_on_after(1):
+            try:
+                while len(text) < 4096:
+                    text += await chunks.receive(4096)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+        return text.decode("utf-8", "replace").strip() or "tmux exited"
+
+    def _dispatch(self, event: Event) -> None:
+        if isinstance(event, Reply):
+            if not event.from_client:
+                # The attach-session command from our argv: its result decides the connection.
+                if not self._attached.is_set():
+                    if not event.ok:
+                        self._attach_error = " ".join(event.lines) or "attach failed"
+                    self._attached.set()
+                else:
+                    self._unexpected += 1
+                return
+            self._replies += 1
+            if not event.ok:
+                self._errors += 1
+                self._last_error = " ".join(event.lines)
+            if not self._pending:
+                self._unexpected += 1
+                return
+            batch = self._pending[0]
+            batch.replies.append(event)
+            if len(batch.replies) == batch.expected:
+                self._pending.popleft()
+                batch.done.set()
+        elif isinstance(event, Notification):
+            self._notifications += 1
+            if self._on_notification is not None:
+                self._on_notification(event)
+
+    def _mark_closed(self, reason: str) -> None:
+        if self._closed.is_set():
+            return
+        self._close_reason = reason
+        self._closed.set()
+        while self._pending:
+            batch = self._pending.popleft()
+            batch.lost = reason
+            batch.done.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    async def wait_closed(self) -> str:
+        """Wait until the connection ends; returns why."""
+        await self._closed.wait()
+        return self._close_reason or "closed"
+
+    async def run_batch(self, commands: Sequence[str]) -> list[Reply]:
+        """Send ``commands`` (one per line) in a single write and return their replies in order.
+
+        :raises TmuxConnectionLost: if the client ended before every reply arrived, or tmux did
+            not answer within ``reply_timeout`` (the client is then closed).
+        """
+        if not commands:
+            return []
+        if any("\n" in command for command in commands):
+            raise TmuxError("a tmux command line cannot contain a newline")
+        if self._closed.is_set():
+            raise TmuxConnectionLost(self._close_reason or "closed")
+        assert self._process is not None and self._process.stdin is not None
+        batch = _Batch(expected=len(commands))
+        payload = ("\n".join(commands) + "\n").encode()
+        async with self._lock:
+            # Register before writing: replies are matched to batches in write order.
+            self._pending.append(batch)
+            self._batches += 1
+            self._commands += len(commands)
+            try:
+                await self._process.stdin.send(payload)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                self._mark_closed(f"write failed: {exc}")
+        with anyio.move_on_after(self._reply_timeout) as scope:
+            await batch.done.wait()
+        if scope.cancelled_caught:
+            self._mark_closed("tmux did not reply in time")
+            self._process.kill()
+        if batch.lost is not None:
+            raise TmuxConnectionLost(batch.lost)
+        return batch.replies
+
+    def statistics(self) -> ControlStatistics:
+        return ControlStatistics(
+            batches=self._batches,
+            commands=self._commands,
+            replies=self._replies,
+            errors=self._errors,
+            notifications=self._notifications,
+            unexpected_replies=self._unexpected,
+            last_error=self._last_error,
+        )

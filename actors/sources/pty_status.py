@@ -1,0 +1,130 @@
+"""Program status from PTY bytes, for hosts that own their PTYs (library entry point).
+
+A multiplexer that runs programs in PTYs it owns feeds each PTY's output through a
+:class:`PtyStatusFeed`; the feed emits ``messages.ProgramStatus`` evidence through the
+sink (``inject_nowait``) and returns the answer to Claude Code's OSC 7501 probe, which the
+host writes back to the PTY (a host that understands OSC 7501 is the terminal that answers).
+``paneward wrap`` (:mod:`actors.cli.wrap`) produces the same evidence through :func:`program_status`.
+
+Example::
+
+    feed = PtyStatusFeed(SessionKey("claude-code", "pty-4242-98765"), pane="%3", sink=sup)
+    answer = feed.feed(chunk)      # every chunk read from the PTY master, in order
+    if answer is not None:
+        os.write(master_fd, answer)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import messages
+from actors.core.osc import PROBE_ANSWER, OscParser, OscStatistics, Probe, StatusRecord, Title
+
+__all__ = ["EvidenceSink", "PtyStatusFeed", "PtyStatusStatistics", "now_ms", "program_status"]
+
+
+class EvidenceSink(Protocol):
+    """Where evidence goes (the supervisor, or a test list)."""
+
+    def inject_nowait(self, message: messages.Inbound) -> None: ...
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def program_status(
+    record: StatusRecord,
+    *,
+    key: messages.SessionKey | None,
+    pane: str | None,
+    at_ms: int,
+) -> messages.ProgramStatus:
+    """The ``ProgramStatus`` evidence for one parsed OSC 7501 record (seen at ``at_ms``)."""
+    return messages.ProgramStatus(
+        state=record.state,
+        at_ms=at_ms,
+        observed_at_ms=at_ms,
+        key=key,
+        pane=pane,
+        kind=record.kind,
+        app=record.app,
+        message=record.message,
+        child_id=record.child_id,
+        title=record.title,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PtyStatusStatistics:
+    """Counters of one :class:`PtyStatusFeed`."""
+
+    emitted: int
+    #: Records the sink refused (``MessageError``): counted, nothing else changes.
+    rejected: int
+    probes_answered: int
+    last_title: str | None
+    parser: OscStatistics
+
+
+class PtyStatusFeed:
+    """Turns one PTY's output into ``ProgramStatus`` evidence for ``key`` / ``pane``.
+
+    Sans-IO apart from ``sink.inject_nowait`` (which never blocks): safe to call from the
+    host's read loop, on or off an event loop. ``feed`` never raises on any input.
+    """
+
+    def __init__(
+        self,
+        key: messages.SessionKey | None,
+        pane: str | None,
+        sink: EvidenceSink,
+        *,
+        answer_probe: bool = True,
+    ) -> None:
+        if key is None and pane is None:
+            raise ValueError("PtyStatusFeed needs a session key or a pane")
+        self._key = key
+        self._pane = pane
+        self._sink = sink
+        self._answer_probe = answer_probe
+        self._parser = OscParser()
+        self._emitted = 0
+        self._rejected = 0
+        self._answered = 0
+        self._title: str | None = None
+
+    def feed(self, data: bytes) -> bytes | None:
+        """Parse the next output chunk; return the probe answer to write back, if any."""
+        _, events = self._parser.feed(data)
+        if not events:
+            return None
+        answer = None
+        at_ms = now_ms()
+        for event in events:
+            if isinstance(event, StatusRecord):
+                message = program_status(event, key=self._key, pane=self._pane, at_ms=at_ms)
+                try:
+                    self._sink.inject_nowait(message)
+                except messages.MessageError:
+                    self._rejected += 1
+                else:
+                    self._emitted += 1
+            elif isinstance(event, Probe) and self._answer_probe:
+                self._answered += 1
+                answer = PROBE_ANSWER
+            elif isinstance(event, Title):
+                self._title = event.text
+        return answer
+
+    def statistics(self) -> PtyStatusStatistics:
+        return PtyStatusStatistics(
+            emitted=self._emitted,
+            rejected=self._rejected,
+            probes_answered=self._answered,
+            last_title=self._title,
+            parser=self._parser.statistics(),
+        )
