@@ -13,10 +13,17 @@ has a bounded mailbox and a task in the supervisor's task group, and is a thin
 shell around the pure reducer (:mod:`actors.core.reducer`). An actor that
 raises is restarted one_for_one from its last state; the message that crashed it
 is dropped and counted; too many crashes within the restart window stop it and
-publish attention ``failed`` for its session. Long-running actors (discovery,
-listeners, sinks) are started with :meth:`Supervisor.start_actor` under the same
-policy. Shutdown stops those producers first, drains every session mailbox, then
-ends every subscription.
+publish attention ``failed`` for its session (decided by
+:func:`actors.core.reducer.crashed`). Long-running actors (discovery, listeners,
+sinks) are started with :meth:`Supervisor.start_actor` / :meth:`Supervisor.start_listener`
+under the same policy. Shutdown stops those producers first, drains every session
+mailbox, then ends every subscription.
+
+Wiring (the one mechanism, :mod:`actors.runtime.mailbox`): messages come in through
+:meth:`inject` / :meth:`inject_nowait` (built in Python: validated as objects) or
+:meth:`deliver_nowait` (decoded from the wire: valid already), are normalized
+(:func:`actors.harnesses.catalog.normalize`) and routed to session actors and to the
+listeners that accept their type; transitions go out through :meth:`subscribe`.
 """
 
 from __future__ import annotations
@@ -26,32 +33,43 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Final, Literal
+from typing import Final, Literal, overload
 
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
+from actors.core.clock import now_ms
 from actors.core.reducer import (
-    SessionMessage,
     SessionState,
     Step,
-    derive,
+    crashed,
     initial_state,
     reduce,
+    reprove,
+    restored,
 )
-from actors.core.routing import Delivery, RoutingIndex, normalize
-from actors.runtime.hub import BroadcastHub, HubClosed, Subscription
-from actors.runtime.mailbox import Actor, MailboxClosed, MailboxFull, RestartWindow
+from actors.core.routing import Delivery, RoutingIndex
+from actors.harnesses.catalog import normalize
+from actors.runtime.hub import (
+    DEFAULT_BUFFER,
+    BroadcastHub,
+    HubClosed,
+    Item,
+    StateItem,
+    Subscription,
+)
+from actors.runtime.mailbox import Actor, Listener, MailboxClosed, MailboxFull, RestartWindow
 from actors.runtime.session import Reducer, SessionActor
 from actors.runtime.table import cause_of
 from messages.activity import Activity, Rejected, Transition, Unmapped
-from messages.codec import Inbound, decode_inbound, revalidate
-from messages.common import Attention, SessionKey
+from messages.codec import Inbound, SessionMessage, decode_inbound, revalidate
+from messages.common import SessionKey
 from messages.control import Acknowledge
 from messages.errors import MessageError, PanewardError
 
 __all__ = [
+    "ActorState",
     "MailboxFull",
     "Supervisor",
     "SupervisorClosed",
@@ -60,44 +78,42 @@ __all__ = [
 
 logger = logging.getLogger("paneward.supervisor")
 
-OwnerListener = Callable[[int, str | None, bool], None]
-
 _RECENT_RECORDS: Final = 32
+
+ActorState = Literal["running", "restarting", "stopped", "done"]
 
 
 class SupervisorClosed(PanewardError):
     """Raised by :meth:`Supervisor.inject` once shutdown has begun (or before start)."""
 
 
-class SupervisorStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of one supervisor, from :meth:`Supervisor.statistics`.
+class SupervisorStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one supervisor, from :meth:`Supervisor.statistics` (a copy).
 
     ``messages`` inbound messages accepted; ``transitions`` published; ``drops``
     messages not applied (the one that crashed an actor, ones for a stopped
     actor, ones refused by a full mailbox); ``unmapped`` valid payloads no
     harness module could map; ``rejected`` malformed messages; ``restarts`` actor
     restarts; ``overflows`` full mailboxes plus lagging ``all`` subscribers;
-    ``sessions`` live session actors; ``stopped`` actors stopped after repeated
-    crashes; ``recent_rejected`` / ``recent_unmapped`` the last few records.
+    ``sessions`` live session actors; ``stopped`` session actors stopped after repeated
+    crashes; ``actors`` supervised long-running actors running; ``actor_states`` the state of
+    each long-running actor by name; ``recent_rejected`` / ``recent_unmapped`` the last few
+    records.
     """
 
-    messages: int
-    transitions: int
-    drops: int
-    unmapped: int
-    rejected: int
-    restarts: int
-    overflows: int
-    sessions: int
-    stopped: int
-    actors: int
-    listener_errors: int = 0
+    messages: int = 0
+    transitions: int = 0
+    drops: int = 0
+    unmapped: int = 0
+    rejected: int = 0
+    restarts: int = 0
+    overflows: int = 0
+    sessions: int = 0
+    stopped: int = 0
+    actors: int = 0
+    actor_states: dict[str, ActorState] = msgspec.field(default_factory=dict)
     recent_rejected: tuple[Rejected, ...] = ()
     recent_unmapped: tuple[Unmapped, ...] = ()
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Supervisor:
@@ -123,7 +139,7 @@ class Supervisor:
         grace: float = 5.0,
         reducer: Reducer = reduce,
         clock: Callable[[], float] = time.monotonic,
-        wall_ms: Callable[[], int] = _wall_ms,
+        wall_ms: Callable[[], int] = now_ms,
     ) -> None:
         if mailbox_size < 1:
             raise ValueError(f"mailbox_size must be at least 1, got {mailbox_size}")
@@ -139,22 +155,14 @@ class Supervisor:
         self._index = RoutingIndex()
         self._sessions: dict[SessionKey, SessionActor] = {}
         self._stopped: set[SessionKey] = set()
-        self._owner_listeners: list[OwnerListener] = []
-        self._observers: list[Callable[[Inbound], None]] = []
+        self._listeners: dict[type[Inbound], list[Listener]] = {}
         self._actor_scopes: list[anyio.CancelScope] = []
-        self._actors_running = 0
-        self._corrections: list[tuple[Activity, str]] = []
-        self._publish_listeners: list[Callable[[Transition], None]] = []
-        self._listener_errors = 0
+        self._corrections: list[tuple[SessionState, str]] = []
         self._tg: TaskGroup | None = None
         self._state: Literal["new", "running", "closing", "closed"] = "new"
         self._recent_rejected: deque[Rejected] = deque(maxlen=_RECENT_RECORDS)
         self._recent_unmapped: deque[Unmapped] = deque(maxlen=_RECENT_RECORDS)
-        self._messages = 0
-        self._drops = 0
-        self._unmapped = 0
-        self._rejected = 0
-        self._restarts = 0
+        self._stats = SupervisorStatistics()
         self._mailbox_overflows = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -199,26 +207,64 @@ class Supervisor:
             self._tg.cancel_scope.cancel()
         self._hub.close()
 
-    # ------------------------------------------------------------------ injection
+    # ------------------------------------------------------------------ ingress
 
     async def inject(self, message: Inbound) -> None:
         """Validate, normalize and route ``message``, waiting for mailbox space.
 
+        For messages built in Python: they are validated as objects (msgspec does not check
+        types in ``__init__``), exactly as if they had come over the wire.
+
         :raises MessageError: the message is malformed (counted in ``rejected``).
         :raises SupervisorClosed: the supervisor is not running.
         """
-        await self._deliver(self._accept(message, origin="inject"))
+        await self._deliver(self._accept(self._validate(message)))
 
     async def inject_bytes(self, data: bytes) -> None:
         """Decode one wire frame (:func:`messages.encode` JSON) and route it like :meth:`inject`.
 
-        Decoding is the validation, so this is the cheapest way in for bytes.
-        """
-        await self._deliver(self._accept(data, origin="hook"))
+        Decoding is the validation (done once), so this is the cheapest way in for bytes.
 
-    def inject_bytes_nowait(self, data: bytes) -> None:
-        """Decode one wire frame and route it like :meth:`inject_nowait`."""
-        self._deliver_nowait(self._accept(data, origin="hook"), "frame")
+        :raises MessageError: the frame is malformed (counted in ``rejected``).
+        """
+        await self._deliver(self._accept(self._decode(data)))
+
+    def inject_nowait(self, message: Inbound) -> None:
+        """Like :meth:`inject` but never blocks: a full mailbox raises :class:`MailboxFull`.
+
+        Used by producers that must never wait (discovery ticks, pane events). Every delivery
+        that fits is made; the ones that do not are counted.
+        """
+        self._deliver_nowait(self._accept(self._validate(message)), type(message).__name__)
+
+    def deliver_nowait(self, message: Inbound) -> None:
+        """Route a message decoded from the wire by :func:`messages.decode_inbound`, never
+        blocking; it is NOT validated again (the hook listener decodes every frame once).
+
+        :raises MailboxFull: a session's mailbox is full (counted).
+        :raises SupervisorClosed: the supervisor is not running.
+        """
+        self._deliver_nowait(self._accept(message), type(message).__name__)
+
+    def _validate(self, message: Inbound) -> Inbound:
+        self._check_running()
+        try:
+            return revalidate(message)
+        except MessageError as exc:
+            self._reject(str(exc), "inject")
+            raise
+
+    def _decode(self, data: bytes) -> Inbound:
+        self._check_running()
+        try:
+            return decode_inbound(data)
+        except MessageError as exc:
+            self._reject(str(exc), "hook")
+            raise
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise SupervisorClosed(f"supervisor is {self._state}: cannot accept messages")
 
     async def _deliver(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
@@ -227,15 +273,7 @@ class Supervisor:
                 try:
                     await actor.mailbox.send(delivery.message)
                 except MailboxClosed:
-                    self._drops += 1
-
-    def inject_nowait(self, message: Inbound) -> None:
-        """Like :meth:`inject` but never blocks: a full mailbox raises :class:`MailboxFull`.
-
-        Used by producers that must never wait (discovery ticks, the hook socket).
-        Every delivery that fits is made; the ones that do not are counted.
-        """
-        self._deliver_nowait(self._accept(message, origin="inject"), type(message).__name__)
+                    self._stats.drops += 1
 
     def _deliver_nowait(self, deliveries: list[Delivery], what: str) -> None:
         full: list[SessionKey] = []
@@ -247,10 +285,10 @@ class Supervisor:
                 actor.mailbox.send_nowait(delivery.message)
             except MailboxFull:
                 self._mailbox_overflows += 1
-                self._drops += 1
+                self._stats.drops += 1
                 full.append(delivery.key)
             except MailboxClosed:
-                self._drops += 1
+                self._stats.drops += 1
         if full:
             raise MailboxFull(
                 f"mailbox full ({self._mailbox_size} pending) for "
@@ -258,23 +296,13 @@ class Supervisor:
                 + f": {what} not delivered"
             )
 
-    def _accept(
-        self, message: Inbound | bytes, *, origin: Literal["inject", "hook"]
-    ) -> list[Delivery]:
-        if self._state != "running":
-            raise SupervisorClosed(f"supervisor is {self._state}: cannot accept messages")
-        try:
-            valid = decode_inbound(message) if isinstance(message, bytes) else revalidate(message)
-        except MessageError as exc:
-            self._reject(str(exc), origin)
-            raise
-        self._messages += 1
+    def _accept(self, valid: Inbound) -> list[Delivery]:
+        """Normalize a valid message, hand it to the listeners, return its deliveries."""
+        self._check_running()
+        self._stats.messages += 1
         normalized = normalize(valid)
-        if not isinstance(normalized, Unmapped):
-            for observer in self._observers:
-                observer(normalized)
         if isinstance(normalized, Unmapped):
-            self._unmapped += 1
+            self._stats.unmapped += 1
             self._recent_unmapped.append(normalized)
             logger.info(
                 "unmapped %s payload (event %s, keys %s)",
@@ -283,16 +311,14 @@ class Supervisor:
                 ", ".join(normalized.keys),
             )
             return []
+        for listener in self._listeners.get(type(normalized), ()):
+            listener.deliver_nowait(normalized)
         return list(self._index.deliveries(normalized))
 
     def _reject(self, reason: str, origin: Literal["inject", "hook"]) -> None:
-        self._rejected += 1
+        self._stats.rejected += 1
         self._recent_rejected.append(Rejected(reason=reason, origin=origin, at_ms=self._wall_ms()))
         logger.warning("rejected message: %s", reason)
-
-    def record_rejection(self, reason: str) -> None:
-        """Count a message refused before it could be decoded (e.g. by the hook socket)."""
-        self._reject(reason, "hook")
 
     def _actor_for(self, delivery: Delivery) -> SessionActor | None:
         key = delivery.key
@@ -304,11 +330,12 @@ class Supervisor:
                 # The user acknowledged the failure: give the session a fresh actor.
                 self._stopped.discard(key)
             else:
-                self._drops += 1
+                self._stats.drops += 1
                 return None
         if not delivery.spawn and not isinstance(delivery.message, Acknowledge):
             return None
-        return self._spawn(key, initial_state(key, self._hub.current(key)))
+        # A session coming back resumes from its whole last state (kept by the hub).
+        return self._spawn(key, self._hub.state_of(key) or initial_state(key))
 
     def _spawn(self, key: SessionKey, state: SessionState) -> SessionActor:
         assert self._tg is not None
@@ -321,7 +348,7 @@ class Supervisor:
             restarts=RestartWindow(self._max_restarts, self._restart_window),
         )
         self._sessions[key] = actor
-        self._reindex(None, state)
+        self._index.update(None, state)
         self._tg.start_soon(actor.run, self, name=f"session {key}")
         return actor
 
@@ -336,90 +363,56 @@ class Supervisor:
         self, actor: SessionActor, old: SessionState, message: SessionMessage, step: Step
     ) -> None:
         """Called by a session actor after each applied message: re-index, publish."""
-        self._reindex(old, step.state)
+        self._index.update(old, step.state)
         if step.publish is not None:
-            self._publish(actor.key, step.publish, cause_of(message))
+            self._publish(step, cause_of(message))
 
     def session_ended(self, actor: SessionActor, undelivered: int) -> None:
-        """Called by a session actor as it stops: forget it (the catalog keeps its state)."""
-        self._drops += undelivered
+        """Called by a session actor as it stops: forget it (the hub keeps its state)."""
+        self._stats.drops += undelivered
         if self._sessions.get(actor.key) is actor:
             del self._sessions[actor.key]
-            self._reindex(actor.state, None)
+            self._index.forget(actor.state)
+            self._hub.keep(actor.state)
 
-    def _publish(self, key: SessionKey, activity: Activity, cause: str) -> Transition | None:
+    def _publish(self, step: Step, cause: str) -> Transition | None:
+        assert step.publish is not None
         try:
-            transition = self._hub.publish(key, activity, cause)
+            return self._hub.publish(step.state.key, step.publish, cause, step.state)
         except HubClosed:
             # Only possible in the last instant of a forced shutdown: counted, not raised.
-            self._drops += 1
+            self._stats.drops += 1
             return None
-        if transition is not None:
-            for listener in self._publish_listeners:
-                try:
-                    listener(transition)
-                except Exception as exc:  # a broken recorder must not crash a session
-                    self._listener_errors += 1
-                    logger.error("publish listener %r failed: %r", listener, exc)
-        return transition
-
-    def add_publish_listener(self, listener: Callable[[Transition], None]) -> None:
-        """Call ``listener(transition)`` synchronously for every published transition.
-
-        For the store: recording at publish time (a synchronous append to its batch)
-        means no subscription queue can lag between a transition and the journal, so a
-        killed daemon loses at most the store's own batch window. It must not block.
-        """
-        self._publish_listeners.append(listener)
 
     def session_crashed(self, actor: SessionActor, message: SessionMessage, exc: Exception) -> bool:
         """Called when the reducer raised: count it, drop the message, decide restart.
 
         Returns False when the actor must stop (too many crashes in the window): the
-        session then shows attention ``failed`` and its later messages are dropped
-        (counted) until the user acknowledges it.
+        session then shows attention ``failed`` (:func:`actors.core.reducer.crashed`) and its
+        later messages are dropped (counted) until the user acknowledges it.
         """
-        self._drops += 1
+        self._stats.drops += 1
         logger.error("session %s crashed on %s: %r", actor.key, type(message).__name__, exc)
         if actor.restarts.crash(self._clock()):
-            self._restarts += 1  # restarted from its last state (the reducer is pure)
+            self._stats.restarts += 1  # restarted from its last state (the reducer is pure)
             return True
         # Too many crashes: stop this actor and tell the user, leave the siblings be.
         self._stopped.add(actor.key)
-        reason = f"session actor stopped after {actor.restarts.recent} crashes: {exc!r}"[:500]
-        failed = msgspec.structs.replace(
-            actor.state, known=True, failed=Attention("failed", reason, self._wall_ms())
-        )
-        activity = derive(failed)
-        if activity is not None:
-            self._publish(actor.key, activity, "Supervisor:stopped")
-        actor.state = msgspec.structs.replace(failed, activity=activity)
+        reason = f"session actor stopped after {actor.restarts.recent} crashes: {exc!r}"
+        step = crashed(actor.state, reason, self._wall_ms())
+        actor.state = step.state
+        if step.publish is not None:
+            self._publish(step, "Supervisor:stopped")
         return False
-
-    def _reindex(self, old: SessionState | None, new: SessionState | None) -> None:
-        before = (old.owner_pid, old.owner_token) if old is not None else (None, None)
-        if new is None:
-            if old is not None:
-                self._index.forget(old)
-            after: tuple[int | None, str | None] = (None, None)
-        else:
-            self._index.update(old, new)
-            after = (new.owner_pid, new.owner_token)
-        if before != after and self._owner_listeners:
-            if before[0] is not None and before[0] not in self._index.owners:
-                for listener in self._owner_listeners:
-                    listener(before[0], before[1], False)
-            if after[0] is not None:
-                for listener in self._owner_listeners:
-                    listener(after[0], after[1], True)
 
     # ------------------------------------------------------------------ other actors
 
     def start_actor(self, actor: Actor, *, name: str | None = None) -> None:
         """Run ``actor.run(self)`` until shutdown, restarting it one_for_one on errors.
 
-        More than ``max_restarts`` crashes within ``restart_window`` stop it (logged
-        and counted); the rest of the system keeps running.
+        More than ``max_restarts`` crashes within ``restart_window`` stop it (logged,
+        counted, and shown as ``stopped`` in :attr:`SupervisorStatistics.actor_states`);
+        the rest of the system keeps running.
         """
         if self._state != "running" or self._tg is None:
             raise SupervisorClosed("start_actor() needs a running supervisor")
@@ -428,98 +421,123 @@ class Supervisor:
         label = name or type(actor).__name__
         self._tg.start_soon(self._supervise_actor, actor, scope, label, name=label)
 
+    def start_listener(self, actor: Listener, *, name: str | None = None) -> None:
+        """Like :meth:`start_actor`, and hand it every routed message of the types it
+        ``accepts`` (after normalization), synchronously as they are routed."""
+        for kind in actor.accepts:
+            self._listeners.setdefault(kind, []).append(actor)
+        self.start_actor(actor, name=name)
+
     async def _supervise_actor(self, actor: Actor, scope: anyio.CancelScope, label: str) -> None:
         window = RestartWindow(self._max_restarts, self._restart_window)
-        self._actors_running += 1
+        states = self._stats.actor_states
+        states[label] = "running"
+        self._stats.actors += 1
         try:
             with scope:
                 while True:
                     try:
                         await actor.run(self)
+                        states[label] = "done"
                         return
                     except Exception as exc:
                         logger.error("actor %s crashed: %r", label, exc)
                         if not window.crash(self._clock()):
                             logger.error("actor %s stopped after %d crashes", label, window.recent)
+                            states[label] = "stopped"
                             return
-                        self._restarts += 1
+                        states[label] = "restarting"
+                        self._stats.restarts += 1
                         await anyio.sleep(min(0.05 * 2**window.recent, 2.0))  # backoff
+                        states[label] = "running"
         finally:
-            self._actors_running -= 1
-
-    def add_observer(self, observer: Callable[[Inbound], None]) -> None:
-        """Call ``observer(message)`` synchronously for every accepted inbound message.
-
-        Messages arrive normalized (hook payloads as hints). For actors that learn
-        from all evidence (the pane mapper); it must not block.
-        """
-        self._observers.append(observer)
-
-    def add_owner_listener(self, listener: OwnerListener) -> None:
-        """Call ``listener(pid, start_token, added)`` when a session owner appears or goes.
-
-        The pid watcher uses it to keep its candidate set equal to the live owners.
-        """
-        self._owner_listeners.append(listener)
-        for pid, keys in self._index.owners.items():
-            token = next(
-                (self._sessions[k].state.owner_token for k in keys if k in self._sessions), None
-            )
-            listener(pid, token, True)
+            self._stats.actors -= 1
 
     # ------------------------------------------------------------------ restore
 
     def restore(
         self,
-        activities: Iterable[Activity],
+        states: Iterable[SessionState],
         seq: int,
-        owners: Mapping[SessionKey, tuple[int, str]] | None = None,
-        corrections: Iterable[tuple[Activity, str]] = (),
-    ) -> None:
-        """Seed the catalog from the store before any message (nothing is published).
+        live_tokens: Mapping[int, str | None],
+    ) -> int:
+        """Seed the catalog from the store before any message (nothing is published yet).
 
-        Restored sessions that are ``running`` get an actor at once, with their owner
-        in the routing index, so that a later ``ProcessGone`` ends them (the same live
-        incarnation stays ``running`` without a flicker). ``corrections`` are the
-        activities of restored sessions whose owner could not be re-proven, with the
-        cause to publish them under: call :meth:`publish_corrections` once the
-        subscribers that must see them (the store) are in place.
+        Each restored state is re-proven by :func:`actors.core.reducer.reprove` against
+        ``live_tokens`` (pid -> its live start token, ``None`` if gone; the caller probes the
+        recorded owners off the event loop). Sessions whose owner is the same live incarnation
+        stay ``running`` without a flicker and get an actor at once; the others are corrected,
+        and the corrections are published by :meth:`publish_corrections` once the subscribers
+        that must see them (the store) are in place. Returns how many were corrected.
         """
-        self._corrections = list(corrections)
-        if self._state != "running" or self._messages:
+        if self._state != "running" or self._stats.messages:
             raise SupervisorClosed("restore() must come right after entering the supervisor")
-        restored = list(activities)
-        self._hub.restore(restored, seq)
-        owners = owners or {}
-        for activity in restored:
-            if activity.presence != "running":
-                continue
-            state = initial_state(activity.key, activity)
-            owner = owners.get(activity.key)
-            if owner is not None:
-                state = msgspec.structs.replace(state, owner_pid=owner[0], owner_token=owner[1])
-            self._spawn(activity.key, state)
+        seeded: list[SessionState] = []
+        live: list[SessionState] = []
+        self._corrections = []
+        observed = self._wall_ms()
+        for state in states:
+            state = restored(state)
+            token = live_tokens.get(state.owner_pid) if state.owner_pid is not None else None
+            proof = reprove(state, token, observed)
+            seeded.append(state)
+            if proof.step.publish is not None and proof.cause is not None:
+                self._corrections.append((proof.step.state, proof.cause))
+            elif proof.live:
+                live.append(state)
+        self._hub.restore(seeded, seq)
+        for state in live:
+            self._spawn(state.key, state)
+        return len(self._corrections)
 
     def publish_corrections(self) -> int:
-        """Publish the corrections given to :meth:`restore`; return how many changed."""
+        """Publish the corrections :meth:`restore` decided; return how many were published."""
         published = 0
-        for activity, cause in self._corrections:
-            if self._publish(activity.key, activity, cause) is not None:
+        for state, cause in self._corrections:
+            if self._publish(Step(state, state.activity), cause) is not None:
                 published += 1
         self._corrections = []
         return published
 
     # ------------------------------------------------------------------ reading
 
+    @overload
     def subscribe(
-        self, mode: Literal["all", "latest"] = "all", snapshot: bool = True, *, buffer: int = 1024
-    ) -> Subscription:
+        self,
+        mode: Literal["all", "latest"] = ...,
+        snapshot: bool = ...,
+        *,
+        buffer: int = ...,
+        states: Literal[False] = ...,
+    ) -> Subscription[Item]: ...
+
+    @overload
+    def subscribe(
+        self,
+        mode: Literal["all", "latest"] = ...,
+        snapshot: bool = ...,
+        *,
+        buffer: int = ...,
+        states: Literal[True],
+    ) -> Subscription[StateItem]: ...
+
+    def subscribe(
+        self,
+        mode: Literal["all", "latest"] = "all",
+        snapshot: bool = True,
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        states: bool = False,
+    ) -> Subscription[Item] | Subscription[StateItem]:
         """Subscribe to transitions: first a :class:`~messages.Snapshot`, then live ones.
 
         Use as ``with`` or ``async with``. ``all`` is lossless and bounded (a lagging
         subscriber gets :class:`~messages.Overflow` and ends); ``latest`` coalesces per
-        session. Subscriptions end cleanly at shutdown.
+        session. ``states=True`` (the store) delivers each item with the reducer state
+        behind it. Subscriptions end cleanly at shutdown.
         """
+        if states:
+            return self._hub.subscribe(mode, snapshot, buffer=buffer, states=True)
         return self._hub.subscribe(mode, snapshot, buffer=buffer)
 
     def snapshot(self) -> tuple[Activity, ...]:
@@ -531,31 +549,16 @@ class Supervisor:
         """The seq of the last published transition."""
         return self._hub.seq
 
-    def owner_of(self, key: SessionKey) -> tuple[int, str] | None:
-        """The owner incarnation (pid, start token) of a live session, for the store."""
-        actor = self._sessions.get(key)
-        if actor is None:
-            return None
-        state = actor.state
-        if state.owner_pid is None or state.owner_token is None:
-            return None
-        return (state.owner_pid, state.owner_token)
-
     def statistics(self) -> SupervisorStatistics:
-        """A frozen record of the counters (see :class:`SupervisorStatistics`)."""
+        """A point-in-time copy of the counters (see :class:`SupervisorStatistics`)."""
         hub = self._hub.statistics()
-        return SupervisorStatistics(
-            messages=self._messages,
+        return msgspec.structs.replace(
+            self._stats,
             transitions=hub.published,
-            drops=self._drops,
-            unmapped=self._unmapped,
-            rejected=self._rejected,
-            restarts=self._restarts,
             overflows=self._mailbox_overflows + hub.overflows,
             sessions=len(self._sessions),
             stopped=len(self._stopped),
-            actors=self._actors_running,
-            listener_errors=self._listener_errors,
+            actor_states=dict(self._stats.actor_states),
             recent_rejected=tuple(self._recent_rejected),
             recent_unmapped=tuple(self._recent_unmapped),
         )

@@ -68,6 +68,8 @@ class EventSink:
         if self.changed is not None:
             self.changed.set()
 
+    deliver_nowait = inject_nowait
+
     async def wait_for(self, pred: Callable[[messages.Inbound], bool]) -> float:
         while True:
             for at, m in self.items:

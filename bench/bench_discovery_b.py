@@ -74,6 +74,8 @@ class Sink:
             self.arrivals[message.turn_id] = time.perf_counter()
             self.event.set()
 
+    deliver_nowait = inject_nowait
+
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)

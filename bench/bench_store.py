@@ -97,7 +97,7 @@ async def through_store(path: Path, transitions: list[m.Transition],
             start = time.perf_counter()
             for i in range(0, len(transitions), chunk):
                 for t in transitions[i:i + chunk]:
-                    store.record(t, (1, "tok"))
+                    store.record(t, owner=(1, "tok"))
                 await anyio.lowlevel.checkpoint()
             await store.flush()
             elapsed = time.perf_counter() - start

@@ -18,6 +18,7 @@ from messages.activity import (
 from messages.codec import (
     Inbound,
     Outbound,
+    SessionMessage,
     decode_inbound,
     decode_outbound,
     encode,
@@ -92,6 +93,7 @@ __all__ = [
     "RolloutOwned",
     "RolloutReleased",
     "SessionKey",
+    "SessionMessage",
     "Snapshot",
     "Transition",
     "Turn",

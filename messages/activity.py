@@ -67,6 +67,7 @@ class Activity(OutboundMessage, frozen=True):
             ev.harness_version,
             self.pane,
             self.exit,
+            self.subagents,
         )
 
 

@@ -42,15 +42,20 @@ from messages.evidence import (
 __all__ = [
     "INBOUND_TYPES",
     "OUTBOUND_TYPES",
+    "SESSION_TYPES",
     "Inbound",
     "Outbound",
+    "SessionMessage",
     "decode_inbound",
     "decode_outbound",
     "encode",
     "revalidate",
 ]
 
-Evidence = Union[  # noqa: UP007 - a runtime union object is what msgspec needs
+# The one catalog of inbound messages. Every other list of message types is derived from these
+# unions (tests/test_design.py checks that no list is copied).
+SessionMessage = Union[  # noqa: UP007 - a runtime union object is what msgspec needs
+    # evidence the session reducer applies
     ProcessSeen,
     ProcessGone,
     RegistryStatus,
@@ -58,21 +63,31 @@ Evidence = Union[  # noqa: UP007 - a runtime union object is what msgspec needs
     LifecycleBoundary,
     RolloutOwned,
     RolloutReleased,
-    NotifyHook,
     HookHint,
     LedgerFire,
     PtySpawned,
     PtyExit,
     ProgramStatus,
+    # host control the session reducer applies
+    PaneBound,
+    PaneUnbound,
+    PaneFocused,
+    Acknowledge,
+    HostSignal,
 ]
-Control = Union[  # noqa: UP007
-    PaneOpened, PaneClosed, PaneFocused, PaneBound, PaneUnbound, Acknowledge, HostSignal
+"""What the session reducer handles (:func:`actors.core.reducer.reduce`)."""
+Inbound = Union[  # noqa: UP007
+    SessionMessage,
+    NotifyHook,  # normalized at the edge into a HookHint (or a counted Unmapped)
+    PaneOpened,  # pane lifecycle: the pane mapper's, routed to sessions as PaneBound/Unbound
+    PaneClosed,
 ]
-Inbound = Union[Evidence, Control]  # noqa: UP007
+"""Every message paneward accepts (``Supervisor.inject``, the hook socket, ``paneward inject``)."""
 Outbound = Union[Activity, Transition, Snapshot, Overflow, Unmapped, Rejected]  # noqa: UP007
 
 INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound)
 OUTBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Outbound)
+SESSION_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(SessionMessage)
 
 _ENCODER: Final = msgspec.json.Encoder()
 _INBOUND: Final = msgspec.json.Decoder(Inbound)

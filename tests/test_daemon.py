@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 import messages
 from actors.cli.hook_client import MAX_FRAME_BYTES
+from actors.core.frames import MAX_DEPTH
 from actors.runtime.table import SessionTable
-from actors.sources.hook_listener import MAX_DEPTH
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
     PANEWARD,

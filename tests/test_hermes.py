@@ -30,25 +30,17 @@ from actors.harnesses.hermes.ledger import (
     wall,
 )
 from actors.sources import procfs
-from messages import LedgerFire, SessionKey, revalidate
-from messages.codec import Inbound
+from messages import LedgerFire, SessionKey
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hermes"
 SNAPSHOTS = ("1-before-restart", "2-after-restart", "3-after-second-restart")
+from tests.sinks import ListSink  # noqa: E402
+
 MAPS = ("map-1-before-restart", "map-2-after-restart", "map-3-holder-killed")
 
 
-class ListSink:
-    def __init__(self) -> None:
-        self.items: list[LedgerFire] = []
-
-    def inject_nowait(self, message: Inbound) -> None:
-        checked = revalidate(message)
-        assert isinstance(checked, LedgerFire)
-        self.items.append(checked)
-
-    def by_session(self) -> dict[str, LedgerFire]:
-        return {m.key.session_id: m for m in self.items}
+def by_session(sink: ListSink) -> dict[str, LedgerFire]:
+    return {m.key.session_id: m for m in sink.of(LedgerFire)}
 
 
 def fire(status: str = "running", **kw: object) -> FireRow:
@@ -219,7 +211,7 @@ async def test_three_mappings_with_real_processes(
     sink = ListSink()
     with anyio.fail_after(10):
         await actor.poll_now(sink)
-    got = {k: (m.status, m.pid, m.pid_alive) for k, m in sink.by_session().items()}
+    got = {k: (m.status, m.pid, m.pid_alive) for k, m in by_session(sink).items()}
     assert got == {
         f"cron_{'a' * 12}_20261130_053216": ("running", live.pid, True),
         "exec_reused": ("running", live.pid, False),
@@ -228,19 +220,19 @@ async def test_three_mappings_with_real_processes(
         "exec_done": ("completed", live.pid, False),
         "exec_failed": ("failed", dead.pid, False),
     }
-    live_fire = sink.by_session()[f"cron_{'a' * 12}_20261130_053216"]
+    live_fire = by_session(sink)[f"cron_{'a' * 12}_20261130_053216"]
     # started_at 05:32:16.029316+05:30 is 00:02:16.029 UTC.
     utc = datetime(2026, 11, 30, 0, 2, 16, tzinfo=UTC)
     assert live_fire.at_ms == int(utc.timestamp()) * 1000 + 29
     sink.items.clear()
     with anyio.fail_after(10):
         await actor.poll_now(sink)
-    assert sink.items == []  # nothing changed
+    assert sink.of(LedgerFire) == []  # nothing changed
     live.kill()
     live.wait(timeout=10)
     with anyio.fail_after(10):
         await actor.poll_now(sink)
-    assert [(m.key.session_id, m.status, m.pid_alive) for m in sink.items] == [
+    assert [(m.key.session_id, m.status, m.pid_alive) for m in sink.of(LedgerFire)] == [
         (f"cron_{'a' * 12}_20261130_053216", "running", False)
     ]
 
@@ -257,7 +249,7 @@ async def test_pid_is_reread_every_poll_and_session_arrival_supersedes_fallback(
     sink = ListSink()
     with anyio.fail_after(10):
         await actor.poll_now(sink)
-        assert [(m.key.session_id, m.pid_alive) for m in sink.items] == [("exec_f", False)]
+        assert [(m.key.session_id, m.pid_alive) for m in sink.of(LedgerFire)] == [("exec_f", False)]
         # A worker takes the fire over (newer Hermes rewrites pid and start time) ...
         with sqlite3.connect(home / "cron" / "executions.db") as db:
             db.execute("UPDATE executions SET pid=?, process_started_at=?", (worker.pid, token))
@@ -265,7 +257,7 @@ async def test_pid_is_reread_every_poll_and_session_arrival_supersedes_fallback(
         add_session(home, f"cron_{'a' * 12}_20261130_053217")
         sink.items.clear()
         await actor.poll_now(sink)
-    assert [(m.key.session_id, m.status, m.pid, m.pid_alive) for m in sink.items] == [
+    assert [(m.key.session_id, m.status, m.pid, m.pid_alive) for m in sink.of(LedgerFire)] == [
         ("exec_f", "superseded", 2**22 + 7, False),
         (f"cron_{'a' * 12}_20261130_053217", "running", worker.pid, True),
     ]
@@ -300,8 +292,8 @@ async def test_real_fixture_ledgers_match_the_lab_mapper(
     sink = ListSink()
     with anyio.fail_after(10):
         await actor.poll_now(sink)
-    assert len(sink.items) == len(expected) == 8
-    by_key = sink.by_session()
+    assert len(sink.of(LedgerFire)) == len(expected) == 8
+    by_key = by_session(sink)
     for row in expected:
         session = row["session"]["session_id"] if row["session"] else f"exec_{row['fire']}"
         msg = by_key[session]
@@ -324,10 +316,10 @@ async def test_real_fixture_after_second_restart_is_all_terminal_with_the_same_k
     with anyio.fail_after(10):
         await actor.poll_now(sink)
     keys = {r["session"]["session_id"] if r["session"] else f"exec_{r['fire']}" for r in expected}
-    assert set(sink.by_session()) == keys
-    statuses = sorted(m.status for m in sink.items)
+    assert set(by_session(sink)) == keys
+    statuses = sorted(m.status for m in sink.of(LedgerFire))
     assert statuses == ["completed", "completed", "failed", "failed"] + ["unknown"] * 4
-    assert not any(m.pid_alive for m in sink.items)
+    assert not any(m.pid_alive for m in sink.of(LedgerFire))
 
 
 async def test_locked_missing_and_half_migrated_databases_are_counted_and_retried(
@@ -349,7 +341,8 @@ async def test_locked_missing_and_half_migrated_databases_are_counted_and_retrie
             holder.execute("ROLLBACK")
             holder.close()
         await actor.poll_now(sink)
-        assert [(m.key.session_id, m.status) for m in sink.items] == [("exec_f", "completed")]
+        fires = sink.of(LedgerFire)
+        assert [(m.key.session_id, m.status) for m in fires] == [("exec_f", "completed")]
         with sqlite3.connect(home / "cron" / "executions.db") as db:
             db.execute("ALTER TABLE executions RENAME TO executions_old")
         sink.items.clear()
@@ -379,14 +372,14 @@ async def test_profiles_are_homes_too_and_bad_rows_are_counted(tmp_path: Path) -
     sink = ListSink()
     with anyio.fail_after(10):
         await actor.poll_now(sink)
-    assert sorted((m.key.session_id, m.status, m.pid) for m in sink.items) == [
+    assert sorted((m.key.session_id, m.status, m.pid) for m in sink.of(LedgerFire)) == [
         ("exec_odd", "completed", None),
         ("exec_p1", "failed", 1),
     ]
     stats = actor.statistics()
     assert stats.bad_rows == 1 and stats.bad_timestamps == 1 and stats.homes_polled == 2
-    assert all(m.key.harness == "hermes" for m in sink.items)
-    assert SessionKey("hermes", "exec_p1") in {m.key for m in sink.items}
+    assert all(m.key.harness == "hermes" for m in sink.of(LedgerFire))
+    assert SessionKey("hermes", "exec_p1") in {m.key for m in sink.of(LedgerFire)}
 
 
 def test_probe_process_reads_our_own_start_token() -> None:

@@ -14,26 +14,13 @@ import pytest
 
 import messages
 from actors.cli import hook_client, paths
-from actors.sources.hook_listener import HookListener, check_frame
+from actors.core.frames import check_frame
+from actors.sources.hook_listener import HookListener
+from tests.sinks import ListSink
 
 PANEWARD = Path(sys.executable).with_name("paneward")
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 AT = 1_795_999_000_000
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.items: list[messages.Inbound] = []
-        self._changed = anyio.Event()
-
-    def inject_nowait(self, message: messages.Inbound) -> None:
-        self.items.append(message)
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def wait_count(self, count: int) -> None:
-        while len(self.items) < count:
-            await self._changed.wait()
 
 
 @asynccontextmanager
@@ -169,7 +156,9 @@ def test_harness_is_escaped() -> None:
 # The real console script (and `python -m actors.cli.main`) against a real listener
 
 
-@pytest.mark.parametrize("command", [[os.fspath(PANEWARD)], [sys.executable, "-m", "actors.cli.main"]])
+@pytest.mark.parametrize(
+    "command", [[os.fspath(PANEWARD)], [sys.executable, "-m", "actors.cli.main"]]
+)
 async def test_claude_payload_on_stdin_with_claude_pid(tmp_path: Path, command: list[str]) -> None:
     sock = tmp_path / "rt" / "hook.sock"
     payload = json.loads((FIXTURES / "claude-hooks.jsonl").read_text().splitlines()[3])["stdin"]

@@ -23,22 +23,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import messages
-from actors.sources.hook_listener import (
+from actors.core.frames import (
     MAX_DEPTH,
     MAX_FRAME_BYTES,
     FrameSplitter,
-    HookListener,
-    HookListenerError,
     Oversize,
     Rejection,
-    RequestHead,
     check_frame,
-    check_http_request,
-    load_http_token,
     nesting_depth,
-    parse_request_head,
     restamp,
 )
+from actors.core.http import RequestHead, check_http_request, parse_request_head
+from actors.harnesses.catalog import HOOK_ROUTES
+from actors.sources.hook_listener import HookListener, HookListenerError, load_http_token
 from tests.sinks import ListSink
 
 AT = 1_795_999_000_000
@@ -210,14 +207,14 @@ def _head(target: str = "/hook/claude-code", method: str = "POST", **headers: st
     ],
 )
 def test_check_http_request_refusals(head: RequestHead, status: int, reason: str) -> None:
-    reply = check_http_request(head, "tok")
+    reply = check_http_request(head, "tok", HOOK_ROUTES)
     assert reply.status == status
     assert reply.rejection is not None and reply.rejection.reason == reason
 
 
 def test_check_http_request_accepts() -> None:
     reply = check_http_request(
-        _head("/hook/codex", x_paneward_token="tok", content_length="5"), "tok"
+        _head("/hook/codex", x_paneward_token="tok", content_length="5"), "tok", HOOK_ROUTES
     )
     assert (reply.status, reply.harness, reply.content_length, reply.rejection) == (
         200,
@@ -588,7 +585,9 @@ async def test_http_hooks_token_delivery_and_refusals(sock_path: Path, token_fil
                 assert status == 422
                 assert body["error"].startswith("SessionStart cannot be an http hook")
                 status, _, body = await http_exchange(stream, post("claude-code", b"[1]"))
-                assert (status, body) == (400, {"error": "body is a JSON list"})
+                assert (status, body) == (
+            400, {"error": "body is not a JSON object: Expected `object`, got `array`"}
+        )
             for request, expected in [
                 (post("claude-code", b"{}", token=None), 401),
                 (post("claude-code", b"{}", token="nope"), 401),

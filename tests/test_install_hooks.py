@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+import messages
 from actors.cli import install as install_hooks
 from actors.cli import main as cli
 from actors.cli.install import (
@@ -26,6 +27,7 @@ from actors.cli.install import (
     is_paneward_command,
 )
 from actors.sources.hook_listener import HookListener
+from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 EXE = "/opt/pw bin/paneward"  # a space: the command must be shell-quoted
@@ -176,11 +178,7 @@ async def test_http_token_written_by_install_is_accepted_by_the_listener(
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
 
-            class Sink:
-                def inject_nowait(self, message: object) -> None:
-                    del message
-
-            tg.start_soon(listener.run, Sink())
+            tg.start_soon(listener.run, ListSink())
             await listener.wait_listening()
             assert listener.http_port is not None
             tg.cancel_scope.cancel()
@@ -336,8 +334,8 @@ async def test_installed_codex_notify_runs_end_to_end(
     received: list[object] = []
     done = anyio.Event()
 
-    class Sink:
-        def inject_nowait(self, message: object) -> None:
+    class Sink(ListSink):
+        def deliver_nowait(self, message: messages.Inbound) -> None:
             received.append(message)
             done.set()
 

@@ -30,6 +30,7 @@ from actors.core.osc import (
     parse_status_fields,
 )
 from actors.sources.pty_status import PtyStatusFeed
+from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pty"
 RUNS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
@@ -253,14 +254,6 @@ def test_notifications_and_progress() -> None:
     assert parser.statistics().malformed == 1
 
 
-class ListSink:
-    def __init__(self) -> None:
-        self.items: list[messages.Inbound] = []
-
-    def inject_nowait(self, message: messages.Inbound) -> None:
-        self.items.append(messages.revalidate(message))
-
-
 def test_pty_status_feed_on_a_claude_recording() -> None:
     sink = ListSink()
     key = messages.SessionKey("claude-code", "pty-1-2")
@@ -290,16 +283,12 @@ def test_pty_status_feed_on_a_claude_recording() -> None:
 
 
 def test_pty_status_feed_counts_what_the_sink_rejects() -> None:
-    class Refusing:
-        def inject_nowait(self, message: messages.Inbound) -> None:
-            raise messages.MessageError("full")
-
-    feed = PtyStatusFeed(None, "%1", Refusing())
+    feed = PtyStatusFeed(None, "%1", ListSink(refuse=True))
     assert feed.feed(b"\x1b]7501;state=working\x07\x1b]0;hi\x07") is None
     stats = feed.statistics()
     assert (stats.emitted, stats.rejected, stats.last_title) == (0, 1, "hi")
     with pytest.raises(ValueError, match="key or a pane"):
-        PtyStatusFeed(None, None, Refusing())
+        PtyStatusFeed(None, None, ListSink(refuse=True))
 
 
 def test_program_status_wire_shape() -> None:

@@ -15,22 +15,31 @@ import msgspec
 import pytest
 
 import messages
+from actors.core.pane_map import MAX_VISIT, Binding, ClaimLookup, PaneMap
+from actors.harnesses import catalog
+from actors.harnesses.codex.tui import codex_resume_thread, codex_tui_key, is_codex_tui
 from actors.sources import procfs
-from actors.sources.pane_mapper import (
-    MAX_VISIT,
-    Binding,
-    PaneMap,
-    PaneMapper,
-    codex_resume_thread,
-    codex_tui_key,
-    is_codex_tui,
-)
+from actors.sources.pane_mapper import PaneMapper
 from tests.sinks import ListSink
 
 AT = 1_800_000_000_000
 KEY_A = messages.SessionKey("claude-code", "a")
 KEY_B = messages.SessionKey("claude-code", "b")
 KEY_X = messages.SessionKey("codex", "thread-x")
+
+
+def claims(
+    described: dict[int, tuple[str, Sequence[str]]], tokens: dict[int, str] | None = None
+) -> ClaimLookup:
+    """What each process of a synthetic tree proves, as the harness catalog says."""
+
+    def claim(pid: int) -> Binding | None:
+        found = described.get(pid)
+        if found is None:
+            return None
+        return catalog.process_claim(pid, found[0], found[1], (tokens or {}).get(pid))
+
+    return claim
 
 
 def registry(key: messages.SessionKey, pid: int, token: str = "1") -> messages.RegistryStatus:
@@ -97,9 +106,11 @@ def test_codex_resume_argv_binds_only_with_no_owner_at_that_depth() -> None:
     m = PaneMap()
     edges = {1: [2, 3]}
     descr: dict[int, tuple[str, Sequence[str]]] = {3: ("codex", ["codex", "resume", "thread-x"])}
-    assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_X, "codex_resume_argv")
+    walk = m.walk(1, lambda p: edges.get(p, []), claims(descr))
+    assert walk == Binding(KEY_X, "codex_resume_argv")
     m.observe(registry(KEY_A, 2))
-    assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_A, "claude_registry_pid")
+    walk = m.walk(1, lambda p: edges.get(p, []), claims(descr))
+    assert walk == Binding(KEY_A, "claude_registry_pid")
 
 
 def test_daemon_mode_tui_binds_to_itself_not_to_the_daemons_threads() -> None:
@@ -114,15 +125,16 @@ def test_daemon_mode_tui_binds_to_itself_not_to_the_daemons_threads() -> None:
     m.observe(
         messages.RolloutOwned(key=KEY_X, pid=4, start_token="400", at_ms=AT, observed_at_ms=AT)
     )
-    found = m.walk(1, lambda p: edges.get(p, []), descr.get, tokens.get)
+    found = m.walk(1, lambda p: edges.get(p, []), claims(descr, tokens))
     assert found == Binding(codex_tui_key(3, "300"), "codex_tui_process", 3, "300")
     # without a token lookup (or with the TUI gone) there is no proof at that depth, and the
     # in-process case -- the TUI itself holding its rollout -- still binds the thread
-    assert m.walk(1, lambda p: edges.get(p, []), descr.get) == Binding(KEY_X, "codex_rollout_owner")
+    walk = m.walk(1, lambda p: edges.get(p, []), claims(descr))
+    assert walk == Binding(KEY_X, "codex_rollout_owner")
     m.observe(
         messages.RolloutOwned(key=KEY_A, pid=3, start_token="300", at_ms=AT, observed_at_ms=AT)
     )
-    assert m.walk(1, lambda p: edges.get(p, []), descr.get, tokens.get) == Binding(
+    assert m.walk(1, lambda p: edges.get(p, []), claims(descr, tokens)) == Binding(
         KEY_A, "codex_rollout_owner"
     )
 
@@ -131,7 +143,7 @@ def test_rebind_announces_a_tui_process_before_binding_it() -> None:
     m = PaneMap()
     m.observe(messages.PaneOpened(pane="%1", root_pid=1, at_ms=AT))
     descr: dict[int, tuple[str, Sequence[str]]] = {2: ("codex", ["codex"])}
-    out = m.rebind(lambda p: [2] if p == 1 else [], descr.get, AT, token_of={2: "9"}.get)
+    out = m.rebind(lambda p: [2] if p == 1 else [], claims(descr, {2: "9"}), AT)
     key = codex_tui_key(2, "9")
     assert out == [
         messages.ProcessSeen(2, "9", AT, AT, key=key),

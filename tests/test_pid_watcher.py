@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import messages
+from actors.core.pids import Ended, ProbeResult, Seen, plan
 from actors.sources import procfs
-from actors.sources.pid_watcher import Ended, PidWatcher, ProbeResult, Seen, plan
+from actors.sources.pid_watcher import PidWatcher
 from tests.sinks import ListSink
 
 # ---------------------------------------------------------------- plan (pure)
@@ -316,15 +317,11 @@ def test_bad_pid_is_rejected_and_counted() -> None:
 
 
 async def test_sink_rejection_is_counted_not_fatal() -> None:
-    class RejectingSink:
-        def inject_nowait(self, message: messages.Inbound) -> None:
-            raise messages.MessageError("no room")
-
     watcher = PidWatcher(tick=3600)
     with anyio.fail_after(10), sleeper() as proc:
         watcher.watch(proc.pid)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(watcher.run, RejectingSink())
+            tg.start_soon(watcher.run, ListSink(refuse=True))
             await watcher.wait_rounds(1)
             tg.cancel_scope.cancel()
     assert watcher.statistics().seen_sent == 1

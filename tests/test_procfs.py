@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from actors.core.pids import parse_stat
 from actors.sources import procfs
 
 pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="Linux /proc layout")
@@ -46,7 +47,7 @@ def child(*args: str, comm: str = "claude") -> Iterator[subprocess.Popen[str]]:
 
 def test_parse_stat_splits_after_the_last_paren() -> None:
     fields = " ".join(str(n) for n in range(3, 53))  # field n holds n
-    stat = procfs.parse_stat(f"42 (we(i)rd ) name) {fields}")
+    stat = parse_stat(f"42 (we(i)rd ) name) {fields}".encode())
     assert stat is not None
     assert stat.comm == "we(i)rd ) name"
     assert (stat.state, stat.ppid, stat.start_token) == ("3", 4, "22")
@@ -56,7 +57,7 @@ def test_parse_stat_splits_after_the_last_paren() -> None:
     "text", ["", "42 no parens 1 2 3", "42 (x) S 1 2", "42 (x) S x " + "1 " * 30]
 )
 def test_parse_stat_rejects_other_shapes(text: str) -> None:
-    assert procfs.parse_stat(text) is None
+    assert parse_stat(text.encode()) is None
 
 
 def test_start_token_is_stat_field_22_and_matches_psutil_create_time() -> None:

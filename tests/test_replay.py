@@ -66,9 +66,12 @@ def test_claude_interactive_session_exact_sequence() -> None:
         # registry edge waiting -> busy (no hook fires for it)
         ("d9db7ac4", "RegistryStatus:busy", "running", "working", None),
         ("d9db7ac4", "HookHint:Stop", "running", "idle", DONE_STOP),
-        # AGENT prompt: Stop, then busy again while the background agent reports,
-        # its <task-notification> turn, Stop
+        # AGENT prompt: the subagent starts and stops inside the turn (its count is part of
+        # the published activity), Stop, then busy again while the background agent
+        # reports, its <task-notification> turn, Stop
         ("d9db7ac4", "RegistryStatus:busy", "running", "working", None),
+        ("d9db7ac4", "HookHint:SubagentStart", "running", "working", None),
+        ("d9db7ac4", "HookHint:SubagentStop", "running", "working", None),
         ("d9db7ac4", "HookHint:Stop", "running", "idle", DONE_STOP),
         ("d9db7ac4", "RegistryStatus:busy", "running", "working", None),
         ("d9db7ac4", "HookHint:Stop", "running", "idle", DONE_STOP),

@@ -1,4 +1,4 @@
-"""Tests of actors/store.py: real SQLite files, real processes, real SIGKILL.
+"""Tests of actors/sinks/store.py: real SQLite files, real processes, real SIGKILL.
 
 The pure re-proof decision is tested without an event loop; everything else opens
 real databases under ``tmp_path`` and checks them with an independent stdlib
@@ -26,16 +26,17 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import messages as m
+from actors.cli.daemon import _probe_owners
+from actors.core.reducer import SessionState, from_activity, reprove
+from actors.runtime.hub import StateSnapshot, StateTransition
 from actors.sinks.store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
-    Correction,
     Owner,
     Restored,
     Store,
     StoreError,
     open_store,
-    reprove,
 )
 from actors.sources import procfs
 
@@ -103,34 +104,36 @@ def stat_token(pid: int) -> str:
     return text[text.rindex(")") + 2 :].split()[19]
 
 
-# --------------------------------------------------------------------------- reprove (pure)
+# ----------------------------------------------- re-proof (pure: actors.core.reducer.reprove)
 
 
-def restored_of(*pairs: tuple[m.Activity, Owner | None]) -> Restored:
-    owners = {a.key: o for a, o in pairs if o is not None}
-    return Restored(tuple(a for a, _ in pairs), owners, last_seq=7)
+def state_of(a: m.Activity, owner: Owner | None) -> SessionState:
+    """A restored state as the store gives it back: its activity and recorded owner."""
+    state = from_activity(a)
+    if owner is not None:
+        state = msgspec.structs.replace(state, owner_pid=owner[0], owner_token=owner[1])
+    return state
 
 
 def test_reprove_keeps_live_same_incarnation_and_persisted_silently() -> None:
     live = activity(key(1), turn="working", pane="%1")
     down = activity(key(2), presence="persisted", turn="unknown")
     stopping = activity(key(3), presence="shutting_down", turn="unknown")
-    calls: list[int] = []
-
-    def probe(pid: int) -> str | None:
-        calls.append(pid)
-        return {100: "tok100"}.get(pid)
-
-    r = reprove(
-        restored_of((live, (100, "tok100")), (down, (555, "x")), (stopping, (100, "tok100"))),
-        probe,
+    tokens = {100: "tok100"}
+    proofs = [
+        reprove(state_of(a, o), tokens.get(o[0]), T0)
+        for a, o in ((live, (100, "tok100")), (down, (555, "x")), (stopping, (100, "tok100")))
+    ]
+    assert [p.step.publish for p in proofs] == [None, None, None]
+    assert [p.step.state.activity for p in proofs] == [live, down, stopping]
+    assert [p.live for p in proofs] == [True, False, True]
+    # The daemon probes each distinct owner pid once, and never a persisted session's.
+    restored = Restored(
+        (state_of(live, (100, "tok100")), state_of(down, (555, "x")),
+         state_of(stopping, (100, "tok100"))),
+        last_seq=7,
     )
-    assert r.restored == (live, down, stopping)
-    assert r.corrections == ()
-    assert dict(r.live_owners) == {key(1): (100, "tok100"), key(3): (100, "tok100")}
-    # Each distinct pid probed once; a persisted session's old owner is never probed.
-    assert calls == [100]
-    assert r.activities() == (live, down, stopping)
+    assert set(_probe_owners(restored)) == {100}
 
 
 @pytest.mark.parametrize(
@@ -150,38 +153,25 @@ def test_reprove_corrects_dead_or_recycled_owner(probed: str | None, reason: str
     failed = activity(
         key(3), turn="idle", attention=m.Attention(kind="failed", reason="exit 1", since_ms=T0)
     )
-    r = reprove(
-        restored_of((needs, (9, "t")), (done, (9, "t")), (failed, (9, "t"))),
-        lambda pid: probed,
-        observed_at_ms=T0 + 5,
-    )
-    assert r.restored == ()
-    assert dict(r.live_owners) == {}
-    assert [c.reason for c in r.corrections] == [reason] * 3
-    assert [c.before for c in r.corrections] == [needs, done, failed]
+    proofs = [reprove(state_of(a, (9, "t")), probed, T0 + 5) for a in (needs, done, failed)]
+    assert [p.live for p in proofs] == [False] * 3
+    assert [p.cause for p in proofs] == [f"persisted_store:{reason}"] * 3
     ev = m.Evidence(source="persisted_store", observed_at_ms=T0 + 5)
-    assert [c.after for c in r.corrections] == [
+    assert [p.step.publish for p in proofs] == [
         # needs_input cannot outlive its process; the other attention items stay open
         msgspec.structs.replace(needs, presence="persisted", turn="unknown", attention=None,
                                 evidence=ev),
         msgspec.structs.replace(done, presence="persisted", turn="unknown", evidence=ev),
         msgspec.structs.replace(failed, presence="persisted", turn="unknown", evidence=ev),
     ]
-    assert r.corrections[0].after.pane == "%4"
-    assert r.corrections[0].cause == f"persisted_store:{reason}"
+    assert proofs[0].step.state.pane == "%4"
 
 
 def test_reprove_without_recorded_owner_cannot_prove_running() -> None:
-    a = activity(key(1))
-
-    def probe(pid: int) -> str | None:
-        raise AssertionError("nothing to probe")
-
-    r = reprove(restored_of((a, None)), probe)
-    assert r.restored == ()
-    assert [(c.reason, c.after.presence, c.after.turn) for c in r.corrections] == [
-        ("owner_unknown", "persisted", "unknown")
-    ]
+    proof = reprove(state_of(activity(key(1)), None), None, T0)
+    assert proof.cause == "persisted_store:owner_unknown"
+    assert proof.step.publish is not None
+    assert (proof.step.publish.presence, proof.step.publish.turn) == ("persisted", "unknown")
 
 
 def test_reprove_with_a_real_child_process() -> None:
@@ -191,36 +181,31 @@ def test_reprove_with_a_real_child_process() -> None:
     try:
         token = stat_token(child.pid)
         a = activity(key(1), turn="working")
-        restored = restored_of((a, (child.pid, token)))
+        restored = state_of(a, (child.pid, token))
 
-        alive = reprove(restored, procfs.probe)
-        assert alive.restored == (a,)
-        assert alive.corrections == ()
-        assert dict(alive.live_owners) == {key(1): (child.pid, token)}
+        alive = reprove(restored, procfs.probe(child.pid), T0)
+        assert alive.live and alive.step.publish is None
+        assert alive.step.state.activity == a
 
         # Same live pid, but the recorded token is another incarnation's (our own,
         # a real token): exactly what a recycled pid looks like to the probe.
-        recycled = reprove(restored_of((a, (child.pid, stat_token(os.getpid())))), procfs.probe)
-        assert [c.reason for c in recycled.corrections] == ["owner_recycled"]
-        assert recycled.corrections[0].after.presence == "persisted"
+        other = state_of(a, (child.pid, stat_token(os.getpid())))
+        recycled = reprove(other, procfs.probe(child.pid), T0)
+        assert recycled.cause == "persisted_store:owner_recycled"
+        assert recycled.step.publish is not None
+        assert recycled.step.publish.presence == "persisted"
     finally:
         assert child.stdin is not None
         child.stdin.close()
         assert child.wait(timeout=30) == 0
 
-    dead = reprove(restored, procfs.probe, observed_at_ms=T0)
-    assert dead.restored == ()
-    assert dead.corrections == (
-        Correction(
-            a,
-            msgspec.structs.replace(
-                a,
-                presence="persisted",
-                turn="unknown",
-                evidence=m.Evidence(source="persisted_store", observed_at_ms=T0),
-            ),
-            "owner_dead",
-        ),
+    dead = reprove(restored, procfs.probe(child.pid), T0)
+    assert dead.cause == "persisted_store:owner_dead"
+    assert dead.step.publish == msgspec.structs.replace(
+        a,
+        presence="persisted",
+        turn="unknown",
+        evidence=m.Evidence(source="persisted_store", observed_at_ms=T0),
     )
 
 
@@ -234,7 +219,7 @@ async def test_round_trip_1000_transitions_over_50_keys(tmp_path: Path) -> None:
     with anyio.fail_after(30):
         async with open_store(path, batch_ms=10, batch_rows=64) as store:
             for i, t in enumerate(sent):
-                store.record(t, owners[t.key])
+                store.record(t, owner=owners[t.key])
                 if i % 100 == 99:
                     await anyio.lowlevel.checkpoint()  # the writer interleaves, as with a live hub
         # Reopen: everything must have been flushed by the close.
@@ -376,11 +361,11 @@ async def test_invalid_input_is_rejected_counted_and_changes_nothing(tmp_path: P
         async with open_store(tmp_path / "i.db") as store:
             bad: list[tuple[Callable[[], None], type[Exception], str]] = [
                 (lambda: store.record("nope"), m.MessageError, "takes a Transition"),  # type: ignore[arg-type]
-                (lambda: store.record(transition(1, key(1)), (0, "t")), m.MessageError,
+                (lambda: store.record(transition(1, key(1)), owner=(0, "t")), m.MessageError,
                  "invalid owner"),
-                (lambda: store.record(transition(1, key(1)), (True, "t")), m.MessageError,
+                (lambda: store.record(transition(1, key(1)), owner=(True, "t")), m.MessageError,
                  "invalid owner"),
-                (lambda: store.record(transition(1, key(1)), (5, "")), m.MessageError,
+                (lambda: store.record(transition(1, key(1)), owner=(5, "")), m.MessageError,
                  "invalid owner"),
                 (lambda: store.record_snapshot(transition(1, key(1))),  # type: ignore[arg-type]
                  m.MessageError, "takes a Snapshot"),
@@ -406,22 +391,23 @@ async def test_run_subscription_snapshot_transition_overflow(tmp_path: Path) -> 
     path = tmp_path / "s.db"
     snap = m.Snapshot(seq=10, activities=(activity(key(1)), activity(key(2)), activity(key(3))))
     t11 = transition(11, key(2))
-    items: list[m.Outbound] = [
-        snap,
-        t11,
+    owners = {key(1): (41, "a"), key(2): (42, "b")}
+    # The items of a states subscription: each activity with the reducer state behind it
+    # (key(3) was published without one: it is kept without an owner).
+    items: list[object] = [
+        StateSnapshot(
+            snap,
+            (state_of(snap.activities[0], owners[key(1)]),
+             state_of(snap.activities[1], owners[key(2)]), None),
+        ),
+        StateTransition(t11, state_of(t11.after, owners[key(2)])),
         m.Unmapped(harness="codex", event="x", keys=("a",), at_ms=T0),
         m.Overflow(next_seq=12, dropped=5, reason="subscriber lagged"),
     ]
-    owners = {key(1): (41, "a"), key(2): (42, "b")}
 
-    def owner_of(k: m.SessionKey) -> Owner | None:
-        if k == key(3):
-            raise RuntimeError("pid watcher hiccup")
-        return owners.get(k)
-
-    send, receive = anyio.create_memory_object_stream[m.Outbound](10)
+    send, receive = anyio.create_memory_object_stream[object](10)
     with anyio.fail_after(30):
-        async with open_store(path, owner_of=owner_of) as store:
+        async with open_store(path) as store:
             with send:
                 for item in items:
                     send.send_nowait(item)
@@ -431,7 +417,6 @@ async def test_run_subscription_snapshot_transition_overflow(tmp_path: Path) -> 
             st = store.statistics()
     assert (st.snapshot_rows, st.recorded, st.ignored, st.gaps, st.gap_transitions) == (
         3, 1, 1, 1, 5)
-    assert st.owner_errors == 1
     assert {a.key: a for a in restored.activities} == {
         key(1): snap.activities[0], key(2): t11.after, key(3): snap.activities[2]}
     assert dict(restored.owners) == owners
@@ -492,7 +477,7 @@ async def test_v1_database_migrates_and_keeps_its_data(tmp_path: Path) -> None:
             store.record_gap(m.Overflow(next_seq=42, dropped=1, reason="lag"))  # v2 table
             await store.flush()
     assert db_query(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     assert db_query(path, "SELECT next_seq FROM gaps") == [(42,)]
     assert db_query(path, "PRAGMA journal_mode") == [("wal",)]
 
@@ -515,7 +500,8 @@ async def test_newer_schema_refuses_to_open(tmp_path: Path) -> None:
         async with open_store(path):
             pass
     db_query(path, f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
-    with anyio.fail_after(30), pytest.raises(StoreError, match=r"schema version 7, newer"):
+    newer = rf"schema version {SCHEMA_VERSION + 5}, newer"
+    with anyio.fail_after(30), pytest.raises(StoreError, match=newer):
         async with open_store(path):
             pass
     assert db_query(path, "PRAGMA user_version") == [(SCHEMA_VERSION + 5,)]
@@ -635,7 +621,7 @@ async def main() -> None:
                                evidence=m.Evidence(source="codex_rollout", native_state=str(seq),
                                                    observed_at_ms=T0 + seq))
             store.record(m.Transition(seq=seq, key=key, after=after, cause="burst"),
-                         (os.getpid(), "tok"))
+                         owner=(os.getpid(), "tok"))
             # What a kill right now could lose, according to the store itself.
             struct.pack_into("<qq", shared, 0, seq, store.statistics().unflushed)
             if seq % 50 == 0:
@@ -778,7 +764,7 @@ async def test_load_deletes_sessions_that_ended_longer_ago_than_the_retention(
     with anyio.fail_after(30):
         async with open_store(path, clock=lambda: now) as store:
             for t in rows:
-                store.record(t, (1, "tok"))
+                store.record(t, owner=(1, "tok"))
             await store.flush()
         async with open_store(path, clock=lambda: now, ended_retention_ms=7 * day) as store:
             restored = await store.load()
@@ -808,46 +794,51 @@ def dead_pid() -> int:
 async def test_restart_through_the_real_hub_reproves_before_publishing(
     tmp_path: Path, live_child: subprocess.Popen[bytes], dead_pid: int
 ) -> None:
-    """Daemon life 1 persists through a real BroadcastHub; life 2 re-proves, then publishes."""
+    """Daemon life 1 persists through a real hub; life 2 re-proves through a real Supervisor,
+    then publishes only the corrections."""
+    from actors.cli.daemon import _probe_owners
     from actors.runtime.hub import BroadcastHub
+    from supervisor import Supervisor
 
     path = tmp_path / "restart.db"
     live_owner = (live_child.pid, stat_token(live_child.pid))
     owners = {key(1): live_owner, key(2): (dead_pid, "12345")}
     clock = lambda: T0 + 1_000  # noqa: E731 -- the rows' own time domain
+
+    def publish(hub: BroadcastHub, a: m.Activity, cause: str) -> None:
+        hub.publish(a.key, a, cause, state_of(a, owners.get(a.key)))
+
     with anyio.fail_after(30):
         hub = BroadcastHub()
-        async with open_store(path, owner_of=owners.get, clock=clock) as store:
-            sub = hub.subscribe("all")
+        async with open_store(path, clock=clock) as store:
+            sub = hub.subscribe("all", states=True)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(store.run_subscription, sub)
-                hub.publish(key(1), activity(key(1), turn="working"), "RegistryStatus:busy")
-                hub.publish(key(2), activity(key(2), turn="idle"), "RegistryStatus:idle")
-                hub.publish(key(3), activity(key(3), presence="persisted", turn="unknown"),
-                            "RegistryRemoved")
-                hub.publish(key(2), activity(key(2), turn="working"), "HookHint:PreToolUse")
+                publish(hub, activity(key(1), turn="working"), "RegistryStatus:busy")
+                publish(hub, activity(key(2), turn="idle"), "RegistryStatus:idle")
+                publish(hub, activity(key(3), presence="persisted", turn="unknown"),
+                        "RegistryRemoved")
+                publish(hub, activity(key(2), turn="working"), "HookHint:PreToolUse")
                 hub.close()  # shutdown: the subscription drains, then ends
             await store.flush()
             assert store.statistics().written == 4
 
-        # Life 2: load, re-prove, seed the hub, publish only the corrections.
+        # Life 2: load, re-prove in the supervisor, publish only the corrections.
         async with open_store(path, clock=clock) as store:
             restored = await store.load()
-            proof = reprove(restored, procfs.probe, observed_at_ms=T0 + 99)
-            hub = BroadcastHub()
-            hub.restore([*proof.restored, *(c.before for c in proof.corrections)],
-                        restored.last_seq)
-            sub = hub.subscribe("all")
-            for c in proof.corrections:
-                hub.publish(c.after.key, c.after, c.cause)
-            hub.close()
-            seen = [item async for item in sub]
-            await store.run_subscription(_replay(seen))
+            tokens = _probe_owners(restored)
+            # (the supervisor is left first: its hub closes, the store's subscription drains)
+            async with anyio.create_task_group() as tg, Supervisor(wall_ms=lambda: T0 + 99) as sup:
+                corrected = sup.restore(restored.states, restored.last_seq, tokens)
+                await tg.start(store.follow, sup)
+                with sup.subscribe("all") as watch:
+                    sup.publish_corrections()
+                    seen = [watch.receive_nowait() for _ in range(watch.pending)]
+                live_sessions = sup.statistics().sessions
             snapshot = await store.load()
 
     assert restored.last_seq == 4
-    assert dict(proof.live_owners) == {key(1): live_owner}
-    assert [c.reason for c in proof.corrections] == ["owner_dead"]
+    assert corrected == 1 and live_sessions == 1  # key(1)'s actor runs again at once
     first, *rest = seen
     assert isinstance(first, m.Snapshot)
     assert first.seq == 4
@@ -861,6 +852,8 @@ async def test_restart_through_the_real_hub_reproves_before_publishing(
     assert {a.key: a.presence for a in snapshot.activities} == {
         key(1): "running", key(2): "persisted", key(3): "persisted"}
     assert snapshot.last_seq == 5
+    # The whole reducer state came back, not a reconstruction from the activity.
+    assert {s.key: (s.owner_pid, s.owner_token) for s in snapshot.states}[key(1)] == live_owner
 
 
 async def _replay(items: list[Any]) -> Any:
@@ -912,11 +905,11 @@ def transition(seq: int) -> m.Transition:
 async def main() -> None:
     async with open_store(Path(sys.argv[1]), batch_ms=60_000, batch_rows=10**6) as store:
         for seq in range(1, 1_001):
-            store.record(transition(seq), (os.getpid(), "tok"))
+            store.record(transition(seq), owner=(os.getpid(), "tok"))
         await store.flush()
         print("ack", store.statistics().last_flushed_seq, flush=True)
         for seq in range(1_001, 10_001):
-            store.record(transition(seq), (os.getpid(), "tok"))
+            store.record(transition(seq), owner=(os.getpid(), "tok"))
         # 9,000 rows go into ONE transaction; the parent kills us as soon as it reads this.
         print("begin", flush=True)
         await store.flush()

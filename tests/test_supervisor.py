@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from actors.core.reducer import SessionMessage, SessionState, Step, reduce
+from actors.runtime.hub import StateTransition
 from actors.runtime.mailbox import EvidenceSink
 from actors.runtime.table import SessionTable
 from messages import (
@@ -327,11 +328,11 @@ async def test_shutdown_drains_ends_subscriptions_and_leaves_no_task() -> None:
     assert len(asyncio.all_tasks()) == tasks_before
 
 
-def test_statistics_is_a_frozen_record() -> None:
-    stats = Supervisor().statistics()
-    with pytest.raises(AttributeError):
-        stats.messages = 3  # type: ignore[misc]
-    assert msgspec.structs.asdict(stats)["messages"] == 0
+def test_statistics_is_a_point_in_time_record() -> None:
+    sup = Supervisor()
+    stats = sup.statistics()
+    stats.messages = 3  # a copy: the supervisor's own record is untouched
+    assert msgspec.structs.asdict(sup.statistics())["messages"] == 0
 
 
 async def test_a_pane_binding_that_arrives_before_any_evidence_is_kept() -> None:
@@ -350,19 +351,36 @@ async def test_a_pane_binding_that_arrives_before_any_evidence_is_kept() -> None
             assert (activity.pane, activity.presence) == ("%4", "running")
 
 
-async def test_publish_listeners_see_every_transition_and_cannot_break_sessions() -> None:
-    seen: list[int] = []
-
-    def broken(transition: Transition) -> None:
-        raise RuntimeError("recorder is down")
-
+async def test_a_states_subscription_sees_every_transition_with_its_reducer_state() -> None:
+    """The store's feed: every transition, in order, with the state that published it."""
     with anyio.fail_after(10):
         async with Supervisor() as sup:
-            sup.add_publish_listener(lambda t: seen.append(t.seq))
-            sup.add_publish_listener(broken)
-            for step in range(6):
-                await sup.inject(status(step % 2, ("busy", "idle", "waiting")[step % 3], step))
-            await wait_for(lambda: sup.statistics().transitions == 6)
-            stats = sup.statistics()
-    assert seen == [1, 2, 3, 4, 5, 6]
-    assert stats.listener_errors == 6 and stats.restarts == 0
+            with sup.subscribe("all", snapshot=False, states=True) as sub:
+                for step in range(6):
+                    await sup.inject(status(step % 2, ("busy", "idle", "waiting")[step % 3], step))
+                await wait_for(lambda: sup.statistics().transitions == 6)
+                items = [sub.receive_nowait() for _ in range(6)]
+    records = [i for i in items if isinstance(i, StateTransition)]
+    assert [r.transition.seq for r in records] == [1, 2, 3, 4, 5, 6]
+    for record in records:
+        assert record.state is not None
+        assert record.state.key == record.transition.key
+        assert record.state.activity == record.transition.after
+
+
+async def test_restored_live_session_does_not_flicker() -> None:
+    """A session restored with its live owner, then the same evidence again: no transition."""
+    before = SessionTable()
+    before.apply(status(1, "idle", 0))
+    state = before.states[key(1)]
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            # The recorded owner (pid 10001, token "1") is alive with the same token.
+            assert sup.restore([state], 7, {10_001: "1"}) == 0
+            assert sup.statistics().sessions == 1
+            with sup.subscribe("all", snapshot=False) as sub:
+                await sup.inject(status(1, "idle", 0))  # the same record seen again
+                await sup.inject(status(1, "busy", 2))
+                item = await sub.receive()
+    assert isinstance(item, Transition)
+    assert (item.seq, item.cause, item.after.turn) == (8, "RegistryStatus:busy", "working")

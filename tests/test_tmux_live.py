@@ -30,7 +30,8 @@ from messages import (
     SessionKey,
 )
 from supervisor import Supervisor
-from tests.tmux_helpers import ListSink, TmuxServer, TransitionSource, activity, eventually
+from tests.sinks import ListSink
+from tests.tmux_helpers import TmuxServer, TransitionSource, activity, eventually
 
 Sources = Callable[..., TransitionSource]
 
@@ -184,18 +185,22 @@ async def test_several_sessions_in_one_pane_attention_wins(
         async def badge_is(text: str) -> bool:
             return await server.show(pane, "@paneward_badge") == text
 
-        # No attention left, both running: the newest seq wins.
+        # No attention left, both running: the newest evidence wins.
         running.source.publish(activity("new", pane, turn="idle"))
         await eventually(lambda: badge_is("○ idle"))
         running.source.publish(activity("old", pane, turn="working"))
         await eventually(lambda: badge_is("● working"))
-        # A live owner beats a persisted one even with an older seq.
+        # A live owner with a proven turn beats a persisted one even with older evidence.
         running.source.publish(activity("old", pane, turn="unknown", presence="persisted"))
         await eventually(lambda: badge_is("○ idle"))
-        # Attention beats everything: the persisted session failed.
+        # An ended session's failure never hides a live agent that proves a turn ...
         running.source.publish(
             activity("old", pane, turn="unknown", presence="persisted", attention="failed")
         )
+        running.source.publish(activity("new", pane, turn="needs_input", attention="needs_input"))
+        await eventually(lambda: badge_is("▲ needs you"))
+        # ... but where neither proves a turn, attention decides.
+        running.source.publish(activity("new", pane, turn="unknown"))
         await eventually(lambda: badge_is("✖ failed"))
 
 
@@ -204,7 +209,7 @@ async def test_pane_lifecycle_focus_close_and_exit_code(
 ) -> None:
     with anyio.fail_after(30):
         sink = running.sink
-        opened = await sink.wait_for(lambda m: isinstance(m, PaneOpened) and m.pane == "%0")
+        opened = await sink.wait_one(lambda m: isinstance(m, PaneOpened) and m.pane == "%0")
         assert isinstance(opened, PaneOpened)
         pid = int((await server.arun("display-message", "-p", "-t", "%0", "#{pane_pid}")).strip())
         assert opened.root_pid == pid and opened.focused
@@ -212,17 +217,17 @@ async def test_pane_lifecycle_focus_close_and_exit_code(
 
         agent = await server.new_pane()
         running.source.publish(activity("a", agent, turn="working"))
-        await sink.wait_for(lambda m: isinstance(m, PaneOpened) and m.pane == agent)
+        await sink.wait_one(lambda m: isinstance(m, PaneOpened) and m.pane == agent)
 
         await server.arun("select-pane", "-t", agent)
-        await sink.wait_for(lambda m: isinstance(m, PaneFocused) and m.pane == agent)
+        await sink.wait_one(lambda m: isinstance(m, PaneFocused) and m.pane == agent)
 
         async def badged() -> bool:
             return await server.show(agent, "@paneward_badge") == "● working"
 
         await eventually(badged)
         await server.arun("kill-pane", "-t", agent)
-        await sink.wait_for(lambda m: isinstance(m, PaneClosed) and m.pane == agent)
+        await sink.wait_one(lambda m: isinstance(m, PaneClosed) and m.pane == agent)
         panes = await server.arun("list-panes", "-a", "-F", "#{pane_id}")
         assert agent not in panes.split()
 
@@ -233,15 +238,15 @@ async def test_pane_lifecycle_focus_close_and_exit_code(
             await server.arun("new-window", "-d", "-t", "other", "-P", "-F", "#{pane_id}",
                               "sleep 0.2; exit 3")
         ).strip()
-        exit_msg = await sink.wait_for(lambda m: isinstance(m, PtyExit) and m.pane == failing)
+        exit_msg = await sink.wait_one(lambda m: isinstance(m, PtyExit) and m.pane == failing)
         assert isinstance(exit_msg, PtyExit)
         assert exit_msg.code == 3 and exit_msg.signal is None
-        opened_idx = sink.messages.index(
-            next(m for m in sink.messages if isinstance(m, PaneOpened) and m.pane == failing)
+        opened_idx = sink.items.index(
+            next(m for m in sink.items if isinstance(m, PaneOpened) and m.pane == failing)
         )
-        assert opened_idx < sink.messages.index(exit_msg)
+        assert opened_idx < sink.items.index(exit_msg)
         # Each exit is reported once.
-        assert sum(isinstance(m, PtyExit) and m.pane == failing for m in sink.messages) == 1
+        assert sum(isinstance(m, PtyExit) and m.pane == failing for m in sink.items) == 1
     assert running.bridge.statistics().rejected == 0
 
 
@@ -398,7 +403,7 @@ async def test_pane_killed_by_signal_reports_the_signal(
             await server.arun("new-window", "-d", "-P", "-F", "#{pane_id}",
                               "sleep 0.2; kill -9 $$")
         ).strip()
-        msg = await running.sink.wait_for(lambda m: isinstance(m, PtyExit) and m.pane == killed)
+        msg = await running.sink.wait_one(lambda m: isinstance(m, PtyExit) and m.pane == killed)
         assert isinstance(msg, PtyExit)
         assert msg.signal == 9 and msg.code is None
 

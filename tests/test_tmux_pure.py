@@ -19,7 +19,7 @@ from actors.core.badges import (
     summary_text,
 )
 from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows
-from actors.sinks.tmux_client import (
+from actors.core.tmux_protocol import (
     ControlParser,
     Notification,
     Reply,
@@ -62,7 +62,7 @@ def test_parser_frames_replies_and_notifications_in_any_chunking() -> None:
             Reply(12, False, ("parse error: unknown command: x",), from_client=True),
             Notification("layout-change", "@0 abc"),
         ]
-        assert len(events) == 6 and type(events[5]).__name__ == "_Exit"
+        assert len(events) == 6 and type(events[5]).__name__ == "Exit"
 
 
 def test_parser_block_output_that_looks_like_protocol_stays_output() -> None:
@@ -195,14 +195,17 @@ def test_book_snapshot_replaces_everything() -> None:
 @pytest.mark.parametrize(
     ("first", "second", "winner"),
     [
-        # attention: needs_input > failed > turn_done > none, whatever the order
+        # the one rule (actors.core.reducer.pane_rank): a proven turn first, ...
         ({"attention": "failed", "presence": "persisted"}, {"attention": "needs_input"}, "b"),
+        # (an ended session's failure never hides the live agent now in the pane; it stays
+        # in `paneward status`)
+        ({"attention": "failed", "presence": "persisted"}, {"attention": "turn_done"}, "b"),
+        ({"turn": "idle"}, {"presence": "persisted", "turn": "unknown"}, "a"),
+        ({"turn": "unknown"}, {"turn": "idle"}, "b"),
+        # ... then attention: needs_input > failed > turn_done > none, whatever the order
         ({"attention": "needs_input"}, {"attention": "failed"}, "a"),
         ({"attention": "turn_done"}, {"turn": "working"}, "a"),
-        ({"attention": "failed", "presence": "persisted"}, {"attention": "turn_done"}, "a"),
-        # then running over persisted
-        ({"turn": "idle"}, {"presence": "persisted", "turn": "unknown"}, "a"),
-        # then the newest seq
+        # ... then the newest evidence (here equal: then the key)
         ({"turn": "working"}, {"turn": "idle"}, "b"),
     ],
 )

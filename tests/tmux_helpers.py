@@ -5,13 +5,14 @@ Each :class:`TmuxServer` talks to its own server only and kills only that server
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import subprocess
 from collections.abc import Awaitable, Callable
 
 import anyio
 
-from messages import Activity, Attention, Evidence, Inbound, SessionKey, Snapshot, Transition
+from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
 
 T0 = 1_800_000_000_000
 
@@ -63,25 +64,6 @@ class TmuxServer:
         subprocess.run(self.argv("kill-server"), capture_output=True, check=False)
 
 
-class ListSink:
-    """A sink collecting injected messages; ``changed`` is set after every message."""
-
-    def __init__(self) -> None:
-        self.messages: list[Inbound] = []
-        self.changed = anyio.Event()
-
-    def inject_nowait(self, message: Inbound) -> None:
-        self.messages.append(message)
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def wait_for(self, predicate: Callable[[Inbound], bool]) -> Inbound:
-        """Wait until a message matching ``predicate`` arrived (bound by the caller)."""
-        while True:
-            for message in self.messages:
-                if predicate(message):
-                    return message
-            await self.changed.wait()
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], interval: float = 0.01) -> None:
@@ -90,6 +72,9 @@ async def eventually(check: Callable[[], Awaitable[bool]], interval: float = 0.0
         if await check():
             return
         await anyio.sleep(interval)
+
+
+_EVIDENCE_MS = itertools.count(T0)
 
 
 def activity(
@@ -101,11 +86,13 @@ def activity(
     attention: str | None = None,
     harness: str = "claude-code",
 ) -> Activity:
+    # Each activity made is newer evidence than the one before, as in the real stream (the
+    # pane-winner rule breaks ties by the newest evidence).
     return Activity(
         key=SessionKey(harness, sid),  # type: ignore[arg-type]
         presence=presence,  # type: ignore[arg-type]
         turn=turn,  # type: ignore[arg-type]
-        evidence=Evidence(source="claude_registry", native_state=turn),
+        evidence=Evidence(source="claude_registry", native_state=turn, at_ms=next(_EVIDENCE_MS)),
         attention=(
             Attention(kind=attention, reason="test", since_ms=T0)  # type: ignore[arg-type]
             if attention is not None

@@ -6,8 +6,9 @@ Order of start (dependencies first) and of shutdown (reverse):
 2. open the store, load the catalog and re-prove every restored session's owner
    (the same live incarnation stays ``running`` with no flicker; a dead or
    recycled owner becomes ``persisted``);
-3. enter the :class:`~supervisor.Supervisor`, restore the catalog, subscribe the
-   store, publish the corrections;
+3. enter the :class:`~supervisor.Supervisor`, restore the catalog (each state re-proven by the
+   reducer), subscribe the store (a ``states`` subscription: it records every transition with
+   the reducer state behind it), publish the corrections;
 4. start the actors: control socket, hook listener (+ http), pid watcher, pane
    mapper, Claude registry, Codex rollouts, Hermes ledger, tmux bridge (``--tmux``);
 5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush
@@ -29,12 +30,11 @@ from typing import Any
 import anyio
 import msgspec
 
-import messages
 from actors.cli import paths
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
 from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
-from actors.sinks.store import Store, open_store, reprove
+from actors.sinks.store import Restored, Store, open_store
 from actors.sources import procfs
 from actors.sources.control_server import ControlServer
 from actors.sources.hook_listener import HookListener
@@ -47,19 +47,6 @@ from supervisor import Supervisor
 __all__ = ["DaemonAlreadyRunning", "DaemonConfig", "run_daemon"]
 
 logger = logging.getLogger("paneward.daemon")
-
-# What the pane mapper learns from (owners and panes); everything else is not its business.
-_PANE_EVIDENCE = (
-    messages.RegistryStatus,
-    messages.RegistryRemoved,
-    messages.RolloutOwned,
-    messages.RolloutReleased,
-    messages.HookHint,
-    messages.ProcessGone,
-    messages.PaneOpened,
-    messages.PaneClosed,
-)
-
 
 class DaemonAlreadyRunning(PanewardError):
     """Raised when another daemon holds the state directory's lock."""
@@ -137,6 +124,13 @@ def _statistics_of(parts: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     return collect
 
 
+def _probe_owners(restored: Restored) -> dict[int, str | None]:
+    """Worker thread: the live start token of each distinct owner pid of a restored session
+    that was not ``persisted`` (``None``: gone). An ended session's old owner is never probed."""
+    pids = {s.owner_pid for s in restored.states if s.presence != "persisted"}
+    return {pid: procfs.probe(pid) for pid in pids if pid is not None}
+
+
 async def run_daemon(
     config: DaemonConfig,
     *,
@@ -151,27 +145,27 @@ async def run_daemon(
     config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     stop = stop or anyio.Event()
     with state_lock(config.lock_path):
-        sup = Supervisor()
-        async with open_store(config.db_path, owner_of=sup.owner_of) as store:
+        async with open_store(config.db_path) as store:
             restored = await store.load()
             if restored.ended_pruned:
                 logger.info(
                     "forgot %d sessions that ended more than a week ago", restored.ended_pruned
                 )
-            proof = await anyio.to_thread.run_sync(reprove, restored, procfs.probe)
+            tokens = await anyio.to_thread.run_sync(_probe_owners, restored)
             async with anyio.create_task_group() as outer:
-                async with sup:
-                    sup.restore(
-                        proof.restored + tuple(c.before for c in proof.corrections),
-                        restored.last_seq,
-                        owners={k: (o[0], o[1]) for k, o in proof.live_owners.items()},
-                        corrections=[(c.after, c.cause) for c in proof.corrections],
-                    )
-                    # The store records every transition at publish time (a synchronous
-                    # append to its batch): nothing queues between the hub and the journal.
-                    sup.add_publish_listener(store.record)
+                async with Supervisor() as sup:
+                    sup.restore(restored.states, restored.last_seq, tokens)
+                    # The store follows a states subscription from here on (it drains it at
+                    # every wake-up, so it never lags the hub) until the hub closes, after
+                    # the session actors drained at shutdown.
+                    await outer.start(store.follow, sup)
                     sup.publish_corrections()
-                    parts = _start_actors(config, sup, store)
+                    live_owners = {
+                        s.owner_pid: s.owner_token
+                        for s in restored.states
+                        if s.owner_pid is not None and tokens.get(s.owner_pid) == s.owner_token
+                    }
+                    parts = _start_actors(config, sup, store, live_owners)
                     outer.start_soon(_wait_for_signal, stop)
                     listener = parts["hook_listener"]
                     control = parts["control"]
@@ -188,7 +182,7 @@ async def run_daemon(
                     if ready is not None:
                         ready(sup)
                     await stop.wait()
-                # the supervisor is closed: the store feeder has seen the end of its stream
+                # the supervisor is closed: the store's subscription has ended
                 outer.cancel_scope.cancel()
 
 
@@ -200,7 +194,9 @@ async def _wait_for_signal(stop: anyio.Event) -> None:
             return
 
 
-def _start_actors(config: DaemonConfig, sup: Supervisor, store: Store) -> dict[str, Any]:
+def _start_actors(
+    config: DaemonConfig, sup: Supervisor, store: Store, live_owners: dict[int, str | None]
+) -> dict[str, Any]:
     parts: dict[str, Any] = {"supervisor": sup, "store": store}
 
     async def journal(since: int, until: int) -> list[Transition]:
@@ -226,26 +222,15 @@ def _start_actors(config: DaemonConfig, sup: Supervisor, store: Store) -> dict[s
     sup.start_actor(control, name="control")
     sup.start_actor(listener, name="hook-listener")
 
-    watcher = PidWatcher()
+    # The pid watcher learns owners from the evidence that names them (it listens); the owners
+    # of restored sessions proven alive at start are handed to it here.
+    watcher = PidWatcher(initial=live_owners)
     parts["pid_watcher"] = watcher
-    sup.add_owner_listener(
-        lambda pid, token, added: watcher.watch(pid, token) if added else watcher.unwatch(pid)
-    )
-    sup.start_actor(watcher, name="pid-watcher")
+    sup.start_listener(watcher, name="pid-watcher")
 
     mapper = PaneMapper()
     parts["pane_mapper"] = mapper
-
-    def feed_mapper(message: messages.Inbound) -> None:
-        if isinstance(message, _PANE_EVIDENCE):
-            # A full mailbox is counted by the mapper as overflow.
-            with contextlib.suppress(
-                anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
-            ):
-                mapper.send_nowait(message)
-
-    sup.add_observer(feed_mapper)
-    sup.start_actor(mapper, name="pane-mapper")
+    sup.start_listener(mapper, name="pane-mapper")
 
     if config.discovery:
         claude = ClaudeRegistryWatcher(config.claude_sessions)

@@ -2,8 +2,8 @@
 
 ``paneward hook`` runs inside the agents on every hook event, so it is dispatched BEFORE anything
 outside the standard library is imported: this module's top level imports only ``sys`` and the
-stdlib-only :mod:`actors.cli.hook_client` / :mod:`actors.cli.paths`. Every other subcommand imports what
-it needs inside its own function.
+stdlib-only :mod:`actors.cli.hook_client` / :mod:`actors.cli.paths`. Every other subcommand
+imports what it needs inside its own function.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
 side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``) is added there by its owner.

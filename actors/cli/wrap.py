@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import messages
+from actors.cli import paths
 from actors.core.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
+from actors.core.pids import parse_stat
 from actors.sources.pty_status import now_ms, program_status
 
 __all__ = [
@@ -163,29 +165,24 @@ def exit_status(wait_status: int) -> tuple[int, int | None, int | None]:
 
 
 def start_token(pid: int) -> str:
-    """Field 22 of ``/proc/<pid>/stat`` (what Claude's ``procStart`` holds)."""
+    """The start token of ``pid`` (field 22 of ``/proc/<pid>/stat``; psutil off Linux)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat.rpartition(b")")[2].split()[19].decode("ascii")
-    except (OSError, IndexError):
-        # Not Linux (or /proc hidden): the procfs module knows the psutil fallback.
-        from actors.sources.procfs import start_token as portable_start_token
+            stat = parse_stat(f.read())
+    except OSError:
+        stat = None
+    if stat is not None:
+        return stat.start_token
+    # Not Linux (or /proc hidden): procfs knows the psutil fallback (imported only then: the
+    # wrapper stays light).
+    from actors.sources.procfs import start_token as portable_start_token
 
-        token = portable_start_token(pid)
-        return token if token is not None else "0"
+    token = portable_start_token(pid)
+    return token if token is not None else "0"
 
 
 def _socket_path() -> Path:
-    try:
-        from actors.cli.paths import socket_path
-    except ImportError:  # pragma: no cover - actors.cli.paths exists in this repository
-        explicit = os.environ.get("PANEWARD_SOCKET")
-        if explicit:
-            return Path(explicit)
-        runtime = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
-        return Path(runtime) / "paneward" / "hook.sock"
-    return socket_path()
+    return Path(paths.socket_path())
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Per-pane badges: the pure decision of which tmux options each pane should carry.
 
-Who calls what: :class:`actors.sinks.tmux.TmuxBridge` reads a ``latest`` subscription of the broadcast
-hub and feeds every :class:`~messages.Snapshot` / :class:`~messages.Transition` to
+Who calls what: :class:`actors.sinks.tmux.TmuxBridge` reads a ``latest`` subscription of the
+broadcast hub and feeds every :class:`~messages.Snapshot` / :class:`~messages.Transition` to
 :meth:`BadgeBook.apply`. The book keeps the newest :class:`~messages.Activity` per session and
 decides, per pane, the options that pane shows; the bridge turns the difference between what
 tmux has and what the book wants into one pipelined batch (:func:`option_commands`).
@@ -28,7 +28,8 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from actors.sinks.tmux_client import quote
+from actors.core.reducer import pane_rank
+from actors.core.tmux_protocol import quote
 from messages import Activity, SessionKey, Snapshot, Transition
 
 __all__ = [
@@ -81,7 +82,6 @@ _SUMMARY_LABEL: Final = {
     "done": "done",
     "working": "working",
 }
-_ATTENTION_RANK: Final = {"needs_input": 3, "failed": 2, "turn_done": 1}
 
 
 _ATTENTION_WORD: Final[Mapping[str, str]] = {
@@ -147,21 +147,6 @@ def pane_options(activity: Activity) -> PaneOptions:
         options = _OPTIONS_CACHE[cache_key] = PaneOptions(*cache_key, BADGES[badge_word(activity)])
         _SHOWN_ASSIGNMENTS[options] = _render_assignments(options)
     return options
-
-
-def _rank(seq: int, activity: Activity) -> tuple[int, int, int, str]:
-    """Sort key when several sessions claim one pane: the largest wins.
-
-    Attention needs_input > failed > turn_done > none, then a live owner over a persisted one,
-    then the newest ``seq``, then the key (only to be deterministic).
-    """
-    attention = activity.attention
-    return (
-        _ATTENTION_RANK[attention.kind] if attention is not None else 0,
-        0 if activity.presence == "persisted" else 1,
-        seq,
-        str(activity.key),
-    )
 
 
 def summary_text(words: Iterable[str]) -> str:
@@ -292,7 +277,7 @@ class BadgeBook:
             keys = self._by_pane.get(pane)
             if keys:
                 _seq, winner = max(
-                    (self._sessions[k] for k in keys), key=lambda pair: _rank(*pair)
+                    (self._sessions[k] for k in keys), key=lambda pair: pane_rank(pair[1])
                 )
                 changes += self._show(pane, pane_options(winner))
             elif pane in self._shown:

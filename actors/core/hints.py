@@ -1,6 +1,8 @@
 """Shared helpers for turning native hook payloads into normalized hints.
 
-Pure functions, no I/O. Used by the harness modules (claude, codex, cursor).
+Pure functions, no I/O. Used by every harness package under :mod:`actors.harnesses`: a rule
+two harnesses share lives here, never in one of them (harness packages do not import each
+other).
 """
 
 from __future__ import annotations
@@ -11,10 +13,22 @@ from typing import Any, Final
 from messages.activity import Unmapped
 from messages.common import MAX_ID_LEN, MAX_TEXT_LEN, Harness
 
-__all__ = ["MAX_UNMAPPED_KEYS", "first_str", "text", "token", "unmapped"]
+__all__ = [
+    "MAX_UNMAPPED_KEYS",
+    "NEEDS_INPUT_NOTIFICATIONS",
+    "first_str",
+    "text",
+    "token",
+    "unmapped",
+]
 
 MAX_UNMAPPED_KEYS: Final = 6
 _NON_ALNUM: Final = re.compile(r"[^a-z0-9]+")
+#: Notification types (as :func:`token` spells them) that mean "blocked on the user" at once,
+#: in every harness that sends such notifications (Claude Code, Cursor; jmoyers/harness).
+NEEDS_INPUT_NOTIFICATIONS: Final = frozenset(
+    {"permissionrequest", "approvalrequest", "approvalrequired", "inputrequired"}
+)
 
 
 def token(value: str) -> str:

@@ -8,6 +8,14 @@ msgspec Struct so that a crashed actor restarts from exactly its last state.
 Vocabulary: a *claim* is what one message says about presence or turn; the
 *published* activity is derived from the state by :func:`derive` and is only
 published when its visible fields changed (DESIGN §4, Publishing).
+
+This module is the ONLY place that decides a published field. Besides :func:`reduce` it holds
+every other decision about what is shown: :func:`crashed` (an actor stopped after repeated
+crashes: attention ``failed``), :func:`reprove` (a state restored after a restart, re-proven
+against its owner's live start token), :func:`settled` (ended with nothing to act on: the actor
+may retire, the table may hide it, the store may forget it), :data:`ATTENTION_PRIORITY`, and
+:func:`pane_rank` (which session a pane shows when several are bound to it). Sinks render an
+``Activity``; they never re-decide it.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ from typing import Final
 import msgspec
 
 from messages.activity import Activity
+from messages.codec import SessionMessage
 from messages.common import (
     Attention,
+    AttentionKind,
     Evidence,
     ExitInfo,
     Presence,
@@ -49,34 +59,37 @@ from messages.evidence import (
 )
 
 __all__ = [
+    "ATTENTION_PRIORITY",
+    "ENDED_SHOWN_MS",
+    "ENDED_RETENTION_MS",
+    "Reproof",
     "SessionMessage",
     "SessionState",
     "Step",
+    "attention_rank",
+    "crashed",
     "derive",
+    "from_activity",
     "initial_state",
+    "pane_rank",
     "reduce",
+    "reprove",
+    "restored",
     "retirable",
+    "settled",
 ]
 
-SessionMessage = (
-    ProcessSeen
-    | ProcessGone
-    | RegistryStatus
-    | RegistryRemoved
-    | LifecycleBoundary
-    | RolloutOwned
-    | RolloutReleased
-    | HookHint
-    | LedgerFire
-    | PtySpawned
-    | PtyExit
-    | ProgramStatus
-    | PaneBound
-    | PaneUnbound
-    | PaneFocused
-    | Acknowledge
-    | HostSignal
-)
+#: Attention kinds, most urgent first (DESIGN §4): the one priority derive, badges, the status
+#: table and the attention queue all use.
+ATTENTION_PRIORITY: Final[tuple[AttentionKind, ...]] = ("needs_input", "failed", "turn_done")
+_ATTENTION_RANK: Final[dict[str, int]] = {
+    kind: len(ATTENTION_PRIORITY) - i for i, kind in enumerate(ATTENTION_PRIORITY)
+}
+#: A settled session (ended, nothing to act on) leaves the ``paneward status`` table after a day
+#: (``--all`` lists it) ...
+ENDED_SHOWN_MS: Final = 24 * 3600 * 1000
+#: ... and the store forgets it after a week (deleted at load rather than restored).
+ENDED_RETENTION_MS: Final = 7 * 24 * 3600 * 1000
 
 # How many recent fingerprints / completed turn ids a session remembers. Small and
 # bounded: memory follows live sessions, not history.
@@ -146,13 +159,20 @@ class Step(msgspec.Struct, frozen=True):
     ignored: str | None = None
 
 
-def initial_state(key: SessionKey, activity: Activity | None = None) -> SessionState:
-    """A fresh state for ``key``, or one restored from a published activity."""
-    if activity is None:
-        return SessionState(key=key)
+def initial_state(key: SessionKey) -> SessionState:
+    """A fresh state for ``key``: nothing known yet."""
+    return SessionState(key=key)
+
+
+def from_activity(activity: Activity) -> SessionState:
+    """A state rebuilt from a published activity alone.
+
+    Only for store rows written before the store kept whole states (schema < 3): the reducer's
+    own memory (hooks seen, the prompt id, children, ...) is not in an activity.
+    """
     attention = activity.attention
     return SessionState(
-        key=key,
+        key=activity.key,
         known=True,
         presence=activity.presence,
         turn=activity.turn,
@@ -171,9 +191,118 @@ def initial_state(key: SessionKey, activity: Activity | None = None) -> SessionS
     )
 
 
+def restored(state: SessionState) -> SessionState:
+    """A state read back from the store, made fit for this process.
+
+    The duplicate fingerprints are per-process hashes (never valid in another process) and no
+    pane is known to be focused until the host says so.
+    """
+    return msgspec.structs.replace(state, recent=(), focused=False)
+
+
+def settled(activity: Activity) -> bool:
+    """Ended (no live owner proven) with nothing for the user to act on.
+
+    The one rule for "ended": a settled session's actor retires, the status table hides it
+    after :data:`ENDED_SHOWN_MS`, the store forgets it after :data:`ENDED_RETENTION_MS`. A
+    ``failed`` or ``turn_done`` nobody acknowledged keeps a session unsettled.
+    """
+    return activity.presence == "persisted" and activity.attention is None
+
+
 def retirable(state: SessionState) -> bool:
-    """True when the session's actor may stop: ended and nothing for the user."""
+    """True when the session's actor may stop: :func:`settled` (the same rule, on the state)."""
     return state.presence == "persisted" and state.done is None and state.failed is None
+
+
+def attention_rank(kind: AttentionKind | None) -> int:
+    """Higher is more urgent (:data:`ATTENTION_PRIORITY`); 0 for no attention."""
+    return 0 if kind is None else _ATTENTION_RANK[kind]
+
+
+def pane_rank(activity: Activity) -> tuple[bool, int, bool, int, str]:
+    """The sort key of a session among those bound to one pane: the largest is shown.
+
+    One rule (DESIGN §4, "one winner per pane"), used by the tmux badges, ``paneward status``
+    and its JSON alike: the session that proves the most about the turn wins -- a proven turn
+    (a live owner and a turn other than ``unknown``) beats ``unknown``, then open attention by
+    :data:`ATTENTION_PRIORITY`, then a live owner over an ended one; ties go to the newest
+    evidence, then the key (only to be deterministic). Everything it reads is in the activity,
+    so a snapshot ranks exactly as the transitions that led to it did.
+    """
+    attention = activity.attention
+    evidence = activity.evidence
+    return (
+        activity.presence != "persisted" and activity.turn != "unknown",
+        attention_rank(attention.kind if attention is not None else None),
+        activity.presence != "persisted",
+        evidence.at_ms or evidence.observed_at_ms or 0,
+        str(activity.key),
+    )
+
+
+def crashed(state: SessionState, reason: str, at_ms: int) -> Step:
+    """The session's actor stopped after repeated crashes: attention ``failed`` (published).
+
+    Called by the supervisor (the actor's own reducer can no longer be trusted with the
+    message that crashed it); the state stays otherwise as it was.
+    """
+    failed = msgspec.structs.replace(
+        state, known=True, failed=Attention("failed", reason[:500], at_ms)
+    )
+    activity = derive(failed)
+    return Step(msgspec.structs.replace(failed, activity=activity), activity)
+
+
+class Reproof(msgspec.Struct, frozen=True):
+    """The outcome of :func:`reprove` for one restored session.
+
+    ``step.publish`` is set when the restored activity must be corrected (published under
+    ``cause``); ``live`` when the owner is proven to be the same incarnation.
+    """
+
+    step: Step
+    cause: str | None = None
+    live: bool = False
+
+
+def reprove(state: SessionState, live_token: str | None, observed_at_ms: int) -> Reproof:
+    """Re-prove a session restored after a restart, before anything is published (DESIGN §4).
+
+    ``live_token`` is the current start token of the recorded owner pid (``None``: gone, or no
+    owner recorded). A session that was not ``persisted`` keeps its state only when its owner
+    is alive with the same start token; otherwise it becomes ``persisted`` / ``unknown`` with
+    evidence ``persisted_store`` (cause ``persisted_store:owner_dead`` / ``owner_recycled`` /
+    ``owner_unknown``), its attention kept except ``needs_input`` (nobody can be waiting on a
+    prompt of a process that is gone).
+    """
+    if state.presence == "persisted":
+        return Reproof(Step(state))
+    if state.owner_pid is not None and state.owner_token is not None:
+        if live_token == state.owner_token:
+            return Reproof(Step(state), live=True)
+        reason = "owner_dead" if live_token is None else "owner_recycled"
+    else:
+        reason = "owner_unknown"
+    ended = msgspec.structs.replace(
+        state,
+        presence="persisted",
+        turn="unknown",
+        source="persisted_store",
+        native=None,
+        evidence_at_ms=None,
+        observed_at_ms=observed_at_ms,
+        version=None,
+        needs_reason="",
+        needs_since_ms=0,
+        pty_working=False,
+        subagents=frozenset(),
+        children=(),
+        host_owned=False,
+    )
+    activity = derive(ended)
+    step = Step(msgspec.structs.replace(ended, activity=activity), activity)
+    return Reproof(step, f"persisted_store:{reason}")
 
 
 def derive(state: SessionState) -> Activity | None:
@@ -196,6 +325,7 @@ def derive(state: SessionState) -> Activity | None:
         if attention.since_ms <= 0:
             attention = Attention("needs_input", attention.reason, state.turn_at_ms or 1)
     else:
+        # failed before turn_done (ATTENTION_PRIORITY): the more urgent one is shown.
         attention = state.failed or state.done
     return Activity(
         key=state.key,

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from actors.core.reducer import SessionMessage, SessionState
-from actors.harnesses.catalog import normalize_hook
-from messages.activity import Unmapped
 from messages.codec import Inbound
 from messages.common import SessionKey
 from messages.control import (
@@ -42,7 +40,7 @@ from messages.evidence import (
     RolloutReleased,
 )
 
-__all__ = ["Delivery", "RoutingIndex", "normalize"]
+__all__ = ["Delivery", "RoutingIndex"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +50,6 @@ class Delivery:
     key: SessionKey
     message: SessionMessage
     spawn: bool
-
-
-def normalize(message: Inbound) -> Inbound | Unmapped:
-    """Edge normalization: raw hook payloads become hints (or counted unmapped events)."""
-    if isinstance(message, NotifyHook):
-        return normalize_hook(message)
-    return message
 
 
 @dataclass

@@ -35,7 +35,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from actors.sinks.tmux_client import quote
+from actors.core.tmux_protocol import quote
 from messages import Inbound, PaneClosed, PaneFocused, PaneOpened, PtyExit
 from messages.common import MAX_TEXT_LEN
 

@@ -1,29 +1,86 @@
-"""Edge normalization: a raw :class:`NotifyHook` to a hint, by harness.
+"""The harness catalog: every harness package's :class:`~actors.core.harness.HarnessSpec`.
 
-Called by the supervisor before routing (a hook's session key is inside its
-payload). Pure.
+Who uses it: the supervisor normalizes each raw :class:`~messages.NotifyHook` with
+:func:`normalize` before routing (a hook's session key is inside its payload); the hook listener
+serves ``/hook/<harness>`` for the harnesses in :data:`HOOK_ROUTES` and refuses what
+:func:`http_refusal` names. Pure.
 """
 
 from __future__ import annotations
 
-from actors.core.hints import unmapped
-from actors.harnesses.claude_code import hooks as claude
-from actors.harnesses.codex import hooks as codex
-from actors.harnesses.cursor import hooks as cursor
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Final
+
+from actors.core.harness import HarnessSpec, ProcessClaim
+from actors.core.hints import first_str, unmapped
+from actors.core.pane_map import Binding
+from actors.harnesses import claude_code, codex, cursor, hermes
 from messages.activity import Unmapped
+from messages.codec import Inbound
+from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
 
-__all__ = ["normalize_hook"]
+__all__ = [
+    "CLAIM_COMMS",
+    "HOOK_ROUTES",
+    "SPECS",
+    "http_refusal",
+    "normalize",
+    "normalize_hook",
+    "process_claim",
+]
+
+#: Every harness with a package, by id.
+SPECS: Final[Mapping[Harness, HarnessSpec]] = MappingProxyType(
+    {spec.id: spec for spec in (claude_code.SPEC, codex.SPEC, cursor.SPEC, hermes.SPEC)}
+)
+#: Harnesses that send hook payloads (``/hook/<id>`` over http, ``--harness`` of the hook client).
+HOOK_ROUTES: Final[Mapping[str, Harness]] = MappingProxyType(
+    {spec.id: spec.id for spec in SPECS.values() if spec.normalize is not None}
+)
+
+_CLAIMS: Final[Mapping[str, ProcessClaim]] = MappingProxyType(
+    {
+        comm: spec.process_claim
+        for spec in SPECS.values()
+        if spec.process_claim is not None
+        for comm in spec.claim_comms
+    }
+)
+#: Process names whose command line can prove something to the pane mapper.
+CLAIM_COMMS: Final = frozenset(_CLAIMS)
+
+
+def process_claim(
+    pid: int, comm: str, argv: Sequence[str], token: str | None
+) -> Binding | None:
+    """What a process proves by itself about the session it shows (its harness decides)."""
+    claim = _CLAIMS.get(comm)
+    return None if claim is None else claim(pid, comm, argv, token)
 
 
 def normalize_hook(hook: NotifyHook) -> HookHint | Unmapped:
-    """Normalize ``hook`` with its harness module; other harnesses send no hooks."""
-    if hook.harness == "claude-code":
-        return claude.normalize(hook)
-    if hook.harness == "codex":
-        return codex.normalize(hook)
-    if hook.harness == "cursor":
-        return cursor.normalize(hook)
-    event = hook.payload.get("hook_event_name")
-    name = event if isinstance(event, str) else None
-    return unmapped(hook.harness, hook.payload, name, hook.at_ms)
+    """Normalize ``hook`` with its harness package; a harness without hooks maps nothing."""
+    spec = SPECS.get(hook.harness)
+    if spec is not None and spec.normalize is not None:
+        return spec.normalize(hook)
+    return unmapped(hook.harness, hook.payload, first_str(hook.payload, "hook_event_name"),
+                    hook.at_ms)
+
+
+def normalize(message: Inbound) -> Inbound | Unmapped:
+    """Edge normalization: raw hook payloads become hints (or counted unmapped events)."""
+    if isinstance(message, NotifyHook):
+        return normalize_hook(message)
+    return message
+
+
+def http_refusal(hook: NotifyHook) -> str | None:
+    """Why ``hook`` may not arrive over http (``None``: it may)."""
+    spec = SPECS.get(hook.harness)
+    event = first_str(hook.payload, "hook_event_name")
+    if spec is None or event is None:
+        return None
+    why = spec.http_refused.get(event)
+    return None if why is None else f"{event} cannot be an http hook: {why}"

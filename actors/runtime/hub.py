@@ -3,12 +3,15 @@
 Who calls what:
 
 - The supervisor owns one :class:`BroadcastHub`. At start it calls :meth:`BroadcastHub.restore`
-  with what the store persisted, then its session actors call :meth:`BroadcastHub.publish` with
-  every :class:`~messages.Activity` their reducer produces. The hub decides whether that is a
-  transition (DESIGN §4, Publishing), numbers it and hands it to every subscriber.
+  with what the store persisted, then, for every step its session actors' reducer publishes,
+  :meth:`BroadcastHub.publish` with the new :class:`~messages.Activity` and the reducer state
+  behind it. The reducer alone decides that a step is a transition (DESIGN §4, Publishing);
+  the hub numbers it and hands it to every subscriber.
 - Sinks (tmux badges, the store, ``paneward watch``, tests) call :meth:`BroadcastHub.subscribe`
   and read :class:`~messages.Snapshot`, then :class:`~messages.Transition` items, possibly
-  ended by one :class:`~messages.Overflow` marker (DESIGN §7).
+  ended by one :class:`~messages.Overflow` marker (DESIGN §7). A subscription made with
+  ``states=True`` (the store's) gets each with the reducer state behind it
+  (:class:`StateSnapshot`, :class:`StateTransition`), captured at publish time.
 - At shutdown the supervisor calls :meth:`BroadcastHub.close`: every subscriber drains what is
   pending and then gets :class:`anyio.EndOfStream`.
 
@@ -24,13 +27,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Literal, TypeAlias, final
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast, final, overload
 
 import anyio
 import anyio.lowlevel
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
+from actors.core.reducer import SessionState
 from messages import (
     Activity,
     MessageError,
@@ -49,12 +53,35 @@ __all__ = [
     "HubStatistics",
     "Item",
     "Mode",
+    "StateItem",
+    "StateSnapshot",
+    "StateTransition",
     "Subscription",
     "SubscriptionStatistics",
 ]
 
 Mode: TypeAlias = Literal["all", "latest"]
+
+
+class StateTransition(NamedTuple):
+    """A transition with the reducer state that published it (``states=True`` subscriptions).
+
+    Made once per publish and shared by every subscriber.
+    """
+
+    transition: Transition
+    state: SessionState | None
+
+
+class StateSnapshot(NamedTuple):
+    """A snapshot with each activity's reducer state (``states=True`` subscriptions)."""
+
+    snapshot: Snapshot
+    states: tuple[SessionState | None, ...]  # aligned with ``snapshot.activities``
+
+
 Item: TypeAlias = Snapshot | Transition | Overflow
+StateItem: TypeAlias = StateSnapshot | StateTransition | Overflow
 
 #: Pending transitions an ``all`` subscriber may hold before it is overflowed.
 DEFAULT_BUFFER = 1024
@@ -70,25 +97,23 @@ class HubClosed(HubError):
     :meth:`~BroadcastHub.subscribe` after :meth:`BroadcastHub.close`."""
 
 
-class HubStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """A point-in-time record of the hub's counters (see :meth:`BroadcastHub.statistics`).
+class HubStatistics(msgspec.Struct, kw_only=True):
+    """The hub's counters: one record kept by the hub, copied by :meth:`BroadcastHub.statistics`.
 
     ``seq`` is the last assigned sequence number; ``sessions`` the catalog size (ended sessions
     included); ``published`` the transitions numbered since construction (restored ones not
-    included); ``suppressed_repeats`` the publishes whose visible fields equalled the current
-    ones; ``rejected`` the publishes refused as invalid; ``subscribers`` the subscriptions still
-    registered; ``overflows`` the ``all`` subscriptions that fell behind and were given an
+    included); ``rejected`` the publishes refused as invalid; ``subscribers`` the subscriptions
+    still registered; ``overflows`` the ``all`` subscriptions that fell behind and were given an
     :class:`~messages.Overflow` marker.
     """
 
-    seq: int
-    sessions: int
-    published: int
-    suppressed_repeats: int
-    rejected: int
-    subscribers: int
-    overflows: int
-    closed: bool
+    seq: int = 0
+    sessions: int = 0
+    published: int = 0
+    rejected: int = 0
+    subscribers: int = 0
+    overflows: int = 0
+    closed: bool = False
 
 
 class SubscriptionStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,8 +142,11 @@ def _key_order(activity: Activity) -> tuple[str, str]:
     return (activity.key.harness, activity.key.session_id)
 
 
+_ItemT = TypeVar("_ItemT", bound=Item | StateItem)
+
+
 @final
-class Subscription(ObjectReceiveStream[Item]):
+class Subscription(ObjectReceiveStream[_ItemT]):
     """One subscriber's view of the hub: a snapshot, then live transitions.
 
     Made only by :meth:`BroadcastHub.subscribe`; read by one task at a time, with
@@ -133,21 +161,33 @@ class Subscription(ObjectReceiveStream[Item]):
     :class:`~messages.Overflow` marker and :class:`anyio.EndOfStream`. In ``latest`` mode only
     the newest pending transition of each key is kept; items come in order of their last
     update (which is also ``seq`` order), so a slow reader skips intermediate states but
-    always ends on the final state of every key.
+    always ends on the final state of every key. A ``states`` subscription
+    (``Subscription[StateItem]``) gets the same items as :class:`StateSnapshot` /
+    :class:`StateTransition`, each with the reducer state captured when it was published.
 
     Receiving never blocks the publisher. There is no task per subscription: a parked
-    :meth:`receive` waits on an :class:`anyio.Event` that the hub sets on delivery and the
-    receiver replaces after each wake-up (an anyio Event cannot be reset).
+    :meth:`receive` or :meth:`wait_pending` waits on an :class:`anyio.Event` that the hub sets
+    on delivery and the receiver replaces after each wake-up (an anyio Event cannot be reset).
     """
 
-    def __init__(self, hub: BroadcastHub, mode: Mode, buffer: int, head: Snapshot | None) -> None:
+    def __init__(
+        self,
+        hub: BroadcastHub,
+        mode: Mode,
+        buffer: int,
+        head: StateSnapshot | None,
+        *,
+        states: bool,
+    ) -> None:
         self._hub: BroadcastHub | None = hub
         self._mode: Mode = mode
         self._buffer = buffer
+        self._states = states
         self._head = head
-        self._queue: deque[Transition] = deque()
-        self._latest: dict[SessionKey, Transition] = {}
+        self._queue: deque[StateTransition] = deque()
+        self._latest: dict[SessionKey, StateTransition] = {}
         self._waiter: anyio.Event | None = None
+        self._want = 1  # wake the waiter once this many items are pending
         # Set when an ``all`` subscriber fell behind: the seq of the first transition it lost.
         self._overflow_next_seq: int | None = None
         self._dropped = 0
@@ -158,26 +198,30 @@ class Subscription(ObjectReceiveStream[Item]):
 
     # --- called by the hub (same thread, never awaits) -------------------------------------
 
-    def _deliver(self, transition: Transition) -> bool:
-        """Queue ``transition``; return True if this delivery overflowed the subscription."""
+    def _deliver(self, record: StateTransition) -> bool:
+        """Queue ``record``; return True if this delivery overflowed the subscription."""
         if self._mode == "all":
             if self._overflow_next_seq is not None:
                 self._dropped += 1
                 return False
-            if len(self._queue) >= self._buffer:
+            queue = self._queue
+            if len(queue) >= self._buffer:
                 # Freeze the queue: the subscriber keeps what it has, then learns exactly
                 # where its gap starts. Publishing goes on unaffected.
-                self._overflow_next_seq = transition.seq
+                self._overflow_next_seq = record.transition.seq
                 self._dropped = 1
                 self._ended = True
                 self._wake()
                 return True
-            self._queue.append(transition)
+            queue.append(record)
+            if len(queue) < self._want:
+                return False  # a batching waiter (wait_pending) wants more first
         else:
             # pop + insert moves the key to the end: items stay in last-update (= seq) order.
-            if self._latest.pop(transition.key, None) is not None:
+            key = record.transition.key
+            if self._latest.pop(key, None) is not None:
                 self._coalesced += 1
-            self._latest[transition.key] = transition
+            self._latest[key] = record
         self._wake()
         return False
 
@@ -203,7 +247,12 @@ class Subscription(ObjectReceiveStream[Item]):
         """``"all"`` (lossless until overflow) or ``"latest"`` (coalesced per key)."""
         return self._mode
 
-    def receive_nowait(self) -> Item:
+    @property
+    def pending(self) -> int:
+        """Items ready to receive now (snapshot included, overflow marker not)."""
+        return (self._head is not None) + len(self._queue) + len(self._latest)
+
+    def receive_nowait(self) -> _ItemT:
         """Return the next item without waiting.
 
         :raises ~anyio.WouldBlock: if nothing is pending and the subscription is still live
@@ -213,7 +262,7 @@ class Subscription(ObjectReceiveStream[Item]):
         """
         if self._closed:
             raise anyio.ClosedResourceError
-        item: Item
+        item: StateItem
         if self._head is not None:
             item, self._head = self._head, None
         elif self._queue:
@@ -237,9 +286,13 @@ class Subscription(ObjectReceiveStream[Item]):
         else:
             raise anyio.WouldBlock
         self._delivered += 1
-        return item
+        if self._states or isinstance(item, Overflow):
+            return cast(_ItemT, item)
+        if isinstance(item, StateTransition):
+            return cast(_ItemT, item.transition)
+        return cast(_ItemT, item.snapshot)
 
-    async def receive(self) -> Item:
+    async def receive(self) -> _ItemT:
         """Wait for and return the next item. Always a checkpoint.
 
         :raises ~anyio.EndOfStream: once everything was received after the hub closed or
@@ -254,13 +307,34 @@ class Subscription(ObjectReceiveStream[Item]):
                 return self.receive_nowait()
             except anyio.WouldBlock:
                 pass
-            if self._waiter is not None:
-                raise anyio.BusyResourceError("receiving from")
-            self._waiter = event = anyio.Event()
-            try:
-                await event.wait()
-            finally:
-                self._waiter = None
+            await self._park(1)
+
+    async def wait_pending(self, count: int) -> None:
+        """Wait until at least ``count`` items are pending, or the subscription ends.
+
+        For a batching reader (the store): it is woken once per batch, not once per
+        transition. Cancel it (``move_on_after``) to bound the wait.
+
+        :raises ~anyio.ClosedResourceError: if this subscription is (or gets) closed
+        :raises ~anyio.BusyResourceError: if another task is already waiting on it
+        """
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            if self.pending >= count or self._ended:
+                return
+            await self._park(count)
+
+    async def _park(self, count: int) -> None:
+        if self._waiter is not None:
+            raise anyio.BusyResourceError("receiving from")
+        self._waiter = event = anyio.Event()
+        self._want = count
+        try:
+            await event.wait()
+        finally:
+            self._waiter = None
+            self._want = 1
 
     def close(self) -> None:
         """Unregister and discard whatever is pending. Idempotent; never blocks.
@@ -281,7 +355,7 @@ class Subscription(ObjectReceiveStream[Item]):
         """Same as :meth:`close` (for ``async with``)."""
         self.close()
 
-    def __enter__(self) -> Subscription:
+    def __enter__(self) -> Subscription[_ItemT]:
         return self
 
     def __exit__(
@@ -297,7 +371,7 @@ class Subscription(ObjectReceiveStream[Item]):
         return SubscriptionStatistics(
             mode=self._mode,
             buffer=self._buffer,
-            pending=(self._head is not None) + len(self._queue) + len(self._latest),
+            pending=self.pending,
             delivered=self._delivered,
             coalesced=self._coalesced,
             dropped=self._dropped,
@@ -318,110 +392,157 @@ class Subscription(ObjectReceiveStream[Item]):
 class BroadcastHub:
     """The catalog of every session's current :class:`~messages.Activity` and its subscribers.
 
-    Owned by the supervisor; :meth:`publish` is called by session actors, :meth:`subscribe`
-    by sinks. The catalog keeps ended sessions: an actor stopping does not remove its key
-    (DESIGN §2, "its last activity stays in the catalog").
+    Owned by the supervisor; :meth:`publish` is called for every step the session reducer
+    publishes, :meth:`subscribe` by sinks. The catalog keeps ended sessions: an actor stopping
+    does not remove its key (DESIGN §2, "its last activity stays in the catalog"), and with each
+    activity the reducer state behind it (:meth:`state_of`), so that a session coming back gets
+    its whole state, not a reconstruction from the activity.
 
-    The catalog holds exactly what was published: a repeat observation (same
-    :meth:`~messages.Activity.visible` fields, e.g. only a newer ``observed_at_ms``) changes
-    nothing, so folding a snapshot plus the transitions after it always reproduces
+    The hub does not decide whether a publish is a change: the reducer does (DESIGN §4,
+    Publishing). Folding a snapshot plus the transitions after it always reproduces
     :meth:`snapshot`.
     """
 
     def __init__(self) -> None:
         self._catalog: dict[SessionKey, Activity] = {}
-        self._seq = 0
-        self._subscribers: dict[Subscription, None] = {}
+        self._states: dict[SessionKey, SessionState] = {}
+        # Any: each subscription yields Item or StateItem; the hub only delivers records to them.
+        self._subscribers: dict[Subscription[Any], None] = {}
         self._snapshot_cache: Snapshot | None = None
-        self._closed = False
-        self._published = 0
-        self._suppressed = 0
-        self._rejected = 0
-        self._overflows = 0
+        self._stats = HubStatistics()
 
     @property
     def seq(self) -> int:
         """The last assigned sequence number (0 before any, or the restored one)."""
-        return self._seq
+        return self._stats.seq
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._closed
+        return self._stats.closed
 
-    def restore(self, activities: Iterable[Activity], seq: int) -> None:
+    def restore(
+        self, activities: Iterable[Activity | SessionState], seq: int
+    ) -> None:
         """Seed the catalog and the sequence counter from the store. Publishes nothing.
 
-        Called by the supervisor once at start, before any publish and any subscriber. The
-        input is validated as a whole first: on error nothing changes.
+        Each item is a published activity, or a reducer state whose ``activity`` is its
+        published one. Called by the supervisor once at start, before any publish and any
+        subscriber. The input is validated as a whole first: on error nothing changes.
 
         :raises HubClosed: after :meth:`close`
         :raises HubError: after the first publish or while a subscriber exists
-        :raises ~messages.MessageError: if ``seq`` is negative or lower than :attr:`seq`, or a
-            key appears twice
+        :raises ~messages.MessageError: if ``seq`` is negative or lower than :attr:`seq`, a key
+            appears twice, or a state has no published activity
         """
-        if self._closed:
+        stats = self._stats
+        if stats.closed:
             raise HubClosed("cannot restore: the broadcast hub is closed")
-        if self._published or self._subscribers:
+        if stats.published or self._subscribers:
             raise HubError(
-                f"cannot restore after start: {self._published} transitions published, "
+                f"cannot restore after start: {stats.published} transitions published, "
                 f"{len(self._subscribers)} subscribers"
             )
-        if seq < self._seq:
-            raise MessageError(f"cannot restore seq {seq}: the hub is already at seq {self._seq}")
+        if seq < stats.seq:
+            raise MessageError(f"cannot restore seq {seq}: the hub is already at seq {stats.seq}")
         seeded: dict[SessionKey, Activity] = {}
-        for activity in activities:
-            if activity.key in seeded:
-                raise MessageError(f"cannot restore: session {activity.key} appears twice")
-            seeded[activity.key] = activity
+        states: dict[SessionKey, SessionState] = {}
+        for item in activities:
+            if isinstance(item, SessionState):
+                if item.activity is None:
+                    raise MessageError(f"cannot restore {item.key}: it never published")
+                states[item.key] = item
+                item = item.activity
+            if item.key in seeded:
+                raise MessageError(f"cannot restore: session {item.key} appears twice")
+            seeded[item.key] = item
         self._catalog.update(seeded)
-        self._seq = seq
+        self._states.update(states)
+        stats.seq = seq
+        stats.sessions = len(self._catalog)
         self._snapshot_cache = None
 
-    def publish(self, key: SessionKey, after: Activity, cause: str) -> Transition | None:
-        """Record ``after`` as ``key``'s activity and broadcast the change. Never blocks.
+    def publish(
+        self, key: SessionKey, after: Activity, cause: str, state: SessionState | None = None
+    ) -> Transition:
+        """Record ``after`` (and the reducer ``state`` behind it) as ``key``'s and broadcast it.
 
-        Returns the published :class:`~messages.Transition`, or ``None`` (counted as
-        ``suppressed_repeats``) when ``after.visible()`` equals the current activity's: a
-        repeat observation publishes nothing and leaves the catalog untouched.
+        Never blocks. Numbers the transition with the next ``seq``.
 
         :raises HubClosed: after :meth:`close`
         :raises ~messages.MessageError: if ``after.key`` is not ``key`` (counted as
             ``rejected``; nothing changes)
         """
-        if self._closed:
+        stats = self._stats
+        if stats.closed:
             raise HubClosed(f"cannot publish {cause!r} for {key}: the broadcast hub is closed")
         if after.key != key:
-            self._rejected += 1
+            stats.rejected += 1
             raise MessageError(
                 f"cannot publish {cause!r} for {key}: the activity is for {after.key}"
             )
-        before = self._catalog.get(key)
-        if before is not None and before.visible() == after.visible():
-            self._suppressed += 1
-            return None
-        self._seq += 1
-        transition = Transition(seq=self._seq, key=key, after=after, cause=cause, before=before)
-        self._catalog[key] = after
+        catalog = self._catalog
+        stats.seq += 1
+        transition = Transition(
+            seq=stats.seq, key=key, after=after, cause=cause, before=catalog.get(key)
+        )
+        catalog[key] = after
+        if state is not None:
+            self._states[key] = state
         self._snapshot_cache = None
-        self._published += 1
+        stats.published += 1
+        stats.sessions = len(catalog)
+        record = StateTransition(transition, state)
         for subscription in self._subscribers:
-            if subscription._deliver(transition):
-                self._overflows += 1
+            if subscription._deliver(record):
+                stats.overflows += 1
         return transition
+
+    def keep(self, state: SessionState) -> None:
+        """Remember ``state`` as the session's newest reducer state without publishing.
+
+        Called by the supervisor when a session actor retires: what its reducer learnt since
+        its last publish (no visible change) is kept for a later return of the session.
+        """
+        if state.key in self._catalog:
+            self._states[state.key] = state
 
     def current(self, key: SessionKey) -> Activity | None:
         """Return ``key``'s current activity, or ``None`` if the hub never saw it."""
         return self._catalog.get(key)
 
+    def state_of(self, key: SessionKey) -> SessionState | None:
+        """Return ``key``'s newest reducer state, or ``None`` if none was published with it."""
+        return self._states.get(key)
+
     def snapshot(self) -> Snapshot:
         """Return every session's activity, sorted by key, as of :attr:`seq`."""
         if self._snapshot_cache is None:
             self._snapshot_cache = Snapshot(
-                seq=self._seq,
+                seq=self._stats.seq,
                 activities=tuple(sorted(self._catalog.values(), key=_key_order)),
             )
         return self._snapshot_cache
+
+    @overload
+    def subscribe(
+        self,
+        mode: Mode = ...,
+        snapshot: bool = ...,
+        *,
+        buffer: int = ...,
+        states: Literal[False] = ...,
+    ) -> Subscription[Item]: ...
+
+    @overload
+    def subscribe(
+        self,
+        mode: Mode = ...,
+        snapshot: bool = ...,
+        *,
+        buffer: int = ...,
+        states: Literal[True],
+    ) -> Subscription[StateItem]: ...
 
     def subscribe(
         self,
@@ -429,29 +550,43 @@ class BroadcastHub:
         snapshot: bool = True,
         *,
         buffer: int = DEFAULT_BUFFER,
-    ) -> Subscription:
+        states: bool = False,
+    ) -> Subscription[Item] | Subscription[StateItem]:
         """Register a subscriber and return its :class:`Subscription`.
 
         Synchronous, hence atomic on the event loop: the snapshot is taken at this instant and
         the subscription receives every transition published after it, so there is neither a
         gap nor a duplicate between the two. ``buffer`` bounds an ``all`` subscriber's pending
         transitions; a ``latest`` subscriber holds at most one per key and ignores it.
+        ``states=True`` delivers :class:`StateSnapshot` / :class:`StateTransition` items.
 
         :raises HubClosed: after :meth:`close`
         :raises ValueError: for an unknown ``mode`` or a ``buffer`` below 1
         """
-        if self._closed:
+        if self._stats.closed:
             raise HubClosed("cannot subscribe: the broadcast hub is closed")
         if mode not in ("all", "latest"):
             raise ValueError(f"unknown subscription mode {mode!r}; expected 'all' or 'latest'")
         if buffer < 1:
             raise ValueError(f"buffer must be at least 1, got {buffer}")
-        subscription = Subscription(self, mode, buffer, self.snapshot() if snapshot else None)
+        head: StateSnapshot | None = None
+        if snapshot:
+            snap = self.snapshot()
+            head = StateSnapshot(
+                snap, tuple(self._states.get(a.key) for a in snap.activities) if states else ()
+            )
+        subscription: Subscription[Item] | Subscription[StateItem]
+        if states:
+            subscription = Subscription[StateItem](self, mode, buffer, head, states=True)
+        else:
+            subscription = Subscription[Item](self, mode, buffer, head, states=False)
         self._subscribers[subscription] = None
+        self._stats.subscribers = len(self._subscribers)
         return subscription
 
-    def _unregister(self, subscription: Subscription) -> None:
+    def _unregister(self, subscription: Subscription[Any]) -> None:
         self._subscribers.pop(subscription, None)
+        self._stats.subscribers = len(self._subscribers)
 
     def close(self) -> None:
         """End every subscription cleanly and refuse further publishes. Idempotent.
@@ -459,23 +594,15 @@ class BroadcastHub:
         Subscribers still receive what is pending (including an overflow marker), then
         :class:`anyio.EndOfStream`. The catalog stays readable.
         """
-        if self._closed:
+        if self._stats.closed:
             return
-        self._closed = True
+        self._stats.closed = True
         subscriptions = list(self._subscribers)
         self._subscribers.clear()
+        self._stats.subscribers = 0
         for subscription in subscriptions:
             subscription._end()
 
     def statistics(self) -> HubStatistics:
-        """Return the hub's counters (see :class:`HubStatistics`)."""
-        return HubStatistics(
-            seq=self._seq,
-            sessions=len(self._catalog),
-            published=self._published,
-            suppressed_repeats=self._suppressed,
-            rejected=self._rejected,
-            subscribers=len(self._subscribers),
-            overflows=self._overflows,
-            closed=self._closed,
-        )
+        """A point-in-time copy of the hub's counters (see :class:`HubStatistics`)."""
+        return msgspec.structs.replace(self._stats)

@@ -1,17 +1,27 @@
-"""The building blocks every actor shares: contracts, a bounded mailbox, restart intensity.
+"""The building blocks every actor shares: the one wiring contract, a bounded mailbox, restarts.
 
-An *evidence sink* is where discovery actors, the hook listener and hosts put
-inbound messages (the :class:`~supervisor.Supervisor` is one). An *actor* is an
-object with ``async def run(self, sink)`` that runs until cancelled; the
-supervisor restarts it one_for_one when it raises. A :class:`Mailbox` is the
-bounded queue in front of an actor; :class:`RestartWindow` is the pure
-restart-intensity rule (OTP's ``MaxR`` within ``MaxT``).
+How parts are connected (the one mechanism, DESIGN §2):
+
+- **Inbound, by message.** Sources put inbound messages into an :class:`EvidenceSink` (the
+  :class:`~supervisor.Supervisor` is one): :meth:`~EvidenceSink.inject_nowait` for messages
+  built in Python (validated as objects), :meth:`~EvidenceSink.deliver_nowait` for messages
+  decoded from the wire by :func:`messages.decode_inbound` (decoding was the validation). The
+  supervisor routes each to the session actors it concerns and to every :class:`Listener`
+  whose ``accepts`` names its type (the pane mapper, the pid watcher).
+- **Outbound, by subscription.** Every published transition leaves through the broadcast hub;
+  sinks (tmux, the store, ``paneward watch``) read a subscription (:meth:`Host.subscribe`).
+  Nothing calls back into the supervisor while it publishes.
+
+An *actor* is an object with ``async def run(self, host)`` that runs until cancelled; the
+supervisor restarts it one_for_one when it raises. A :class:`Mailbox` is the bounded queue in
+front of an actor; :class:`RestartWindow` is the pure restart-intensity rule (OTP's ``MaxR``
+within ``MaxT``).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -19,9 +29,14 @@ import msgspec
 from messages.codec import Inbound
 from messages.errors import PanewardError
 
+if TYPE_CHECKING:
+    from actors.runtime.hub import Item, Subscription
+
 __all__ = [
     "Actor",
     "EvidenceSink",
+    "Host",
+    "Listener",
     "Mailbox",
     "MailboxClosed",
     "MailboxFull",
@@ -33,17 +48,52 @@ T = TypeVar("T")
 
 
 class EvidenceSink(Protocol):
-    """Accepts inbound messages without ever blocking the caller."""
+    """Accepts inbound messages without ever blocking the caller (the supervisor is one)."""
 
     def inject_nowait(self, message: Inbound) -> None:
-        """Route ``message``; raise :class:`~messages.MessageError` if it is invalid."""
+        """Validate and route ``message`` (built in Python).
+
+        :raises ~messages.MessageError: it is invalid (counted).
+        :raises MailboxFull: a session's mailbox is full (counted).
+        """
+
+    def deliver_nowait(self, message: Inbound) -> None:
+        """Route ``message`` decoded from the wire (already valid: not validated again).
+
+        :raises MailboxFull: a session's mailbox is full (counted).
+        """
+
+
+class Host(EvidenceSink, Protocol):
+    """What a supervised actor gets from its supervisor: the sink, and subscriptions."""
+
+    def subscribe(
+        self,
+        mode: Literal["all", "latest"] = ...,
+        snapshot: bool = ...,
+        *,
+        buffer: int = ...,
+    ) -> Subscription[Item]:
+        """A hub subscription (see :meth:`actors.runtime.hub.BroadcastHub.subscribe`)."""
 
 
 class Actor(Protocol):
     """A long-running part supervised one_for_one (discovery, listeners, sinks)."""
 
-    async def run(self, sink: EvidenceSink) -> None:
-        """Run until cancelled, sending evidence to ``sink``."""
+    async def run(self, host: Host) -> None:
+        """Run until cancelled, sending evidence to / subscribing through ``host``."""
+
+
+class Listener(Actor, Protocol):
+    """An actor that also receives inbound messages: every message whose type is in
+    ``accepts`` is handed to :meth:`deliver_nowait` as the supervisor routes it (after
+    normalization: hook payloads arrive as ``HookHint``). It must never block."""
+
+    accepts: ClassVar[tuple[type[Any], ...]]
+
+    def deliver_nowait(self, message: Inbound) -> None:
+        """Take ``message`` (queue it or apply it); never block. Overflow is the listener's to
+        count."""
 
 
 class MailboxFull(PanewardError):

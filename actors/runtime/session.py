@@ -16,8 +16,9 @@ from typing import Protocol
 
 import anyio
 
-from actors.core.reducer import SessionMessage, SessionState, Step, reduce, retirable
+from actors.core.reducer import SessionState, Step, reduce, retirable
 from actors.runtime.mailbox import Mailbox, RestartWindow
+from messages.codec import SessionMessage
 from messages.common import SessionKey
 
 __all__ = ["Reducer", "SessionActor", "SessionHost"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from actors.core.reducer import SessionState, initial_state, reduce
-from actors.core.routing import RoutingIndex, normalize
+from actors.core.routing import RoutingIndex
+from actors.harnesses.catalog import normalize
 from messages.activity import Activity, Transition, Unmapped
 from messages.codec import Inbound
 from messages.common import SessionKey

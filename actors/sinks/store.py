@@ -2,18 +2,21 @@
 
 Who talks to it:
 
-* The supervisor's broadcast hub feeds it, through :meth:`Store.run_subscription`
-  (or direct :meth:`Store.record` calls): every published :class:`messages.Transition`
-  is appended to the ``journal`` and upserts the ``sessions`` catalog row of its key;
-  a :class:`messages.Snapshot` upserts catalog rows only; an :class:`messages.Overflow`
-  is written to the ``gaps`` log and counted.
-* On start the daemon calls :meth:`Store.load` and then the pure :func:`reprove` with
-  a start-token probe: restored sessions are re-proven *before* anything is published
-  (DESIGN §4, "Restart of paneward").
+* The supervisor's broadcast hub feeds it, through :meth:`Store.run_subscription` over a
+  ``states=True`` subscription (or direct :meth:`Store.record` calls): every published
+  :class:`messages.Transition` is appended to the ``journal`` and upserts the ``sessions``
+  catalog row of its key with the reducer state behind it (captured at publish time, so a
+  restart restores the whole state, not a reconstruction); a snapshot upserts catalog rows
+  only; an :class:`messages.Overflow` is written to the ``gaps`` log and counted.
+* On start the daemon calls :meth:`Store.load`; the supervisor re-proves every restored state
+  with :func:`actors.core.reducer.reprove` *before* anything is published (DESIGN §4,
+  "Restart of paneward"); sessions that ended long ago (:func:`actors.core.reducer.settled`)
+  are forgotten by ``load``.
 * ``paneward watch --since SEQ`` reads :meth:`Store.journal_since`.
 
 Writes never happen on the hot path: :meth:`Store.record` is synchronous, encodes the
-transition's journal row (a few microseconds) and appends it to an in-memory batch; one
+transition's journal row (a few microseconds; each activity is encoded once and reused as the
+next transition's ``before`` and as the catalog row) and appends it to an in-memory batch; one
 writer task flushes the batch every ``batch_ms`` (or as soon as ``batch_rows`` are waiting)
 in ONE transaction of multi-row ``INSERT`` statements (a journal insert and a catalog upsert
 per 1,000 rows) run in aiosqlite's thread; the loop only flattens parameters per flush.
@@ -42,7 +45,6 @@ import logging
 import math
 import os
 import sqlite3
-import time
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -54,16 +56,18 @@ from collections.abc import (
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 import aiosqlite
 import anyio
 import msgspec
 
 import messages
+from actors.core.clock import now_ms
+from actors.core.reducer import ENDED_RETENTION_MS, SessionState, from_activity, settled
+from actors.runtime.hub import StateItem, StateSnapshot, StateTransition, Subscription
 from messages import (
     Activity,
-    Evidence,
     MessageError,
     Overflow,
     PanewardError,
@@ -76,16 +80,13 @@ __all__ = [
     "APPLICATION_ID",
     "MIGRATIONS",
     "SCHEMA_VERSION",
-    "Correction",
     "Migration",
     "Owner",
-    "Reproof",
     "Restored",
     "Store",
     "StoreError",
     "StoreStatistics",
     "open_store",
-    "reprove",
 ]
 
 _log = logging.getLogger(__name__)
@@ -100,9 +101,9 @@ APPLICATION_ID: Final = 0x70777264
 #: The in-memory batch is capped so a stuck disk cannot eat the daemon's memory;
 #: rows beyond the cap are dropped and counted (StoreStatistics.dropped).
 DEFAULT_MAX_PENDING: Final = 100_000
-#: Catalog rows of sessions that ended (persisted) and were not seen for this long are deleted
-#: at the next start rather than restored: a week.
-DEFAULT_ENDED_RETENTION_MS: Final = 7 * 24 * 3600 * 1000
+#: Catalog rows of settled sessions (ended, nothing to act on: actors.core.reducer.settled) not
+#: seen for this long are deleted at the next start rather than restored.
+DEFAULT_ENDED_RETENTION_MS: Final = ENDED_RETENTION_MS
 #: A batch whose transaction failed is retried this many times, then dropped (counted).
 MAX_FLUSH_ATTEMPTS: Final = 3
 #: Newest rows kept in the gap log.
@@ -171,6 +172,11 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             )""",
         ),
     ),
+    Migration(
+        3,
+        "the reducer state behind each catalog row (restored whole after a restart)",
+        ("ALTER TABLE sessions ADD COLUMN state TEXT",),
+    ),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 
@@ -180,18 +186,19 @@ SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 # busy, each of those re-acquisitions waits out the interpreter's switch interval, which made a
 # 500-row flush take 150-630 ms in the kill -9 burst test (10,000 hooks/s); with one step per
 # chunk the same flushes take 20-60 ms (worst seen 190 ms).
-_CHUNK_ROWS: Final = 1000  # x 8 columns: far below SQLite's 32,766 bound variables
+_CHUNK_ROWS: Final = 1000  # x 9 columns: far below SQLite's 32,766 bound variables
 _JOURNAL_INSERT_HEAD: Final = (
     "INSERT OR IGNORE INTO journal (seq, harness, session_id, at_ms, transition) VALUES "
 )
 _CATALOG_UPSERT_HEAD: Final = (
     "INSERT INTO sessions (harness, session_id, activity, owner_pid, owner_start_token, "
-    "pane, last_seen_ms, seq) VALUES "
+    "pane, last_seen_ms, seq, state) VALUES "
 )
 _CATALOG_UPSERT_TAIL: Final = (
     " ON CONFLICT (harness, session_id) DO UPDATE SET activity = excluded.activity, "
     "owner_pid = excluded.owner_pid, owner_start_token = excluded.owner_start_token, "
-    "pane = excluded.pane, last_seen_ms = excluded.last_seen_ms, seq = excluded.seq"
+    "pane = excluded.pane, last_seen_ms = excluded.last_seen_ms, seq = excluded.seq, "
+    "state = excluded.state"
 )
 _GAP_INSERT_HEAD: Final = "INSERT INTO gaps (next_seq, dropped, reason, noticed_ms) VALUES "
 
@@ -223,53 +230,64 @@ _GAP_PRUNE: Final = (
 )
 
 
+class StateSource(Protocol):
+    """Where :meth:`Store.follow` subscribes: the supervisor (or its hub)."""
+
+    def subscribe(
+        self,
+        mode: Literal["all", "latest"] = ...,
+        snapshot: bool = ...,
+        *,
+        buffer: int = ...,
+        states: Literal[True],
+    ) -> Subscription[StateItem]: ...
+
+
 # --------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True, slots=True)
-class StoreStatistics:
-    """Counters of one open store (all since open_store), returned by ``Store.statistics()``."""
+class StoreStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one open store (all since open_store): one record the store keeps and
+    :meth:`Store.statistics` copies."""
 
-    recorded: int
+    recorded: int = 0
     """Transitions accepted by ``record``."""
-    snapshot_rows: int
+    snapshot_rows: int = 0
     """Catalog rows accepted from Snapshots."""
-    rejected: int
+    rejected: int = 0
     """Calls to ``record``/``record_snapshot``/``record_gap`` refused as invalid."""
-    ignored: int
+    ignored: int = 0
     """Subscription items that are none of Snapshot/Transition/Overflow."""
-    seq_regressions: int
+    seq_regressions: int = 0
     """Transitions whose seq did not exceed the previous one (caller contract broken)."""
-    written: int
+    written: int = 0
     """Journal rows committed."""
-    duplicates: int
+    duplicates: int = 0
     """Transitions whose seq was already in the journal (kept once)."""
-    catalog_writes: int
+    catalog_writes: int = 0
     """Catalog rows upserted (the newest per key per batch)."""
-    batches: int
+    batches: int = 0
     """Committed flush transactions."""
-    flush_errors: int
+    flush_errors: int = 0
     """Flush transactions that failed and were rolled back (the batch is retried)."""
-    dropped: int
+    dropped: int = 0
     """Rows lost on purpose: over the pending cap, after repeated flush failures,
     or still pending when the close deadline expired."""
-    gaps: int
+    gaps: int = 0
     """Overflow markers recorded (a subscription fell behind)."""
-    gap_transitions: int
+    gap_transitions: int = 0
     """Transitions the hub reported as not delivered to the store (sum of Overflow.dropped)."""
-    pruned: int
+    pruned: int = 0
     """Journal rows deleted by retention."""
-    ended_pruned: int
+    ended_pruned: int = 0
     """Catalog rows of long-ended sessions deleted by ``load`` (``ended_retention_ms``)."""
-    decode_errors: int
+    decode_errors: int = 0
     """Stored rows that no longer decode (skipped by load/journal_since)."""
-    owner_errors: int
-    """Calls to ``owner_of`` that raised or returned a malformed owner (row kept, no owner)."""
-    pending: int
+    pending: int = 0
     """Rows waiting for the next flush."""
-    in_flight: int
+    in_flight: int = 0
     """Rows in the flush transaction currently running."""
-    last_flushed_seq: int
+    last_flushed_seq: int = 0
     """Highest journal seq committed by this store (0 if none)."""
 
     @property
@@ -282,111 +300,31 @@ class StoreStatistics:
 class Restored:
     """What :meth:`Store.load` read back: the catalog as of the last committed batch."""
 
-    activities: tuple[Activity, ...]
-    owners: Mapping[SessionKey, Owner]
-    """Owner incarnation per key, for rows that recorded one."""
+    states: tuple[SessionState, ...]
+    """The reducer state of every session kept (rows written before schema 3 are rebuilt from
+    their activity, :func:`actors.core.reducer.from_activity`)."""
     last_seq: int
     """Max of the journal's and the catalog's seq: number new transitions after it."""
     skipped: int = 0
     """Catalog rows that did not decode (counted in StoreStatistics.decode_errors)."""
     ended_pruned: int = 0
-    """Rows of sessions that ended more than ``ended_retention_ms`` ago: deleted, not restored."""
-
-
-CorrectionReason = Literal["owner_dead", "owner_recycled", "owner_unknown"]
-
-
-@dataclass(frozen=True, slots=True)
-class Correction:
-    """A restored session whose owner could not be re-proven; ``after`` must be published."""
-
-    before: Activity
-    after: Activity
-    reason: CorrectionReason
+    """Rows of sessions settled more than ``ended_retention_ms`` ago: deleted, not restored."""
 
     @property
-    def cause(self) -> str:
-        """The ``Transition.cause`` to publish it under."""
-        return f"persisted_store:{self.reason}"
-
-
-@dataclass(frozen=True, slots=True)
-class Reproof:
-    """The outcome of :func:`reprove`.
-
-    ``restored`` are installed silently (no transition): sessions whose owner is the
-    same live incarnation (still ``running``) and sessions that were already
-    ``persisted``. ``corrections`` are installed with their ``after`` activity and
-    published as transitions. ``live_owners`` are the owners proven alive.
-    """
-
-    restored: tuple[Activity, ...]
-    corrections: tuple[Correction, ...]
-    live_owners: Mapping[SessionKey, Owner]
-
     def activities(self) -> tuple[Activity, ...]:
-        """Every session's activity after the re-proof (restored, then corrected)."""
-        return self.restored + tuple(c.after for c in self.corrections)
+        """The published activity of every session kept."""
+        return tuple(s.activity for s in self.states if s.activity is not None)
 
-
-# --------------------------------------------------------------------------- pure re-proof
-
-
-def _persisted(activity: Activity, observed_at_ms: int | None) -> Activity:
-    attention = activity.attention
-    if attention is not None and attention.kind == "needs_input":
-        # Nobody can be waiting on a prompt of a process that is gone.
-        attention = None
-    return msgspec.structs.replace(
-        activity,
-        presence="persisted",
-        turn="unknown",
-        attention=attention,
-        evidence=Evidence(source="persisted_store", observed_at_ms=observed_at_ms),
-    )
-
-
-def reprove(
-    restored: Restored,
-    probe: Callable[[int], str | None],
-    *,
-    observed_at_ms: int | None = None,
-) -> Reproof:
-    """Decide, without I/O, which restored sessions stay as they were.
-
-    ``probe(pid)`` returns the live start token of ``pid`` (field 22 of
-    ``/proc/<pid>/stat``) or ``None`` when it is gone (a zombie counts as gone);
-    it must not raise, and is called once per distinct pid. A session that was not
-    ``persisted`` keeps its activity only when its recorded owner is alive with the
-    same start token; otherwise it becomes ``persisted`` / ``unknown`` with evidence
-    ``persisted_store``, its attention kept except ``needs_input``.
-    """
-    tokens: dict[int, str | None] = {}
-    kept: list[Activity] = []
-    corrections: list[Correction] = []
-    live: dict[SessionKey, Owner] = {}
-    for activity in restored.activities:
-        if activity.presence == "persisted":
-            kept.append(activity)
-            continue
-        owner = restored.owners.get(activity.key)
-        reason: CorrectionReason
-        if owner is None:
-            reason = "owner_unknown"
-        else:
-            pid, token = owner
-            if pid not in tokens:
-                tokens[pid] = probe(pid)
-            live_token = tokens[pid]
-            if live_token == token:
-                kept.append(activity)
-                live[activity.key] = owner
-                continue
-            reason = "owner_dead" if live_token is None else "owner_recycled"
-        corrections.append(
-            Correction(activity, _persisted(activity, observed_at_ms), reason)
+    @property
+    def owners(self) -> Mapping[SessionKey, Owner]:
+        """Owner incarnation per key, for states that recorded one."""
+        return MappingProxyType(
+            {
+                s.key: (s.owner_pid, s.owner_token)
+                for s in self.states
+                if s.owner_pid is not None and s.owner_token is not None
+            }
         )
-    return Reproof(tuple(kept), tuple(corrections), MappingProxyType(live))
 
 
 # --------------------------------------------------------------------------- rows
@@ -398,12 +336,36 @@ class _Row:
 
     seq: int
     activity: Activity
+    # The activity's JSON, encoded once when recorded (the journal row embeds the same bytes).
+    activity_json: msgspec.Raw
     # (seq, harness, session_id, at_ms, transition JSON), encoded when recorded: a few
     # microseconds per transition spread over the stream, rather than a whole batch's worth
     # of Python work at flush time competing with the event loop for the GIL.
     journal: tuple[int, str, str, int | None, str] | None
     owner: Owner | None
+    state: SessionState | None
     seen_ms: int
+
+
+class _JournalTransition(msgspec.Struct, tag="Transition", tag_field="type"):
+    """:class:`messages.Transition` with its activities as already-encoded JSON.
+
+    Encodes to exactly the bytes ``messages.encode(transition)`` gives (same fields, same
+    order), without encoding an activity a second time.
+    """
+
+    seq: int
+    key: SessionKey
+    after: msgspec.Raw
+    cause: str
+    before: msgspec.Raw | None = None
+
+
+# The catalog's state column: the reducer state without its activity (that is the activity
+# column) and without the per-process duplicate fingerprints.
+_STATE_ENCODER: Final = msgspec.json.Encoder()
+_STATE_DECODER: Final = msgspec.json.Decoder(SessionState)
+_ENCODER: Final = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,10 +376,13 @@ class _Gap:
     noticed_ms: int
 
 
-def _journal_row(t: Transition) -> tuple[int, str, str, int | None, str]:
+def _journal_row(
+    t: Transition, after: msgspec.Raw, before: msgspec.Raw | None
+) -> tuple[int, str, str, int | None, str]:
     ev = t.after.evidence
     at_ms = ev.at_ms if ev.at_ms is not None else ev.observed_at_ms
-    return (t.seq, t.key.harness, t.key.session_id, at_ms, messages.encode(t).decode())
+    text = _ENCODER.encode(_JournalTransition(t.seq, t.key, after, t.cause, before)).decode()
+    return (t.seq, t.key.harness, t.key.session_id, at_ms, text)
 
 
 def _flush_statements(
@@ -444,19 +409,24 @@ def _newest_per_key(rows: Sequence[_Row]) -> list[_Row]:
 
 
 def _catalog_rows(rows: Sequence[_Row]) -> Iterator[tuple[object, ...]]:
-    encode = messages.encode
     for row in rows:
         a = row.activity
         pid, token = row.owner if row.owner is not None else (None, None)
+        state = row.state
         yield (
             a.key.harness,
             a.key.session_id,
-            encode(a).decode(),
+            bytes(row.activity_json).decode(),
             pid,
             token,
             a.pane,
             row.seen_ms,
             row.seq,
+            None
+            if state is None
+            else _STATE_ENCODER.encode(
+                msgspec.structs.replace(state, activity=None, recent=())
+            ).decode(),
         )
 
 
@@ -474,10 +444,6 @@ def _check_owner(owner: object) -> Owner | None:
     ):
         return (owner[0], owner[1])
     raise MessageError(f"invalid owner {owner!r}: expected (pid > 0, non-empty start token)")
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # --------------------------------------------------------------------------- opening
@@ -590,7 +556,6 @@ class Store:
         retention_rows: int,
         ended_retention_ms: int,
         max_pending: int,
-        owner_of: Callable[[SessionKey], Owner | None] | None,
         clock: Callable[[], int],
     ) -> None:
         self._db = db
@@ -599,152 +564,145 @@ class Store:
         self._batch_rows = batch_rows
         self._retention_rows = retention_rows
         self._ended_retention_ms = ended_retention_ms
-        self._ended_pruned = 0
         self._max_pending = max_pending
-        self._owner_of = owner_of
         self._clock = clock
         self._pending: list[_Row] = []
         self._pending_gaps: list[_Gap] = []
-        self._in_flight = 0
         self._attempts = 0
         self._journal_count = 0
         self._last_recorded_seq = 0
+        # The newest activity recorded per key and its JSON: it is the next transition's
+        # ``before`` (the hub hands the same object), so it is never encoded twice.
+        self._encoded: dict[SessionKey, tuple[Activity, msgspec.Raw]] = {}
         self._closed = False
         self._lock = anyio.Lock()
         self._wake = anyio.Event()
         self._full = anyio.Event()
-        self._recorded = 0
-        self._snapshot_rows = 0
-        self._rejected = 0
-        self._ignored = 0
-        self._seq_regressions = 0
-        self._written = 0
-        self._duplicates = 0
-        self._catalog_writes = 0
-        self._batches = 0
-        self._flush_errors = 0
-        self._dropped = 0
-        self._gaps = 0
-        self._gap_transitions = 0
-        self._pruned = 0
-        self._decode_errors = 0
-        self._owner_errors = 0
-        self._last_flushed_seq = 0
+        self._stats = StoreStatistics()
 
     @property
     def path(self) -> Path:
         return self._path
 
     def statistics(self) -> StoreStatistics:
-        """A snapshot of the counters (never blocks)."""
-        return StoreStatistics(
-            recorded=self._recorded,
-            snapshot_rows=self._snapshot_rows,
-            rejected=self._rejected,
-            ignored=self._ignored,
-            seq_regressions=self._seq_regressions,
-            written=self._written,
-            duplicates=self._duplicates,
-            catalog_writes=self._catalog_writes,
-            batches=self._batches,
-            flush_errors=self._flush_errors,
-            dropped=self._dropped,
-            gaps=self._gaps,
-            gap_transitions=self._gap_transitions,
-            pruned=self._pruned,
-            ended_pruned=self._ended_pruned,
-            decode_errors=self._decode_errors,
-            owner_errors=self._owner_errors,
-            pending=len(self._pending) + len(self._pending_gaps),
-            in_flight=self._in_flight,
-            last_flushed_seq=self._last_flushed_seq,
+        """A point-in-time copy of the counters (never blocks)."""
+        return msgspec.structs.replace(
+            self._stats, pending=len(self._pending) + len(self._pending_gaps)
         )
 
     # ------------------------------------------------------------------ recording (sync)
 
     def _check_open(self, what: str) -> None:
         if self._closed:
-            self._rejected += 1
+            self._stats.rejected += 1
             raise StoreError(f"{what} on a closed store ({self._path})")
-
-    def _owner(self, key: SessionKey, owner: object) -> Owner | None:
-        try:
-            checked = _check_owner(owner)
-        except MessageError:
-            self._rejected += 1
-            raise
-        if checked is None:
-            return self._ask_owner(key)
-        return checked
-
-    def _ask_owner(self, key: SessionKey) -> Owner | None:
-        if self._owner_of is None:
-            return None
-        try:
-            return _check_owner(self._owner_of(key))
-        except Exception as exc:
-            # A broken owner_of must not stop recording: the row is kept without an
-            # owner (re-proof will then treat the session as unproven), and counted.
-            self._owner_errors += 1
-            _log.error("store %s: owner_of(%s) failed: %r", self._path, key, exc)
-            return None
 
     def _append(self, row: _Row) -> None:
         if len(self._pending) >= self._max_pending:
             # The disk is not keeping up; losing history is better than losing the
             # daemon to memory. Counted, and visible in `paneward status`.
-            self._dropped += 1
+            self._stats.dropped += 1
             return
         self._pending.append(row)
         self._wake.set()
         if len(self._pending) >= self._batch_rows:
             self._full.set()
 
-    def record(self, transition: Transition, owner: Owner | None = None) -> None:
+    def _encode_activity(self, activity: Activity) -> msgspec.Raw:
+        known = self._encoded.get(activity.key)
+        if known is not None and known[0] is activity:
+            return known[1]
+        raw = msgspec.Raw(_ENCODER.encode(activity))
+        self._encoded[activity.key] = (activity, raw)
+        return raw
+
+    def record(
+        self,
+        transition: Transition,
+        state: SessionState | None = None,
+        *,
+        owner: Owner | None = None,
+    ) -> None:
         """Queue ``transition`` for the journal and its key's catalog row. Never blocks.
 
-        Called by :meth:`run_subscription` (or the supervisor directly) on the event
-        loop's thread. ``owner`` is the session's owner incarnation; when ``None``,
-        ``owner_of`` given to :func:`open_store` is asked.
+        Called by :meth:`run_subscription` (or directly) on the event loop's thread. ``state``
+        is the reducer state that published it (kept in the catalog, its owner with it);
+        ``owner`` names the owner incarnation when no state is given.
 
         :raises MessageError: ``transition`` is not a Transition or ``owner`` is malformed
             (counted in ``rejected``; nothing is queued).
         :raises StoreError: the store is closed.
         """
         self._check_open("record()")
+        stats = self._stats
         if not isinstance(transition, Transition):
-            self._rejected += 1
+            stats.rejected += 1
             raise MessageError(
                 f"Store.record() takes a Transition, not {type(transition).__name__}"
             )
-        checked = self._owner(transition.key, owner)
+        checked = self._owner(owner, state)
         seq = transition.seq
         if seq <= self._last_recorded_seq:
-            self._seq_regressions += 1
+            stats.seq_regressions += 1
         self._last_recorded_seq = max(self._last_recorded_seq, seq)
         ev = transition.after.evidence
         seen = ev.observed_at_ms if ev.observed_at_ms is not None else self._clock()
-        self._recorded += 1
-        self._append(_Row(seq, transition.after, _journal_row(transition), checked, seen))
+        before = transition.before
+        before_json = None if before is None else self._encode_activity(before)
+        after_json = self._encode_activity(transition.after)
+        stats.recorded += 1
+        self._append(
+            _Row(
+                seq,
+                transition.after,
+                after_json,
+                _journal_row(transition, after_json, before_json),
+                checked,
+                state,
+                seen,
+            )
+        )
 
-    def record_snapshot(self, snapshot: Snapshot) -> None:
+    def _owner(self, owner: object, state: SessionState | None) -> Owner | None:
+        if state is not None and state.owner_pid is not None and state.owner_token is not None:
+            return (state.owner_pid, state.owner_token)
+        try:
+            return _check_owner(owner)
+        except MessageError:
+            self._stats.rejected += 1
+            raise
+
+    def record_snapshot(
+        self, snapshot: Snapshot, states: Sequence[SessionState | None] = ()
+    ) -> None:
         """Queue catalog upserts for every activity of ``snapshot`` (no journal rows).
 
-        Called by :meth:`run_subscription` for the first item of a subscription.
+        Called by :meth:`run_subscription` for the first item of a subscription; ``states``
+        (aligned with the activities) are the reducer states behind them.
         """
         self._check_open("record_snapshot()")
         if not isinstance(snapshot, Snapshot):
-            self._rejected += 1
+            self._stats.rejected += 1
             raise MessageError(
                 f"Store.record_snapshot() takes a Snapshot, not {type(snapshot).__name__}"
             )
         now = self._clock()
-        for activity in snapshot.activities:
+        for index, activity in enumerate(snapshot.activities):
             ev = activity.evidence
             seen = ev.observed_at_ms if ev.observed_at_ms is not None else now
-            owner = self._ask_owner(activity.key)
-            self._snapshot_rows += 1
-            self._append(_Row(snapshot.seq, activity, None, owner, seen))
+            state = states[index] if index < len(states) else None
+            self._stats.snapshot_rows += 1
+            self._append(
+                _Row(
+                    snapshot.seq,
+                    activity,
+                    self._encode_activity(activity),
+                    None,
+                    self._owner(None, state),
+                    state,
+                    seen,
+                )
+            )
 
     def record_gap(self, overflow: Overflow) -> None:
         """Queue a ``gaps`` row for an Overflow marker and count it.
@@ -755,33 +713,74 @@ class Store:
         """
         self._check_open("record_gap()")
         if not isinstance(overflow, Overflow):
-            self._rejected += 1
+            self._stats.rejected += 1
             raise MessageError(
                 f"Store.record_gap() takes an Overflow, not {type(overflow).__name__}"
             )
-        self._gaps += 1
-        self._gap_transitions += overflow.dropped
+        self._stats.gaps += 1
+        self._stats.gap_transitions += overflow.dropped
         self._pending_gaps.append(
             _Gap(overflow.next_seq, overflow.dropped, overflow.reason, self._clock())
         )
         self._wake.set()
 
-    async def run_subscription(self, subscription: AsyncIterable[messages.Outbound]) -> None:
+    def _take(self, item: object) -> None:
+        if isinstance(item, StateTransition):
+            self.record(item.transition, item.state)
+        elif isinstance(item, Transition):
+            self.record(item)
+        elif isinstance(item, StateSnapshot):
+            self.record_snapshot(item.snapshot, item.states)
+        elif isinstance(item, Snapshot):
+            self.record_snapshot(item)
+        elif isinstance(item, Overflow):
+            self.record_gap(item)
+        else:
+            self._stats.ignored += 1
+
+    async def run_subscription(self, subscription: AsyncIterable[object]) -> None:
         """Record every item of a hub subscription until it ends.
 
         Snapshot -> catalog upserts; Transition -> journal + catalog; Overflow -> gap
-        log (the subscription ends after it: the supervisor resubscribes, and the new
-        snapshot repairs the catalog). Other items are counted as ``ignored``.
+        log (the subscription ends after it: :meth:`follow` resubscribes, and the new
+        snapshot repairs the catalog). Other items are counted as ``ignored``. From a hub
+        :class:`~actors.runtime.hub.Subscription` everything pending is taken at each wake-up
+        (one wake-up per burst, not one per transition), so it never lags behind the hub.
         """
+        drain = subscription.receive_nowait if isinstance(subscription, Subscription) else None
         async for item in subscription:
-            if isinstance(item, Transition):
-                self.record(item)
-            elif isinstance(item, Snapshot):
-                self.record_snapshot(item)
-            elif isinstance(item, Overflow):
-                self.record_gap(item)
-            else:
-                self._ignored += 1
+            self._take(item)
+            while drain is not None:
+                try:
+                    self._take(drain())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+
+    async def follow(
+        self,
+        host: StateSource,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Record everything ``host`` publishes until its hub closes.
+
+        Use as ``await task_group.start(store.follow, supervisor)``: it returns once
+        subscribed, so nothing published after that is missed. The first subscription has no
+        snapshot (the catalog already holds what :meth:`load` read and the supervisor
+        restored); after an Overflow (a disk that fell ``max_pending`` rows behind) it
+        resubscribes with a snapshot that repairs the catalog, and the gap is logged.
+        """
+        snapshot = False
+        while True:
+            with host.subscribe(
+                "all", snapshot, buffer=self._max_pending, states=True
+            ) as subscription:
+                if not snapshot:
+                    task_status.started()
+                await self.run_subscription(subscription)
+                if not subscription.statistics().overflowed:
+                    return
+            snapshot = True
 
     # ------------------------------------------------------------------ writing
 
@@ -809,7 +808,7 @@ class Store:
         gaps, self._pending_gaps = self._pending_gaps, []
         if not rows and not gaps:
             return
-        self._in_flight = len(rows) + len(gaps)
+        self._stats.in_flight = len(rows) + len(gaps)
         newest = _newest_per_key(rows)
         journal_rows = sum(1 for r in rows if r.journal is not None)
         max_seq = max((r.seq for r in rows if r.journal is not None), default=0)
@@ -840,10 +839,10 @@ class Store:
                     await self._rollback()
                     raise
         except Exception as exc:  # sqlite3.Error mostly; never let the writer die
-            self._flush_errors += 1
+            self._stats.flush_errors += 1
             self._attempts += 1
             if self._attempts >= MAX_FLUSH_ATTEMPTS:
-                self._dropped += len(rows) + len(gaps)
+                self._stats.dropped += len(rows) + len(gaps)
                 self._attempts = 0
                 _log.error(
                     "store %s: dropped a batch of %d rows after %d failed flushes: %s",
@@ -854,20 +853,20 @@ class Store:
                 self._requeue(rows, gaps)
             return
         finally:
-            self._in_flight = 0
+            self._stats.in_flight = 0
         self._attempts = 0
         self._journal_count += inserted - pruned
-        self._written += inserted
-        self._duplicates += journal_rows - inserted
-        self._catalog_writes += len(newest)
-        self._pruned += pruned
-        self._batches += 1
-        self._last_flushed_seq = max(self._last_flushed_seq, max_seq)
+        self._stats.written += inserted
+        self._stats.duplicates += journal_rows - inserted
+        self._stats.catalog_writes += len(newest)
+        self._stats.pruned += pruned
+        self._stats.batches += 1
+        self._stats.last_flushed_seq = max(self._stats.last_flushed_seq, max_seq)
 
     def _requeue(self, rows: list[_Row], gaps: list[_Gap]) -> None:
         room = max(self._max_pending - len(self._pending), 0)
         keep = rows[:room]
-        self._dropped += len(rows) - len(keep)
+        self._stats.dropped += len(rows) - len(keep)
         self._pending = keep + self._pending
         self._pending_gaps = gaps + self._pending_gaps
 
@@ -890,13 +889,13 @@ class Store:
     async def _close(self, deadline_s: float) -> None:
         """Final flush (shielded, bounded), then no more records."""
         with anyio.move_on_after(deadline_s, shield=True):
-            errors = self._flush_errors
-            while (self._pending or self._pending_gaps) and self._flush_errors == errors:
+            errors = self._stats.flush_errors
+            while (self._pending or self._pending_gaps) and self._stats.flush_errors == errors:
                 await self.flush()
         self._closed = True
         left = len(self._pending) + len(self._pending_gaps)
         if left:
-            self._dropped += left
+            self._stats.dropped += left
             _log.error("store %s: %d rows not flushed before the close deadline", self._path, left)
             self._pending, self._pending_gaps = [], []
 
@@ -905,38 +904,41 @@ class Store:
     async def load(self) -> Restored:
         """Read the catalog back (after committing anything pending).
 
-        Called by the daemon once at start, before any actor publishes; feed the
-        result to :func:`reprove`.
+        Called by the daemon once at start, before any actor publishes; the supervisor
+        re-proves the states (:meth:`supervisor.Supervisor.restore`). Rows of sessions that
+        settled (:func:`actors.core.reducer.settled`) more than ``ended_retention_ms`` ago are
+        deleted instead (their seq still counts).
         """
         self._check_open("load()")
         await self.flush()
         async with self._lock:
             rows = await self._db.execute_fetchall(
                 "SELECT activity, owner_pid, owner_start_token, seq, last_seen_ms, harness, "
-                "session_id FROM sessions ORDER BY seq, harness, session_id"
+                "session_id, state FROM sessions ORDER BY seq, harness, session_id"
             )
             top = await self._db.execute_fetchall("SELECT max(seq) FROM journal")
-            activities: list[Activity] = []
-            owners: dict[SessionKey, Owner] = {}
+            states: list[SessionState] = []
             last_seq = 0
             skipped = 0
             ended_before = self._clock() - self._ended_retention_ms
             expired: list[tuple[str, str, int]] = []
-            for text, pid, token, seq, seen_ms, harness, session_id in rows:
+            for text, pid, token, seq, seen_ms, harness, session_id, state_text in rows:
                 last_seq = max(last_seq, seq)  # a deleted row's seq still counts
                 activity = self._decode_activity(text)
                 if activity is None:
                     skipped += 1
                     continue
-                if activity.presence == "persisted" and seen_ms < ended_before:
-                    # Ended long ago: nobody needs its state restored, and without this the
-                    # catalog (and every snapshot, `paneward status`) grows with every
-                    # session ever run. Its journal rows stay until journal retention.
+                if settled(activity) and seen_ms < ended_before:
+                    # Ended long ago with nothing to act on: nobody needs its state restored,
+                    # and without this the catalog (and every snapshot, `paneward status`)
+                    # grows with every session ever run. Its journal rows stay until journal
+                    # retention.
                     expired.append((harness, session_id, seq))
                     continue
-                activities.append(activity)
-                if pid is not None and token is not None:
-                    owners[activity.key] = (pid, token)
+                state = self._decode_state(state_text, activity)
+                if state.owner_pid is None and pid is not None and token is not None:
+                    state = msgspec.structs.replace(state, owner_pid=pid, owner_token=token)
+                states.append(state)
             if expired:
                 await self._db.execute("BEGIN IMMEDIATE")
                 try:
@@ -948,22 +950,35 @@ class Store:
                 except BaseException:
                     await self._rollback()
                     raise
-                self._ended_pruned += len(expired)
+                self._stats.ended_pruned += len(expired)
         for (journal_max,) in top:
             last_seq = max(last_seq, journal_max or 0)
-        return Restored(
-            tuple(activities), MappingProxyType(owners), last_seq, skipped, len(expired)
-        )
+        return Restored(tuple(states), last_seq, skipped, len(expired))
+
+    def _decode_state(self, text: str | None, activity: Activity) -> SessionState:
+        """The catalog row's reducer state, with its activity; rebuilt when absent or bad."""
+        if text is not None:
+            try:
+                state = _STATE_DECODER.decode(text)
+            except msgspec.DecodeError as exc:
+                self._stats.decode_errors += 1
+                _log.error("store %s: state of %s does not decode: %s", self._path,
+                           activity.key, exc)
+            else:
+                if state.key == activity.key:
+                    return msgspec.structs.replace(state, activity=activity)
+                self._stats.decode_errors += 1
+        return from_activity(activity)
 
     def _decode_activity(self, text: str) -> Activity | None:
         try:
             item = messages.decode_outbound(text)
         except MessageError as exc:
-            self._decode_errors += 1
+            self._stats.decode_errors += 1
             _log.error("store %s: catalog row does not decode: %s", self._path, exc)
             return None
         if not isinstance(item, Activity):
-            self._decode_errors += 1
+            self._stats.decode_errors += 1
             return None
         return item
 
@@ -989,13 +1004,13 @@ class Store:
             try:
                 item = messages.decode_outbound(text)
             except MessageError as exc:
-                self._decode_errors += 1
+                self._stats.decode_errors += 1
                 _log.error("store %s: journal row does not decode: %s", self._path, exc)
                 continue
             if isinstance(item, Transition):
                 out.append(item)
             else:
-                self._decode_errors += 1
+                self._stats.decode_errors += 1
         return out
 
     async def journal_bounds(self) -> tuple[int, int] | None:
@@ -1025,17 +1040,16 @@ async def open_store(
     retention_rows: int = 100_000,
     ended_retention_ms: int = DEFAULT_ENDED_RETENTION_MS,
     max_pending: int = DEFAULT_MAX_PENDING,
-    owner_of: Callable[[SessionKey], Owner | None] | None = None,
     close_timeout_s: float = 5.0,
     busy_timeout_ms: int = 5_000,
-    clock: Callable[[], int] = _wall_ms,
+    clock: Callable[[], int] = now_ms,
 ) -> AsyncIterator[Store]:
     """Open (creating or migrating) the store at ``path`` and run its writer task.
 
     Parent directories are created 0700 and the file 0600. Leaving the context
     flushes everything still pending (shielded from cancellation, bounded by
     ``close_timeout_s``; rows left after that are counted as dropped) and closes the
-    database. ``owner_of`` supplies owners for catalog rows when ``record`` gets none.
+    database.
     ``busy_timeout_ms`` bounds how long a flush waits for another connection's write
     lock before it fails (counted; the batch is retried). ``ended_retention_ms``: catalog rows of
     sessions that ended (``persisted``) and were not seen for that long are deleted by
@@ -1064,7 +1078,6 @@ async def open_store(
             retention_rows=retention_rows,
             ended_retention_ms=ended_retention_ms,
             max_pending=max_pending,
-            owner_of=owner_of,
             clock=clock,
         )
         try:

@@ -25,8 +25,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -40,6 +39,7 @@ from actors.core.badges import (
     option_commands,
     summary_command,
 )
+from actors.core.clock import now_ms
 from actors.core.tmux_panes import (
     LIST_PANES_COMMAND,
     REAP_COMMAND,
@@ -51,20 +51,18 @@ from actors.core.tmux_panes import (
     PaneTableStatistics,
     parse_pane_rows,
 )
-from actors.runtime.mailbox import EvidenceSink
-from actors.sinks.tmux_client import (
-    ControlClient,
-    ControlStatistics,
+from actors.core.tmux_protocol import (
     Notification,
     TmuxConnectionLost,
     TmuxError,
     TmuxTarget,
     quote,
 )
+from actors.runtime.mailbox import EvidenceSink, Host
+from actors.sinks.tmux_client import ControlClient, ControlStatistics
 from messages import MessageError
 
 __all__ = [
-    "BridgeHost",
     "EvidenceSink",
     "TmuxBridge",
     "TmuxStatistics",
@@ -81,15 +79,6 @@ _VANISHED_PANE: Final = ("can't find pane", "no such pane")
 # A burst of subscription items is drained before writing, but a source that never goes quiet
 # must not starve the writer: write after this many scheduler rounds at most.
 _MAX_SETTLE_ROUNDS: Final = 1000
-
-
-@runtime_checkable
-class BridgeHost(EvidenceSink, Protocol):
-    """What :meth:`TmuxBridge.run` needs from the supervisor."""
-
-    def subscribe(
-        self, mode: Any = ..., snapshot: bool = ...
-    ) -> AbstractAsyncContextManager[AsyncIterator[Any]]: ...
 
 
 class TmuxStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,10 +105,6 @@ class TmuxStatistics(msgspec.Struct, frozen=True, kw_only=True):
     panes: PaneTableStatistics
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class TmuxBridge:
     """The tmux actor: badges out, pane lifecycle in, one control-mode client per server.
 
@@ -140,7 +125,7 @@ class TmuxBridge:
         backoff_initial: float = 0.05,
         backoff_max: float = 2.0,
         reply_timeout: float = 10.0,
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self._target = TmuxTarget(socket_name, socket_path)
         self._target.argv()  # reject -L together with -S now, not at the first connect
@@ -183,15 +168,9 @@ class TmuxBridge:
 
     # -- entry points ------------------------------------------------------------------------
 
-    async def run(self, sink: EvidenceSink) -> None:
+    async def run(self, host: Host) -> None:
         """Run under the supervisor (``Supervisor.start_actor``): subscribe ``latest`` to its
-        broadcast and inject pane messages into it.
-
-        :raises TmuxError: if ``sink`` cannot be subscribed to (it is not a supervisor).
-        """
-        if not isinstance(sink, BridgeHost):
-            raise TmuxError(f"TmuxBridge.run needs a supervisor, got {type(sink).__name__}")
-        host = sink
+        broadcast and inject pane messages into it."""
         async with host.subscribe(mode="latest", snapshot=True) as items:
             await self.serve(items if self._badges_on else None, host if self._panes_on else None)
 

@@ -1,21 +1,15 @@
 """A tmux control-mode client: one ``tmux -C attach`` process, pipelined command batches.
 
-Who uses it: :class:`actors.sinks.tmux.TmuxBridge` owns exactly one :class:`ControlClient` per tmux
-server (DESIGN §9, style-anchors B7). The badge writer and the pane watcher both send their
+Who uses it: :class:`actors.sinks.tmux.TmuxBridge` owns exactly one :class:`ControlClient` per
+tmux server (DESIGN §9, style-anchors B7). The badge writer and the pane watcher both send their
 commands through it; the reader task routes every ``%begin``/``%end`` reply block to the batch
 that is waiting for it and every ``%`` notification to the ``on_notification`` callback.
 
 Why control mode: spawning ``tmux set-option`` costs ~2.4 ms and a fork+exec per update; one
 control-mode client takes a batch of 50 commands in one write for ~1.1 ms (perf-anchors §7).
 
-The protocol (tmux(1), CONTROL MODE): each command line produces exactly one output block,
-``%begin <time> <number> <flags>`` ... ``%end``/``%error`` with the same three fields, in the
-order the commands were written; notifications (``%layout-change @1 ...``) never occur inside a
-block. The block of the ``attach-session`` command given on the command line has flags ``0``;
-blocks for commands written on stdin have flags ``1``.
-
-The parser (:class:`ControlParser`) is sans-IO and unit-tested without an event loop; the client
-is the thin I/O shell around it.
+The protocol and its parser are sans-IO in :mod:`actors.core.tmux_protocol`; this is the thin
+I/O shell around them.
 """
 
 from __future__ import annotations
@@ -25,183 +19,26 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Final, NamedTuple
 
 import anyio
 import anyio.abc
 import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from messages import PanewardError
-
-__all__ = [
-    "ControlClient",
-    "ControlParser",
-    "ControlStatistics",
-    "Notification",
-    "Reply",
-    "TmuxConnectionLost",
-    "TmuxError",
-    "TmuxTarget",
-    "TmuxUnavailable",
-    "quote",
-]
-
-#: Client flags for our control client: it never receives pane output (``%output`` would be
-#: every byte every pane prints) and its (absent) size never resizes the user's windows.
-CLIENT_FLAGS: Final = "no-output,ignore-size"
-
-
-class TmuxError(PanewardError):
-    """Root of the tmux integration's errors."""
-
-
-class TmuxUnavailable(TmuxError):
-    """The control client could not attach (no server, no session, tmux missing)."""
-
-
-class TmuxConnectionLost(TmuxError):
-    """The control client ended (server killed, session closed, ``%exit``) or stopped replying."""
-
-
-class TmuxTarget(NamedTuple):
-    """Which tmux server to talk to: ``-L socket_name``, ``-S socket_path`` or the default.
-
-    With neither set and ``$TMUX`` present (paneward started inside tmux), the server named by
-    ``$TMUX`` is used, as a plain ``tmux`` command would.
-    """
-
-    socket_name: str | None = None
-    socket_path: str | None = None
-
-    def argv(self, environ: dict[str, str] | None = None) -> list[str]:
-        """The ``tmux`` argv prefix selecting this server."""
-        if self.socket_name is not None and self.socket_path is not None:
-            raise TmuxError("give a tmux socket name (-L) or a socket path (-S), not both")
-        if self.socket_name is not None:
-            return ["tmux", "-L", self.socket_name]
-        if self.socket_path is not None:
-            return ["tmux", "-S", self.socket_path]
-        env = os.environ if environ is None else environ
-        inside = env.get("TMUX", "")
-        if inside:
-            # $TMUX is "<socket path>,<server pid>,<session index>".
-            return ["tmux", "-S", inside.split(",", 1)[0]]
-        return ["tmux"]
-
-    def describe(self) -> str:
-        if self.socket_name is not None:
-            return f"tmux -L {self.socket_name}"
-        if self.socket_path is not None:
-            return f"tmux -S {self.socket_path}"
-        return "tmux (default server)"
-
-
-# quote() runs for every option of every pane written: escape via one str.translate pass.
-_QUOTE_TABLE: Final = str.maketrans(
-    {
-        **{chr(c): " " for c in range(0x20)},
-        "\x7f": " ",
-        "\\": "\\\\",
-        '"': '\\"',
-        "$": "\\$",
-    }
+from actors.core.tmux_protocol import (
+    CLIENT_FLAGS,
+    ControlParser,
+    Event,
+    Exit,
+    Notification,
+    Reply,
+    TmuxConnectionLost,
+    TmuxError,
+    TmuxTarget,
+    TmuxUnavailable,
 )
 
-
-def quote(value: str) -> str:
-    """Quote ``value`` as one word of a tmux command line (double quotes).
-
-    Inside double quotes tmux's parser handles backslash escapes and ``$VAR`` expansion, so
-    ``\\``, ``"`` and ``$`` are escaped. Line breaks and other C0 controls would end or corrupt
-    the command line and are replaced by spaces.
-    """
-    return '"' + value.translate(_QUOTE_TABLE) + '"'
-
-
-class Reply(NamedTuple):
-    """One ``%begin``...``%end``/``%error`` block: the output of one command."""
-
-    number: int
-    ok: bool
-    lines: tuple[str, ...]
-    from_client: bool
-
-
-class Notification(NamedTuple):
-    """One ``%name args`` line outside any block (``args`` is the rest of the line)."""
-
-    name: str
-    args: str
-
-
-class _Exit(NamedTuple):
-    reason: str
-
-
-Event = Reply | Notification | _Exit
-
-
-class ControlParser:
-    """Sans-IO parser of tmux control-mode output.
-
-    Fed with raw bytes in any chunking; returns complete :class:`Reply` and
-    :class:`Notification` events (``%exit`` becomes an internal exit event). Lines are decoded as
-    UTF-8 with replacement: tmux passes through whatever bytes a format expands to.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        # (time, number, flags) of the open block, and its lines so far.
-        self._open: tuple[str, str, str] | None = None
-        self._lines: list[str] = []
-
-    def feed(self, data: bytes) -> list[Event]:
-        self._buffer += data
-        *complete, self._buffer = self._buffer.split(b"\n")
-        events: list[Event] = []
-        for raw in complete:
-            event = self._line(raw.rstrip(b"\r").decode("utf-8", "replace"))
-            if event is not None:
-                events.append(event)
-        return events
-
-    def _line(self, line: str) -> Event | None:
-        if self._open is not None:
-            # Inside a block only the matching %end/%error closes it: command output may itself
-            # start with '%' (pane ids) or even with "%end ".
-            parts = line.split(" ")
-            if (
-                len(parts) == 4
-                and parts[0] in ("%end", "%error")
-                and tuple(parts[1:]) == self._open
-            ):
-                _, number, flags = self._open
-                reply = Reply(
-                    number=int(number),
-                    ok=parts[0] == "%end",
-                    lines=tuple(self._lines),
-                    from_client=flags != "0",
-                )
-                self._open = None
-                self._lines = []
-                return reply
-            self._lines.append(line)
-            return None
-        if line.startswith("%begin "):
-            parts = line.split(" ")
-            if len(parts) == 4 and parts[2].isdigit():
-                self._open = (parts[1], parts[2], parts[3])
-                return None
-        if line.startswith("%exit"):
-            return _Exit(line[len("%exit") :].strip())
-        if line.startswith("%"):
-            name, _, args = line[1:].partition(" ")
-            return Notification(name, args)
-        if line.startswith("\x1bP"):
-            # -CC's DCS introducer; harmless if tmux ever sends it.
-            return None
-        return Notification("", line) if line else None
+__all__ = ["ControlClient", "ControlStatistics"]
 
 
 class ControlStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -364,7 +201,7 @@ class ControlClient:
                     break
                 for event in self._parser.feed(data):
                     self._dispatch(event)
-                    if isinstance(event, _Exit):
+                    if isinstance(event, Exit):
                         self._mark_closed(f"%exit {event.reason}".strip())
         finally:
             reason = "tmux control client ended"

@@ -8,121 +8,72 @@ Who sends what:
 - Claude Code ``http`` hooks ``POST /hook/<harness>`` to the optional loopback listener with the
   per-install token in ``X-Paneward-Token``; the body (the hook JSON) becomes a ``NotifyHook``.
 
-Every accepted message is restamped with ``observed_at_ms`` (now) and handed to
-``sink.inject_nowait``; the supervisor owns normalization. Every refusal -- a peer of another
-uid, an oversize frame, invalid UTF-8, a NUL byte, nesting deeper than :data:`MAX_DEPTH`, bad
-JSON, an unknown ``type``, wrong field types, a message the sink refuses, a bad http token -- is
-counted by reason and recorded (:meth:`HookListener.statistics`), and changes nothing else: the
-connection carries on at the next newline and later valid frames still go through.
+Every frame is decoded exactly once (:func:`actors.core.frames.check_frame`: decoding is the
+validation), restamped with ``observed_at_ms`` (now) and handed to ``host.deliver_nowait``,
+which routes it without validating it again; the supervisor owns normalization. Every refusal
+-- a peer of another uid, an oversize frame, invalid UTF-8, a NUL byte, nesting deeper than
+:data:`~actors.core.frames.MAX_DEPTH`, bad JSON, an unknown ``type``, wrong field types, a
+message the host refuses, a bad http token -- is counted by reason and recorded
+(:meth:`HookListener.statistics`), and changes nothing else: the connection carries on at the
+next newline and later valid frames still go through.
 
-The decisions (:class:`FrameSplitter`, :func:`check_frame`, :func:`parse_request_head`,
-:func:`check_http_request`) are sans-IO and tested without an event loop.
+The decisions are sans-IO in :mod:`actors.core.frames` and :mod:`actors.core.http`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
-import json
 import os
-import re
 import socket
 import stat
 import struct
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import anyio
 import anyio.abc
-import msgspec
 from anyio.abc import SocketAttribute
 
 import messages
 from actors.cli import paths
+from actors.core.clock import now_ms
+from actors.core.frames import (
+    MAX_FRAME_BYTES,
+    FrameSplitter,
+    Oversize,
+    Rejection,
+    RejectReason,
+    check_frame,
+    restamp,
+)
+from actors.core.http import (
+    MAX_HEAD_BYTES,
+    check_http_request,
+    http_message,
+    http_response,
+    parse_request_head,
+)
+from actors.harnesses import catalog
 from actors.runtime.mailbox import EvidenceSink
 
 __all__ = [
-    "HOOK_HARNESSES",
-    "HTTP_SKIPPED_EVENTS",
-    "MAX_DEPTH",
-    "MAX_FRAME_BYTES",
-    "TOKEN_HEADER",
-    "EvidenceSink",
-    "FrameSplitter",
     "HookListener",
     "HookListenerError",
     "HookListenerStatistics",
-    "HttpReply",
-    "Oversize",
-    "Rejection",
     "RejectionRecord",
-    "RequestHead",
-    "check_frame",
-    "check_http_request",
     "load_http_token",
-    "nesting_depth",
-    "parse_request_head",
-    "restamp",
 ]
 
-MAX_FRAME_BYTES: Final = 1 << 20
-# Deeper JSON is refused at the edge: msgspec raises RecursionError (not a DecodeError) on
-# very deep input, and every consumer downstream (normalizers, store, watch) would recurse too.
-# Real hook payloads nest < 10 levels.
-MAX_DEPTH: Final = 64
-MAX_HEAD_BYTES: Final = 16 * 1024
 MAX_RECENT_REJECTIONS: Final = 64
 MAX_CONNECTIONS: Final = 512
-TOKEN_HEADER: Final = "x-paneward-token"
-HOOK_HARNESSES: Final = frozenset({"claude-code", "codex", "cursor"})
-# Claude Code never sends these over http (they need a command hook, which also carries
-# CLAUDE_PID); one arriving over http is a misconfiguration or a forgery.
-HTTP_SKIPPED_EVENTS: Final = frozenset({"SessionStart", "Setup"})
-
-RejectReason = Literal[
-    "peer_uid",
-    "too_many_connections",
-    "oversize",
-    "nul_byte",
-    "invalid_utf8",
-    "too_deep",
-    "bad_json",
-    "unknown_type",
-    "invalid_message",
-    "refused_by_sink",
-    "http_bad_request",
-    "http_unauthorized",
-    "http_not_found",
-    "http_method",
-    "http_length_required",
-    "http_too_large",
-    "http_not_object",
-    "http_session_start",
-]
 
 
 class HookListenerError(messages.PanewardError):
     """The listener cannot start: socket in use, unsafe directory, missing/unsafe http token."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """Why one frame or request was refused (``detail`` is for humans, ``reason`` is counted)."""
-
-    reason: RejectReason
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class Oversize:
-    """A frame longer than the limit; ``size`` is how many bytes were skipped."""
-
-    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,285 +104,6 @@ class HookListenerStatistics:
     @property
     def rejected_total(self) -> int:
         return sum(self.rejected.values())
-
-
-# ---------------------------------------------------------------------------------------------
-# Pure decisions
-
-
-class FrameSplitter:
-    """Split a byte stream into newline-terminated frames of at most ``max_frame`` bytes.
-
-    A frame longer than the limit is reported once as :class:`Oversize` (never buffered past
-    the limit) and the stream resynchronises at the next newline. A final frame without a
-    newline is returned by :meth:`close`.
-    """
-
-    __slots__ = ("_buffer", "_discarded", "_discarding", "_max")
-
-    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
-        self._max = max_frame
-        self._buffer = bytearray()
-        self._discarding = False
-        self._discarded = 0
-
-    def feed(self, data: bytes) -> list[bytes | Oversize]:
-        out: list[bytes | Oversize] = []
-        start = 0
-        while True:
-            newline = data.find(b"\n", start)
-            if newline < 0:
-                self._keep(data[start:])
-                return out
-            piece = data[start:newline]
-            start = newline + 1
-            if self._discarding:
-                out.append(Oversize(self._discarded + len(piece)))
-                self._discarding = False
-                self._discarded = 0
-                continue
-            if self._buffer:
-                self._buffer += piece
-                frame = bytes(self._buffer)
-                self._buffer.clear()
-            else:
-                frame = bytes(piece)
-            out.append(Oversize(len(frame)) if len(frame) > self._max else frame)
-
-    def _keep(self, rest: bytes) -> None:
-        if self._discarding:
-            self._discarded += len(rest)
-            return
-        self._buffer += rest
-        if len(self._buffer) > self._max:
-            self._discarding = True
-            self._discarded = len(self._buffer)
-            self._buffer.clear()
-
-    def close(self) -> list[bytes | Oversize]:
-        """End of stream: the unterminated tail, if any, as a last frame."""
-        if self._discarding:
-            self._discarding = False
-            return [Oversize(self._discarded)]
-        if self._buffer:
-            frame = bytes(self._buffer)
-            self._buffer.clear()
-            return [frame]
-        return []
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buffer)
-
-
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS = bytes.maketrans(b"", b"")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def nesting_depth(data: bytes, limit: int = MAX_DEPTH) -> int:
-    """Maximum ``[``/``{`` nesting of JSON text (brackets inside strings do not count).
-
-    Cheap for ordinary payloads: when the text holds no more than ``limit`` opening brackets
-    the depth cannot exceed it and only the count is computed.
-    """
-    opening = data.count(b"[") + data.count(b"{")
-    if opening <= limit:
-        return opening
-    brackets = _STRINGS.sub(b"", data).translate(_BRACKETS, _NOT_BRACKETS)
-    depth = deepest = 0
-    for byte in brackets:
-        if byte in (0x5B, 0x7B):
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-        else:
-            depth -= 1
-    return deepest
-
-
-def _classify(exc: messages.MessageError) -> RejectReason:
-    text = str(exc)
-    if text.startswith("malformed JSON"):
-        return "bad_json"
-    if "Invalid value" in text and "`$.type`" in text:
-        return "unknown_type"
-    return "invalid_message"
-
-
-def _check_bytes(data: bytes) -> Rejection | None:
-    if b"\x00" in data:
-        return Rejection("nul_byte", f"raw NUL byte at offset {data.index(0)}")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Rejection("invalid_utf8", f"invalid UTF-8 at offset {exc.start}: {exc.reason}")
-    depth = nesting_depth(data)
-    if depth > MAX_DEPTH:
-        return Rejection("too_deep", f"JSON nested {depth} levels deep (limit {MAX_DEPTH})")
-    return None
-
-
-def check_frame(frame: bytes) -> messages.Inbound | Rejection:
-    """Decode one frame into an inbound message, or say precisely why it is refused."""
-    if len(frame) > MAX_FRAME_BYTES:
-        return Rejection("oversize", f"frame of {len(frame)} bytes (limit {MAX_FRAME_BYTES})")
-    problem = _check_bytes(frame)
-    if problem is not None:
-        return problem
-    try:
-        return messages.decode_inbound(frame)
-    except messages.MessageError as exc:
-        reason = _classify(exc)
-        if reason != "bad_json":
-            # msgspec validates while it parses, so a truncated frame can fail on a field
-            # first; only call it a typing problem when the text is well-formed JSON at all.
-            try:
-                msgspec.json.decode(frame)
-            except msgspec.DecodeError as syntax:
-                return Rejection("bad_json", f"malformed JSON for inbound message: {syntax}")
-        return Rejection(reason, str(exc))
-    except RecursionError:  # belt and braces: the depth check should have caught it
-        return Rejection("too_deep", "JSON nested too deeply to decode")
-
-
-def restamp(message: messages.Inbound, observed_at_ms: int) -> messages.Inbound:
-    """Set ``observed_at_ms`` (when paneward saw it) on messages that carry one."""
-    if "observed_at_ms" in type(message).__struct_fields__:
-        return msgspec.structs.replace(message, observed_at_ms=observed_at_ms)
-    return message
-
-
-@dataclass(frozen=True, slots=True)
-class RequestHead:
-    method: str
-    target: str
-    version: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def keep_alive(self) -> bool:
-        connection = self.headers.get("connection", "").lower()
-        if self.version == "HTTP/1.0":
-            return connection == "keep-alive"
-        return connection != "close"
-
-
-def parse_request_head(head: bytes) -> RequestHead | Rejection:
-    """Parse an HTTP/1.x request line and headers (``head`` excludes the blank line)."""
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        return Rejection("http_bad_request", "undecodable request head")
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0") or not parts[1]:
-        return Rejection("http_bad_request", f"bad request line {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip() or " " in name:
-            return Rejection("http_bad_request", f"bad header line {line[:80]!r}")
-        key = name.lower()
-        if key in headers and key in ("content-length", TOKEN_HEADER, "transfer-encoding"):
-            return Rejection("http_bad_request", f"duplicate {name} header")
-        headers[key] = value.strip()
-    return RequestHead(parts[0], parts[1], parts[2], headers)
-
-
-@dataclass(frozen=True, slots=True)
-class HttpReply:
-    """What to answer before reading the body: an error, or how many body bytes to read."""
-
-    status: int
-    rejection: Rejection | None = None
-    harness: str | None = None
-    content_length: int = 0
-
-
-def check_http_request(head: RequestHead, token: str) -> HttpReply:
-    """Decide on a request from its head alone: 401/404/405/411/413/501, or read the body."""
-    supplied = head.headers.get(TOKEN_HEADER, "")
-    if not hmac.compare_digest(supplied.encode("utf-8", "replace"), token.encode()):
-        reason = "missing" if not supplied else "wrong"
-        return HttpReply(401, Rejection("http_unauthorized", f"{reason} {TOKEN_HEADER} header"))
-    prefix, _, harness = head.target.partition("?")[0].rpartition("/")
-    if prefix != "/hook" or harness not in HOOK_HARNESSES:
-        return HttpReply(404, Rejection("http_not_found", f"no route {head.target[:80]!r}"))
-    if head.method != "POST":
-        return HttpReply(405, Rejection("http_method", f"{head.method[:16]} is not POST"))
-    if "transfer-encoding" in head.headers:
-        return HttpReply(
-            501, Rejection("http_bad_request", "Transfer-Encoding is not supported")
-        )
-    raw_length = head.headers.get("content-length")
-    if raw_length is None:
-        return HttpReply(411, Rejection("http_length_required", "no Content-Length"))
-    if not raw_length.isdigit():
-        return HttpReply(400, Rejection("http_bad_request", "bad Content-Length"))
-    length = int(raw_length)
-    if length > MAX_FRAME_BYTES:
-        return HttpReply(
-            413,
-            Rejection("http_too_large", f"body of {length} bytes (limit {MAX_FRAME_BYTES})"),
-        )
-    return HttpReply(200, harness=harness, content_length=length)
-
-
-def http_message(harness: str, body: bytes, now_ms: int) -> messages.Inbound | Rejection:
-    """Turn an http hook body into a ``NotifyHook`` (same rules as the socket)."""
-    problem = _check_bytes(body)
-    if problem is not None:
-        return problem
-    try:
-        payload = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        return Rejection("bad_json", f"malformed JSON body: {exc}")
-    if not isinstance(payload, dict):
-        return Rejection("http_not_object", f"body is a JSON {type(payload).__name__}")
-    event = payload.get("hook_event_name")
-    if event in HTTP_SKIPPED_EVENTS:
-        return Rejection(
-            "http_session_start",
-            f"{event} cannot be an http hook (Claude Code skips it and it needs CLAUDE_PID): "
-            "keep a command hook (`paneward hook --harness claude-code`) for it",
-        )
-    try:
-        return messages.revalidate(
-            messages.NotifyHook(
-                harness=harness,  # type: ignore[arg-type]  # checked against HOOK_HARNESSES
-                payload=payload,
-                at_ms=now_ms,
-                observed_at_ms=now_ms,
-            )
-        )
-    except messages.MessageError as exc:
-        return Rejection("invalid_message", str(exc))
-
-
-_STATUS_TEXT: Final = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    413: "Content Too Large",
-    422: "Unprocessable Content",
-    431: "Request Header Fields Too Large",
-    501: "Not Implemented",
-}
-
-
-def http_response(status: int, body: dict[str, Any], *, keep_alive: bool) -> bytes:
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    head = (
-        f"HTTP/1.1 {status} {_STATUS_TEXT.get(status, 'Error')}\r\n"
-        "Content-Type: application/json\r\n"
-        f"Content-Length: {len(payload)}\r\n"
-        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
-    )
-    return head.encode("ascii") + payload
 
 
 def load_http_token(path: Path) -> str:
@@ -518,7 +190,7 @@ class HookListener:
         http_port: int | None = None,
         http_host: str = "127.0.0.1",
         token_path: Path | None = None,
-        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self._socket_path = socket_path
         self._http_requested_port = http_port
@@ -625,7 +297,8 @@ class HookListener:
 
     def _deliver(self, message: messages.Inbound, sink: EvidenceSink) -> Rejection | None:
         try:
-            sink.inject_nowait(restamp(message, self._clock_ms()))
+            # Decoded once (check_frame / http_message): the sink routes it without re-validating.
+            sink.deliver_nowait(restamp(message, self._clock_ms()))
         except messages.PanewardError as exc:
             return Rejection("refused_by_sink", str(exc))
         return None
@@ -737,7 +410,7 @@ class HookListener:
             self._reject(head, "http", None)
             await stream.send(http_response(400, {"error": head.detail}, keep_alive=False))
             return False
-        decision = check_http_request(head, self._token)
+        decision = check_http_request(head, self._token, catalog.HOOK_ROUTES)
         if decision.rejection is not None:
             self._reject(decision.rejection, "http", None)
             await stream.send(
@@ -751,7 +424,13 @@ class HookListener:
         body = bytes(buffer[: decision.content_length])
         del buffer[: decision.content_length]
         assert decision.harness is not None
-        result = http_message(decision.harness, body, self._clock_ms())
+        result: messages.NotifyHook | Rejection = http_message(
+            catalog.HOOK_ROUTES[decision.harness], body, self._clock_ms()
+        )
+        if not isinstance(result, Rejection):
+            refusal = catalog.http_refusal(result)
+            if refusal is not None:
+                result = Rejection("http_session_start", refusal)
         if isinstance(result, Rejection):
             rejection = result
             self._reject(rejection, "http", None)

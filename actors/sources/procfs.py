@@ -28,15 +28,15 @@ import time
 import msgspec
 import psutil
 
+from actors.core.pids import StatFields, parse_stat
+
 __all__ = [
     "HAVE_PROCFS",
     "ProcessInfo",
-    "StatFields",
     "children_map",
     "is_alive",
     "list_pids",
     "open_paths",
-    "parse_stat",
     "probe",
     "read_cmdline",
     "read_comm",
@@ -64,37 +64,6 @@ class ProcessInfo(msgspec.Struct, frozen=True):
     start_token: str
 
 
-class StatFields(msgspec.Struct, frozen=True):
-    """The fields of ``/proc/<pid>/stat`` paneward uses."""
-
-    comm: str
-    state: str
-    ppid: int
-    start_token: str
-
-
-def parse_stat(text: str) -> StatFields | None:
-    """Parse a ``/proc/<pid>/stat`` line.
-
-    Pure. Fields after the comm are split from the text after the LAST ``)``
-    (field 3 is the state, 4 the ppid, 22 the starttime). Returns ``None`` for
-    a line that does not have that shape.
-    """
-    open_paren = text.find("(")
-    close_paren = text.rfind(")")
-    if open_paren < 0 or close_paren < open_paren:
-        return None
-    comm = text[open_paren + 1 : close_paren]
-    rest = text[close_paren + 1 :].split()
-    # rest[0] is field 3 (state); field n is rest[n - 3].
-    if len(rest) < 20:
-        return None
-    ppid_text, start_text = rest[1], rest[19]
-    if not (ppid_text.lstrip("-").isdigit() and start_text.isdigit()):
-        return None
-    return StatFields(comm=comm, state=rest[0], ppid=int(ppid_text), start_token=start_text)
-
-
 def _read_text(path: str) -> str | None:
     try:
         with open(path, "rb") as f:
@@ -105,12 +74,25 @@ def _read_text(path: str) -> str | None:
     return data.decode("utf-8", "surrogateescape")
 
 
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # ENOENT/ESRCH: vanished; EACCES: not ours to read. Both are "unknown".
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def read_stat(pid: int) -> StatFields | None:
     """``/proc/<pid>/stat`` parsed, or ``None`` if gone (Linux only; ``None`` elsewhere)."""
     if pid <= 0 or not HAVE_PROCFS:
         return None
-    text = _read_text(f"{_PROC}/{pid}/stat")
-    return None if text is None else parse_stat(text)
+    data = _read_bytes(f"{_PROC}/{pid}/stat")
+    return None if data is None else parse_stat(data)
 
 
 def probe(pid: int) -> str | None:
@@ -309,23 +291,9 @@ def _scan_proc(out: list[ProcessInfo]) -> list[ProcessInfo]:
             continue
         finally:
             os.close(fd)
-        close = data.rfind(b")")
-        open_ = data.find(b"(")
-        rest = data[close + 1 :].split(None, 20)
-        if open_ < 0 or close < open_ or len(rest) < 21:
-            continue
-        try:
-            ppid = int(rest[1])
-        except ValueError:
-            continue
-        append(
-            ProcessInfo(
-                pid=int(name),
-                ppid=ppid,
-                comm=data[open_ + 1 : close].decode("utf-8", "surrogateescape"),
-                start_token=rest[19].decode("ascii", "replace"),
-            )
-        )
+        fields = parse_stat(data)
+        if fields is not None:
+            append(ProcessInfo(int(name), fields.ppid, fields.comm, fields.start_token))
     out.sort(key=_pid_of)
     return out
 

@@ -4,7 +4,8 @@ A multiplexer that runs programs in PTYs it owns feeds each PTY's output through
 :class:`PtyStatusFeed`; the feed emits ``messages.ProgramStatus`` evidence through the
 sink (``inject_nowait``) and returns the answer to Claude Code's OSC 7501 probe, which the
 host writes back to the PTY (a host that understands OSC 7501 is the terminal that answers).
-``paneward wrap`` (:mod:`actors.cli.wrap`) produces the same evidence through :func:`program_status`.
+``paneward wrap`` (:mod:`actors.cli.wrap`) produces the same evidence through
+:func:`program_status`.
 
 Example::
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.core.hints import first_str, text, token, unmapped
+from actors.core.hints import NEEDS_INPUT_NOTIFICATIONS, first_str, text, token, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["KNOWN_EVENTS", "NEEDS_INPUT_NOTIFICATIONS", "normalize"]
+__all__ = ["HTTP_REFUSED_EVENTS", "KNOWN_EVENTS", "LATE_NOTIFICATIONS", "normalize"]
 
 # Every event name Claude Code 2.1.332 accepts (its own table). A known event that
 # makes no claim maps to "info"; anything else is counted as unmapped.
@@ -60,6 +60,10 @@ KNOWN_EVENTS: Final = frozenset(
     ]
 )
 
+#: Events Claude Code never sends as ``http`` hooks (they need a command hook, which also
+#: carries ``CLAUDE_PID``): one arriving over http is a misconfiguration or a forgery.
+HTTP_REFUSED_EVENTS: Final = frozenset({"SessionStart", "Setup"})
+
 _EVENT_HINTS: Final[dict[str, HintKind]] = {
     "userpromptsubmit": "working",
     "pretooluse": "working",
@@ -79,13 +83,10 @@ _EVENT_HINTS: Final[dict[str, HintKind]] = {
     "subagentstop": "subagent_stop",
 }
 
-# Notification types that mean "blocked on the user". Claude's own permission and
-# elicitation notifications arrive ~6 s after the dialog opened, so they only open
-# needs_input without better proof ("late"); the generic ones are immediate.
+# Claude's own permission and elicitation notifications arrive ~6 s after the dialog opened,
+# so they only open needs_input without better proof ("late"); the generic ones
+# (actors.core.hints.NEEDS_INPUT_NOTIFICATIONS) are immediate.
 LATE_NOTIFICATIONS: Final = frozenset({"permissionprompt", "elicitationdialog"})
-NEEDS_INPUT_NOTIFICATIONS: Final = frozenset(
-    {"permissionrequest", "approvalrequest", "approvalrequired", "inputrequired"}
-)
 
 
 def normalize(hook: NotifyHook) -> HookHint | Unmapped:

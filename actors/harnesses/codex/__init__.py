@@ -1,1 +1,26 @@
-"""TODO"""
+"""Codex CLI: everything paneward knows about it, in one package.
+
+- :mod:`.paths` -- where its files are (``$CODEX_HOME``, default ``~/.codex``);
+- :mod:`.hooks` -- ``notify`` and ``hooks.json`` payloads to hints;
+- :mod:`.rollouts` -- rollout files held open by a ``codex`` process: the discovery actor;
+- :mod:`.tui` -- what a TUI process proves about the thread it shows;
+- :mod:`.install` -- the ``config.toml`` / ``hooks.json`` edits of ``install-hooks codex``.
+
+Facts: reference/real-harnesses.md §5, real-harnesses-2.md §2. The owner of a hook or notify
+is the hook's parent, the ``codex`` process that runs it.
+"""
+
+from __future__ import annotations
+
+from actors.core.harness import HarnessSpec
+from actors.harnesses.codex import hooks, tui
+
+__all__ = ["SPEC"]
+
+SPEC = HarnessSpec(
+    id="codex",
+    summary="rollout files held open, notify, hooks.json, OSC 7501 under paneward wrap",
+    normalize=hooks.normalize,
+    claim_comms=tui.CLAIM_COMMS,
+    process_claim=tui.process_claim,
+)

@@ -624,10 +624,9 @@ def codex_processes() -> list[procfs.ProcessInfo]:
             with open(f"/proc/{name}/comm", "rb") as f:
                 if f.read() != b"codex\n":
                     continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = procfs.parse_stat(f.read().decode("utf-8", "surrogateescape"))
         except OSError:
             continue  # exited during the scan (or not ours to read: then not provable)
+        stat = procfs.read_stat(int(name))
         if stat is not None:
             out.append(procfs.ProcessInfo(int(name), stat.ppid, stat.comm, stat.start_token))
     return out

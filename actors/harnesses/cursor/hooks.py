@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.core.hints import first_str, text, token, unmapped
-from actors.harnesses.claude_code.hooks import NEEDS_INPUT_NOTIFICATIONS
+from actors.core.hints import NEEDS_INPUT_NOTIFICATIONS, first_str, text, token, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook

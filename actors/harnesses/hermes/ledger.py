@@ -277,18 +277,11 @@ def hermes_homes(root: Path) -> list[Path]:
 def probe_process(pid: int) -> Probe:
     """Existence, zombie state and start token of ``pid`` (blocking)."""
     if procfs.HAVE_PROCFS:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                text = f.read().decode("utf-8", "surrogateescape")
-        except FileNotFoundError:
-            return Probe(False)
-        except OSError:
-            # Unreadable but present (EACCES): alive per kill(0), identity unknown.
+        stat = procfs.read_stat(pid)
+        if stat is None:
+            # Gone, or present but unreadable (EACCES): kill(0) tells, identity unknown.
             return Probe(procfs.is_alive(pid))
-        rest = text[text.rfind(")") + 1 :].split()
-        if len(rest) < 20:
-            return Probe(procfs.is_alive(pid))
-        return Probe(True, rest[0] == "Z", rest[19])
+        return Probe(True, stat.state == "Z", stat.start_token)
     try:
         proc = psutil.Process(pid)
         zombie = proc.status() == psutil.STATUS_ZOMBIE

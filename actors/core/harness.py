@@ -1,0 +1,41 @@
+"""What paneward knows about one harness, as plain data: the shape every harness package fills.
+
+Each package under :mod:`actors.harnesses` declares one :class:`HarnessSpec` (its ``SPEC``);
+:mod:`actors.harnesses.catalog` collects them. Pure: a spec holds data and pure functions only
+(the I/O of a harness -- its discovery actor, its config edits -- lives beside it in the
+package and is wired by :mod:`actors.cli.daemon` and :mod:`actors.cli.install`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from actors.core.pane_map import Binding
+from messages.activity import Unmapped
+from messages.common import Harness
+from messages.evidence import HookHint, NotifyHook
+
+__all__ = ["HarnessSpec", "Normalizer", "ProcessClaim"]
+
+Normalizer = Callable[[NotifyHook], HookHint | Unmapped]
+#: (pid, comm, argv, start token) -> what that process proves by itself about its session.
+ProcessClaim = Callable[[int, str, Sequence[str], "str | None"], Binding | None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HarnessSpec:
+    """One harness, as its package declares it.
+
+    ``normalize`` maps the harness's native hook payloads to hints (``None``: it sends none);
+    ``http_refused`` maps an event name to why it can never arrive as an ``http`` hook;
+    ``process_claim`` says what one of its processes (a comm in ``claim_comms``) proves by
+    itself when the pane mapper finds no owner (``None``: nothing).
+    """
+
+    id: Harness
+    summary: str
+    normalize: Normalizer | None = None
+    http_refused: Mapping[str, str] = field(default_factory=dict)
+    claim_comms: frozenset[str] = frozenset()
+    process_claim: ProcessClaim | None = None

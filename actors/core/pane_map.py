@@ -1,0 +1,248 @@
+"""Which session a pane shows, decided from the process tree: the pane mapper's pure core.
+
+A pane is ``(pane id, root pid)`` (``PaneOpened``). The session shown in a pane is the one
+owned by the *nearest* process below the root (breadth-first, the root itself first, at most
+256 processes visited, DESIGN §6, behaviour 19) that owns a session. Ownership is learnt from
+the evidence :meth:`PaneMap.observe` is fed:
+
+========================  ===========================  =========================
+evidence                  owner                        ``PaneBound.proof``
+========================  ===========================  =========================
+``RegistryStatus``        the Claude registry pid      ``claude_registry_pid``
+``RolloutOwned`` (root)   the ``codex`` holding it     ``codex_rollout_owner``
+``HookHint`` with a pid   the hook's claimed owner     ``hook_owner_pid``
+========================  ===========================  =========================
+
+and forgotten on ``RegistryRemoved`` / ``RolloutReleased`` (that key) and ``ProcessGone``
+(every key of that incarnation). Where no owner is known, what a process proves by itself
+(its harness package's claim, e.g. Codex's ``codex resume <id>`` command line) binds.
+
+Bindings change only on proof: a newer agent found nearer (or the only one) in the pane
+rebinds it (``PaneUnbound`` old, then ``PaneBound`` new); ``PaneClosed`` unbinds. When the
+agent exits and the walk finds no owner, the pane keeps showing its last session (its
+activity says it is no longer running). The I/O shell is :mod:`actors.sources.pane_mapper`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final
+
+import msgspec
+
+import messages
+
+__all__ = [
+    "MAX_VISIT",
+    "Binding",
+    "ChildrenLookup",
+    "ClaimLookup",
+    "Owner",
+    "PaneChange",
+    "PaneMap",
+]
+
+MAX_VISIT: Final = 256
+
+ChildrenLookup = Callable[[int], Sequence[int]]
+PaneChange = messages.PaneBound | messages.PaneUnbound | messages.ProcessSeen
+
+
+class Owner(msgspec.Struct, frozen=True):
+    """``pid`` (incarnation ``token``, if known) owns ``key``, proven by ``proof``;
+    ``learnt`` orders owners by when the mapper learnt of them."""
+
+    key: messages.SessionKey
+    proof: str
+    token: str | None = None
+    learnt: int = 0
+
+
+class Binding(msgspec.Struct, frozen=True):
+    """``key`` is shown in a pane, proven by ``proof``; ``pid``/``token`` name the
+    process for a ``codex_tui_process`` binding (the mapper announces it alive)."""
+
+    key: messages.SessionKey
+    proof: str
+    pid: int | None = None
+    token: str | None = None
+
+
+#: pid -> what that process proves by itself about the session it shows, or ``None``.
+ClaimLookup = Callable[[int], "Binding | None"]
+
+
+class PaneMap:
+    """Pure state of the mapper: pane roots, the owner table and current bindings.
+
+    Fed with :meth:`observe`; :meth:`rebind` walks the panes (with the lookups
+    given) and returns the ``PaneUnbound``/``PaneBound`` messages to send.
+    """
+
+    def __init__(self, max_visit: int = MAX_VISIT) -> None:
+        self.max_visit = max_visit
+        self.panes: dict[str, int] = {}
+        self.bindings: dict[str, Binding] = {}
+        self.owners: dict[int, list[Owner]] = {}
+        self.dirty: set[str] = set()
+        self.walks = 0
+        self.visited = 0
+        self.truncated = 0
+        self.ignored = 0
+        self._learnt = 0
+
+    # -- learning --
+
+    def _add_owner(self, pid: int, owner: Owner) -> None:
+        self._learnt += 1
+        owner = msgspec.structs.replace(owner, learnt=self._learnt)
+        owned = [o for o in self.owners.get(pid, []) if o.key != owner.key]
+        if owner.proof == "claude_registry_pid":
+            # A Claude process owns one session at a time (/clear rotates it in place).
+            owned = [o for o in owned if o.proof != "claude_registry_pid"]
+        owned.append(owner)
+        self.owners[pid] = owned
+        self.dirty.update(self.panes)
+
+    def _drop_owner(self, pid: int, key: messages.SessionKey | None, token: str | None) -> None:
+        owned = self.owners.get(pid)
+        if not owned:
+            return
+        keep = [
+            o
+            for o in owned
+            if not (
+                (key is None or o.key == key)
+                and (token is None or o.token is None or o.token == token)
+            )
+        ]
+        if keep:
+            self.owners[pid] = keep
+        else:
+            del self.owners[pid]
+        if len(keep) != len(owned):
+            self.dirty.update(self.panes)
+
+    def observe(self, message: messages.Inbound) -> list[messages.PaneUnbound]:
+        """Learn from one message; returns the unbinds it implies at once (pane closed).
+
+        Panes that need a new walk are collected in :attr:`dirty`.
+        """
+        m = message
+        if isinstance(m, messages.RegistryStatus):
+            self._add_owner(m.pid, Owner(m.key, "claude_registry_pid", m.start_token))
+        elif isinstance(m, messages.RolloutOwned):
+            if m.root_key is None:
+                self._add_owner(m.pid, Owner(m.key, "codex_rollout_owner", m.start_token))
+            else:
+                self.ignored += 1  # a child thread: its root's owner binds the pane
+        elif isinstance(m, messages.HookHint):
+            if m.pid is None:
+                self.ignored += 1
+            elif not any(o.key == m.key for o in self.owners.get(m.pid, [])):
+                self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
+        elif isinstance(m, messages.RegistryRemoved | messages.RolloutReleased):
+            self._drop_owner(m.pid, m.key, None)
+        elif isinstance(m, messages.ProcessGone):
+            self._drop_owner(m.pid, None, m.start_token)
+        elif isinstance(m, messages.PaneOpened):
+            self.panes[m.pane] = m.root_pid
+            self.dirty.add(m.pane)
+        elif isinstance(m, messages.PaneClosed):
+            self.panes.pop(m.pane, None)
+            self.dirty.discard(m.pane)
+            bound = self.bindings.pop(m.pane, None)
+            if bound is not None:
+                # It happened when the host closed the pane, not when we heard of it.
+                return [messages.PaneUnbound(key=bound.key, pane=m.pane, at_ms=m.at_ms)]
+        else:
+            self.ignored += 1
+        return []
+
+    # -- walking --
+
+    def walk(
+        self, root: int, children: ChildrenLookup, claim: ClaimLookup | None = None
+    ) -> Binding | None:
+        """Breadth-first below ``root`` (root first) to the nearest proven owner.
+
+        Visits at most :attr:`max_visit` processes. Several owners at the same depth
+        (an agent suspended with Ctrl-Z and a newer one): the most recently learnt
+        wins. Failing an owner at a depth, what a process there proves by itself
+        (``claim``, from its harness package: :func:`actors.harnesses.catalog.process_claim`)
+        binds: a claim naming a session (e.g. ``codex resume <id>``) first, then a claim to the
+        process's own session (a Codex TUI in daemon mode: presence only, turn unknown) -- and
+        the walk stops there, so a shared daemon below it, which holds the rollouts of every
+        thread, never lends the pane a guessed thread.
+        """
+        self.walks += 1
+        level = [root]
+        seen: set[int] = {root}
+        visited = 0
+        while level:
+            best: Owner | None = None
+            named: Binding | None = None
+            itself: Binding | None = None
+            next_level: list[int] = []
+            for pid in level:
+                if visited >= self.max_visit:
+                    self.truncated += 1
+                    next_level = []
+                    break
+                visited += 1
+                for owner in self.owners.get(pid, ()):
+                    if best is None or owner.learnt > best.learnt:
+                        best = owner
+                if best is None and named is None and claim is not None:
+                    found = claim(pid)
+                    if found is not None:
+                        if found.pid is None:
+                            named = found
+                        elif itself is None:
+                            itself = found
+                for child in children(pid):
+                    if child not in seen:
+                        seen.add(child)
+                        next_level.append(child)
+            if best is not None:
+                self.visited += visited
+                return Binding(best.key, best.proof)
+            if named is not None:
+                self.visited += visited
+                return named
+            if itself is not None:
+                self.visited += visited
+                return itself
+            level = next_level
+        self.visited += visited
+        return None
+
+    def rebind(
+        self,
+        children: ChildrenLookup,
+        claim: ClaimLookup | None,
+        at_ms: int,
+        panes: Iterable[str] | None = None,
+    ) -> list[PaneChange]:
+        """Walk the dirty panes (or ``panes``) and return the binding changes.
+
+        A pane bound to a Codex TUI process is preceded by the ``ProcessSeen`` that
+        proves that process (and so its session) alive.
+        """
+        todo = sorted(self.dirty if panes is None else set(panes) & set(self.panes))
+        self.dirty.difference_update(todo)
+        out: list[PaneChange] = []
+        for pane in todo:
+            found = self.walk(self.panes[pane], children, claim)
+            current = self.bindings.get(pane)
+            if found is None or (current is not None and current.key == found.key):
+                continue  # no proof of another session: keep what the pane shows
+            if current is not None:
+                out.append(messages.PaneUnbound(key=current.key, pane=pane, at_ms=at_ms))
+            if found.pid is not None and found.token is not None:
+                out.append(
+                    messages.ProcessSeen(found.pid, found.token, at_ms, at_ms, key=found.key)
+                )
+            self.bindings[pane] = found
+            out.append(messages.PaneBound(key=found.key, pane=pane, at_ms=at_ms, proof=found.proof))
+        return out
