@@ -127,8 +127,12 @@ async def latency(events: int, tmp: Path) -> dict[str, list[float]]:
         async with watching(daemon) as watcher:
             now = time.time_ns() // 1_000_000
             start_hook = messages.NotifyHook(
-                "claude-code", claude_hook_payload("SessionStart", 0), now, now, agent.pid,
-                agent.token,
+                harness="claude-code",
+                payload=claude_hook_payload("SessionStart", 0),
+                at_ms=now,
+                observed_at_ms=now,
+                pid=agent.pid,
+                start_token=agent.token,
             )
             await raw_send(daemon.hook_socket, messages.encode(start_hook) + b"\n")
             await watcher.wait_for(lambda items: len(items) >= 1, "SessionStart")

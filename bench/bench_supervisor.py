@@ -54,7 +54,14 @@ def hook_frames(sessions: int, events: int) -> list[bytes]:
             "cwd": "/work",
             "transcript_path": "/x",
         }
-        msg = NotifyHook("claude-code", payload, T0 + i, T0 + i, pid=10_000 + n, start_token="123")
+        msg = NotifyHook(
+            harness="claude-code",
+            payload=payload,
+            at_ms=T0 + i,
+            observed_at_ms=T0 + i,
+            pid=10_000 + n,
+            start_token="123",
+        )
         frames.append(msgspec.json.encode(msg))
     return frames
 

@@ -184,7 +184,14 @@ async def hook_to_tmux(server: TmuxServer, events: int) -> dict[str, list[float]
 
             now = time.time_ns() // 1_000_000
             start = claude_hook_payload("SessionStart", 0, session="bench-tmux")
-            hello = NotifyHook("claude-code", start, now, now, pid, token)
+            hello = NotifyHook(
+                harness="claude-code",
+                payload=start,
+                at_ms=now,
+                observed_at_ms=now,
+                pid=pid,
+                start_token=token,
+            )
             await raw_send(state / "hook.sock", encode(hello) + b"\n")
             with anyio.fail_after(30):
                 await wait_badge("? unknown")  # bound to the pane, no turn yet

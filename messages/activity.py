@@ -40,7 +40,7 @@ class OutboundMessage(
     """Base of every outbound message (tagged by class name in ``type``)."""
 
 
-class Activity(OutboundMessage, frozen=True):
+class Activity(OutboundMessage, frozen=True, kw_only=True):
     """The published state of one session: the three axes plus their evidence.
 
     Made by the session reducer; a stable public JSON contract (README).
@@ -71,7 +71,7 @@ class Activity(OutboundMessage, frozen=True):
         )
 
 
-class Transition(OutboundMessage, frozen=True):
+class Transition(OutboundMessage, frozen=True, kw_only=True):
     """One published change of a session's :class:`Activity`.
 
     ``seq`` is global and strictly increasing; ``before`` is ``None`` for a new
@@ -109,7 +109,7 @@ class Overflow(OutboundMessage, frozen=True):
     reason: str
 
 
-class Unmapped(OutboundMessage, frozen=True):
+class Unmapped(OutboundMessage, frozen=True, kw_only=True):
     """A valid payload the harness module could not map; it changed no state.
 
     Recorded (bounded) and counted by the supervisor; ``keys`` lists at most six
@@ -122,7 +122,7 @@ class Unmapped(OutboundMessage, frozen=True):
     at_ms: int
 
 
-class Rejected(OutboundMessage, frozen=True):
+class Rejected(OutboundMessage, frozen=True, kw_only=True):
     """An inbound message refused as malformed; recorded and counted."""
 
     reason: str

@@ -86,7 +86,7 @@ class Attention(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     since_ms: TimeMs
 
 
-class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Evidence(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What proved the current state. Never a pid, path, socket or token."""
 
     source: Source

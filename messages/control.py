@@ -31,7 +31,7 @@ class ControlMessage(
     """Base of every inbound control message (tagged by class name in ``type``)."""
 
 
-class PaneOpened(ControlMessage, frozen=True):
+class PaneOpened(ControlMessage, frozen=True, kw_only=True):
     """A pane exists with ``root_pid`` as the process the host started in it.
 
     Sent by the host or the tmux actor; handled by the pane mapper, which walks
@@ -63,7 +63,7 @@ class PaneFocused(ControlMessage, frozen=True):
     at_ms: TimeMs
 
 
-class PaneBound(ControlMessage, frozen=True):
+class PaneBound(ControlMessage, frozen=True, kw_only=True):
     """The pane mapper proved that ``key``'s owner runs in ``pane``.
 
     ``proof`` says which proof (``claude_registry_pid``, ``codex_rollout_owner``,
@@ -95,7 +95,7 @@ class Acknowledge(ControlMessage, frozen=True):
     pane: Id | None = None
 
 
-class HostSignal(ControlMessage, frozen=True):
+class HostSignal(ControlMessage, frozen=True, kw_only=True):
     """The host delivered ``interrupt`` (Ctrl-C), ``eof`` or ``terminate`` to the session.
 
     ``interrupt`` makes the turn idle without opening ``turn_done``;

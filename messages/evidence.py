@@ -43,7 +43,7 @@ class EvidenceMessage(
     """Base of every inbound evidence message (tagged by class name in ``type``)."""
 
 
-class ProcessSeen(EvidenceMessage, frozen=True):
+class ProcessSeen(EvidenceMessage, frozen=True, kw_only=True):
     """A pid was probed and found alive with this start token.
 
     Sent by the pid watcher (and discovery actors that just read the token);
@@ -61,7 +61,7 @@ class ProcessSeen(EvidenceMessage, frozen=True):
     key: SessionKey | None = None
 
 
-class ProcessGone(EvidenceMessage, frozen=True):
+class ProcessGone(EvidenceMessage, frozen=True, kw_only=True):
     """A pid the watcher had seen alive is gone, or now has another start token.
 
     Sent by the pid watcher; routed by the supervisor to the sessions owned by
@@ -77,7 +77,7 @@ class ProcessGone(EvidenceMessage, frozen=True):
     recycled: bool = False
 
 
-class RegistryStatus(EvidenceMessage, frozen=True):
+class RegistryStatus(EvidenceMessage, frozen=True, kw_only=True):
     """One validated write of Claude Code's ``sessions/<pid>.json``.
 
     Sent by the Claude discovery actor only for records whose pid is alive with a
@@ -96,7 +96,7 @@ class RegistryStatus(EvidenceMessage, frozen=True):
     version: str | None = None
 
 
-class RegistryRemoved(EvidenceMessage, frozen=True):
+class RegistryRemoved(EvidenceMessage, frozen=True, kw_only=True):
     """Claude's ``sessions/<pid>.json`` disappeared, or now names another session.
 
     Sent by the Claude discovery actor; ``pid_alive`` says whether the owner was
@@ -116,7 +116,7 @@ class RegistryRemoved(EvidenceMessage, frozen=True):
 Boundary = Literal["task_started", "task_complete", "turn_aborted"]
 
 
-class LifecycleBoundary(EvidenceMessage, frozen=True):
+class LifecycleBoundary(EvidenceMessage, frozen=True, kw_only=True):
     """A Codex rollout lifecycle record (``event_msg`` task_started/complete/aborted).
 
     Sent by the Codex discovery actor's rollout tail. ``key`` is the thread the
@@ -134,7 +134,7 @@ class LifecycleBoundary(EvidenceMessage, frozen=True):
     version: str | None = None
 
 
-class RolloutOwned(EvidenceMessage, frozen=True):
+class RolloutOwned(EvidenceMessage, frozen=True, kw_only=True):
     """A process whose comm is exactly ``codex`` holds this thread's rollout open.
 
     Sent by the Codex discovery actor; proves presence ``running`` for ``key``.
@@ -149,7 +149,7 @@ class RolloutOwned(EvidenceMessage, frozen=True):
     version: str | None = None
 
 
-class RolloutReleased(EvidenceMessage, frozen=True):
+class RolloutReleased(EvidenceMessage, frozen=True, kw_only=True):
     """Rollout ownership of ``key`` was missed in two consecutive samples.
 
     Sent by the Codex discovery actor; handled by the session reducer as proof
@@ -162,7 +162,7 @@ class RolloutReleased(EvidenceMessage, frozen=True):
     observed_at_ms: TimeMs
 
 
-class NotifyHook(EvidenceMessage, frozen=True):
+class NotifyHook(EvidenceMessage, frozen=True, kw_only=True):
     """A raw hook payload as the harness sent it (Claude/Codex hooks, Codex notify, Cursor).
 
     Sent by the hook listener (socket or http) and ``paneward inject``. The
@@ -195,7 +195,7 @@ HintKind = Literal[
 ]
 
 
-class HookHint(EvidenceMessage, frozen=True):
+class HookHint(EvidenceMessage, frozen=True, kw_only=True):
     """A hook payload normalized by its harness module.
 
     Produced by ``actors.harnesses.<harness>.normalize`` from a
@@ -219,7 +219,7 @@ class HookHint(EvidenceMessage, frozen=True):
     version: str | None = None
 
 
-class LedgerFire(EvidenceMessage, frozen=True):
+class LedgerFire(EvidenceMessage, frozen=True, kw_only=True):
     """One Hermes cron execution row (``cron/executions.db``).
 
     Sent by the Hermes discovery actor; ``pid_alive`` is whether the recorded
@@ -234,7 +234,7 @@ class LedgerFire(EvidenceMessage, frozen=True):
     pid_alive: bool = False
 
 
-class PtySpawned(EvidenceMessage, frozen=True):
+class PtySpawned(EvidenceMessage, frozen=True, kw_only=True):
     """A host (or ``paneward wrap``) started ``key``'s program in a PTY it owns.
 
     The host is then the authority on presence for this session.
@@ -248,7 +248,7 @@ class PtySpawned(EvidenceMessage, frozen=True):
     pane: Id | None = None
 
 
-class PtyExit(EvidenceMessage, frozen=True):
+class PtyExit(EvidenceMessage, frozen=True, kw_only=True):
     """The host PTY's program exited with ``code`` or was killed by ``signal``.
 
     Handled by the session reducer: presence ``persisted``; non-zero code or a
@@ -266,7 +266,7 @@ class PtyExit(EvidenceMessage, frozen=True):
 ProgramState = Literal["working", "blocked", "done", "idle", "clear"]
 
 
-class ProgramStatus(EvidenceMessage, frozen=True):
+class ProgramStatus(EvidenceMessage, frozen=True, kw_only=True):
     """One OSC 7501 program-status record from the PTY stream.
 
     Sent by ``paneward wrap`` or a host that feeds its PTY bytes through the

@@ -49,7 +49,20 @@ def claude_messages() -> list[Inbound]:
         # The capture has no start token for the hook's owner; the registry's
         # procStart for the interactive pid is the real one.
         token = "154519" if pid == 26995 else "154400"
-        out.append((at, order, NotifyHook("claude-code", row["stdin"], at, at, pid, token)))
+        out.append(
+            (
+                at,
+                order,
+                NotifyHook(
+                    harness="claude-code",
+                    payload=row["stdin"],
+                    at_ms=at,
+                    observed_at_ms=at,
+                    pid=pid,
+                    start_token=token,
+                ),
+            )
+        )
     last: dict[str, Any] | None = None
     for order, row in enumerate(_lines(FIXTURES / "claude" / "sessions_watch.jsonl")):
         seen = _ms(row["ts"])
@@ -100,7 +113,14 @@ def codex_messages(owner_pid: int = 4242, token: str = "777") -> list[Inbound]:
         (
             first,
             -1,
-            RolloutOwned(key, owner_pid, token, first, first, version=meta.get("cli_version")),
+            RolloutOwned(
+                key=key,
+                pid=owner_pid,
+                start_token=token,
+                at_ms=first,
+                observed_at_ms=first,
+                version=meta.get("cli_version"),
+            ),
         )
     )
     for order, row in enumerate(rows):
@@ -109,10 +129,26 @@ def codex_messages(owner_pid: int = 4242, token: str = "777") -> list[Inbound]:
         if row["type"] == "event_msg" and kind in ("task_started", "task_complete", "turn_aborted"):
             at = _iso_ms(row["timestamp"])
             out.append(
-                (at, order, LifecycleBoundary(key, kind, at, at, turn_id=payload.get("turn_id")))
+                (
+                    at,
+                    order,
+                    LifecycleBoundary(
+                        key=key,
+                        boundary=kind,
+                        at_ms=at,
+                        observed_at_ms=at,
+                        turn_id=payload.get("turn_id"),
+                    ),
+                )
             )
     for order, row in enumerate(_lines(FIXTURES / "codex" / "notify.jsonl")):
         at = _ms(row["ts"])
-        out.append((at, 10_000 + order, NotifyHook("codex", row["payload"], at, at)))
+        out.append(
+            (
+                at,
+                10_000 + order,
+                NotifyHook(harness="codex", payload=row["payload"], at_ms=at, observed_at_ms=at),
+            )
+        )
     out.sort(key=lambda item: (item[0], item[1]))
     return [message for _, _, message in out]

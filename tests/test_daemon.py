@@ -214,7 +214,14 @@ def claude_hook(session: str, event: str, n: int, pid: int, token: str) -> Notif
     """The ``n``-th hook of ``session`` (unique prompt id: never a duplicate)."""
     payload = {**TEMPLATES[event], "session_id": session, "prompt_id": f"prompt-{n}"}
     at = 1_800_000_000_000 + n
-    return NotifyHook("claude-code", payload, at, at, pid, token)
+    return NotifyHook(
+        harness="claude-code",
+        payload=payload,
+        at_ms=at,
+        observed_at_ms=at,
+        pid=pid,
+        start_token=token,
+    )
 
 
 def burst(sessions: list[str], turns: int, pid: int, token: str) -> list[NotifyHook]:

@@ -146,7 +146,7 @@ def test_rebind_announces_a_tui_process_before_binding_it() -> None:
     out = m.rebind(lambda p: [2] if p == 1 else [], claims(descr, {2: "9"}), AT)
     key = codex_tui_key(2, "9")
     assert out == [
-        messages.ProcessSeen(2, "9", AT, AT, key=key),
+        messages.ProcessSeen(pid=2, start_token="9", at_ms=AT, observed_at_ms=AT, key=key),
         messages.PaneBound(key=key, pane="%1", at_ms=AT, proof="codex_tui_process"),
     ]
 
@@ -372,9 +372,11 @@ async def test_codex_daemon_tui_is_bound_only_by_real_proof() -> None:
     # The resumed TUI names its thread; the plain one is shown as itself (presence only,
     # turn unknown): the pane is never lent a guessed thread.
     expected = [
-        messages.ProcessSeen(plain_tui, token, AT, AT, key=own),
-        messages.PaneBound(own, "%1", AT, proof="codex_tui_process"),
-        messages.PaneBound(KEY_X, "%2", AT, proof="codex_resume_argv"),
+        messages.ProcessSeen(
+            pid=plain_tui, start_token=token, at_ms=AT, observed_at_ms=AT, key=own
+        ),
+        messages.PaneBound(key=own, pane="%1", at_ms=AT, proof="codex_tui_process"),
+        messages.PaneBound(key=KEY_X, pane="%2", at_ms=AT, proof="codex_resume_argv"),
     ]
     assert sorted(map(_at_AT, sink.items), key=repr) == sorted(expected, key=repr)
     assert mapper.bindings() == {"%1": own, "%2": KEY_X}

@@ -43,7 +43,16 @@ PID, TOK = 4242, "154519"
 def reg(
     status: str | None, t: int, waiting: str | None = None, pid: int = PID, tok: str = TOK
 ) -> RegistryStatus:
-    return RegistryStatus(K, pid, tok, status, T + t, T + t, waiting, "2.1.332")
+    return RegistryStatus(
+        key=K,
+        pid=pid,
+        start_token=tok,
+        status=status,
+        at_ms=T + t,
+        observed_at_ms=T + t,
+        waiting_for=waiting,
+        version="2.1.332",
+    )
 
 
 def hook(
@@ -63,12 +72,12 @@ def hook(
         "claude_hook" if key.harness == "claude-code" else "cursor_hook"
     )
     return HookHint(
-        key,
-        source,
-        event,
-        hint,
-        T + t,
-        T + t,
+        key=key,
+        source=source,
+        event=event,
+        hint=hint,
+        at_ms=T + t,
+        observed_at_ms=T + t,
         prompt_id=prompt,
         tool=tool,
         summary=summary,
@@ -80,7 +89,13 @@ def hook(
 
 def notify(t: int, turn: str, key: SessionKey = CX) -> HookHint:
     return HookHint(
-        key, "codex_notify", "agent-turn-complete", "completed", T + t, T + t, turn_id=turn
+        key=key,
+        source="codex_notify",
+        event="agent-turn-complete",
+        hint="completed",
+        at_ms=T + t,
+        observed_at_ms=T + t,
+        turn_id=turn,
     )
 
 
@@ -91,11 +106,18 @@ def bound(
     turn: str = "t1",
     root: SessionKey | None = None,
 ) -> LifecycleBoundary:
-    return LifecycleBoundary(key, boundary, T + t, T + t, turn_id=turn, root_key=root)  # type: ignore[arg-type]
+    return LifecycleBoundary(
+        key=key,
+        boundary=boundary,  # type: ignore[arg-type]
+        at_ms=T + t,
+        observed_at_ms=T + t,
+        turn_id=turn,
+        root_key=root,
+    )
 
 
 def owned(t: int, key: SessionKey = CX) -> RolloutOwned:
-    return RolloutOwned(key, 77, "9", T + t, T + t)
+    return RolloutOwned(key=key, pid=77, start_token="9", at_ms=T + t, observed_at_ms=T + t)
 
 
 def osc(
@@ -107,7 +129,15 @@ def osc(
     child: str | None = None,
     key: SessionKey = K,
 ) -> ProgramStatus:
-    return ProgramStatus(state, T + t, T + t, key=key, kind=kind, message=msg, child_id=child)  # type: ignore[arg-type]
+    return ProgramStatus(
+        state=state,  # type: ignore[arg-type]
+        at_ms=T + t,
+        observed_at_ms=T + t,
+        key=key,
+        kind=kind,
+        message=msg,
+        child_id=child,
+    )
 
 
 @dataclass
@@ -171,53 +201,71 @@ CASES = [
     ),
     Case(
         "ProcessGone of the owner ends the session",
-        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5)),
+        (reg("idle", 0), ProcessGone(pid=PID, at_ms=T + 5, observed_at_ms=T + 5)),
         ("persisted", "unknown", None),
     ),
     Case(
         "ProcessGone of the seen incarnation ends it",
-        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5, start_token=TOK)),
+        (reg("idle", 0), ProcessGone(pid=PID, at_ms=T + 5, observed_at_ms=T + 5, start_token=TOK)),
         ("persisted", "unknown", None),
     ),
     Case(
         "ProcessGone of another incarnation of the pid ends nothing",
-        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5, start_token="other")),
+        (
+            reg("idle", 0),
+            ProcessGone(pid=PID, at_ms=T + 5, observed_at_ms=T + 5, start_token="other"),
+        ),
         ("running", "idle", None),
     ),
     Case(
         "a replaced pid never ends the session it left",
-        (reg("idle", 0), reg("idle", 10, pid=5555, tok="2"), ProcessGone(PID, T + 20, T + 20)),
+        (
+            reg("idle", 0),
+            reg("idle", 10, pid=5555, tok="2"),
+            ProcessGone(pid=PID, at_ms=T + 20, observed_at_ms=T + 20),
+        ),
         ("running", "idle", None),
     ),
     Case(
         "a recycled pid (start token mismatch) ends the session",
-        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5, start_token=TOK, recycled=True)),
+        (
+            reg("idle", 0),
+            ProcessGone(pid=PID, at_ms=T + 5, observed_at_ms=T + 5, start_token=TOK, recycled=True),
+        ),
         ("persisted", "unknown", None),
     ),
     Case(
         "death while working opens failed",
-        (reg("busy", 0), ProcessGone(PID, T + 5, T + 5)),
+        (reg("busy", 0), ProcessGone(pid=PID, at_ms=T + 5, observed_at_ms=T + 5)),
         ("persisted", "unknown", "failed"),
         reason="exited while working (gone)",
     ),
     Case(
         "registry file gone with the owner dead ends the session (graceful)",
-        (reg("busy", 0), RegistryRemoved(K, PID, T + 5, T + 5)),
+        (reg("busy", 0), RegistryRemoved(key=K, pid=PID, at_ms=T + 5, observed_at_ms=T + 5)),
         ("persisted", "unknown", None),
     ),
     Case(
         "registry file gone with the owner alive proves nothing",
-        (reg("idle", 0), RegistryRemoved(K, PID, T + 5, T + 5, pid_alive=True)),
+        (
+            reg("idle", 0),
+            RegistryRemoved(key=K, pid=PID, at_ms=T + 5, observed_at_ms=T + 5, pid_alive=True),
+        ),
         ("running", "idle", None),
     ),
     Case(
         "session id rotated in the same registry file ends the old key",
-        (reg("idle", 0), RegistryRemoved(K, PID, T + 5, T + 5, pid_alive=True, rotated=True)),
+        (
+            reg("idle", 0),
+            RegistryRemoved(
+                key=K, pid=PID, at_ms=T + 5, observed_at_ms=T + 5, pid_alive=True, rotated=True
+            ),
+        ),
         ("persisted", "unknown", None),
     ),
     Case(
         "rollout ownership missed twice ends the thread",
-        (owned(0), bound(1), RolloutReleased(CX, 77, T + 5, T + 5)),
+        (owned(0), bound(1), RolloutReleased(key=CX, pid=77, at_ms=T + 5, observed_at_ms=T + 5)),
         ("persisted", "unknown", "failed"),
         key=CX,
     ),
@@ -228,53 +276,70 @@ CASES = [
     ),
     Case(
         "a late hook from the dead incarnation does not revive",
-        (reg("idle", 0), ProcessGone(PID, T + 50, T + 50), hook("Stop", "completed", 40)),
+        (
+            reg("idle", 0),
+            ProcessGone(pid=PID, at_ms=T + 50, observed_at_ms=T + 50),
+            hook("Stop", "completed", 40),
+        ),
         ("persisted", "unknown", None),
     ),
     Case(
         "ProcessSeen of a restored owner proves running again",
-        (reg("idle", 0), ProcessGone(PID, T + 5, T + 5), ProcessSeen(PID, TOK, T + 9, T + 9)),
+        (
+            reg("idle", 0),
+            ProcessGone(pid=PID, at_ms=T + 5, observed_at_ms=T + 5),
+            ProcessSeen(pid=PID, start_token=TOK, at_ms=T + 9, observed_at_ms=T + 9),
+        ),
         ("running", "unknown", None),
     ),
     Case(
         "PtySpawned makes the host the authority on presence",
         (
-            PtySpawned(K, 9, "3", T, T, pane="%1"),
-            ProcessGone(9, T + 5, T + 5),
-            RegistryRemoved(K, 9, T + 6, T + 6),
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T, pane="%1"),
+            ProcessGone(pid=9, at_ms=T + 5, observed_at_ms=T + 5),
+            RegistryRemoved(key=K, pid=9, at_ms=T + 6, observed_at_ms=T + 6),
         ),
         ("running", "unknown", None),
     ),
     Case(
         "a PtySpawned announced again (wrapper reconnected) changes nothing",
         (
-            PtySpawned(K, 9, "3", T, T, pane="%1"),
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T, pane="%1"),
             osc("working", 1),
-            PtySpawned(K, 9, "3", T + 5, T + 5, pane="%1"),
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T + 5, observed_at_ms=T + 5, pane="%1"),
         ),
         ("running", "working", None),
         published=2,
     ),
     Case(
         "PtyExit with code 0 ends quietly",
-        (PtySpawned(K, 9, "3", T, T), PtyExit(T + 5, T + 5, key=K, code=0)),
+        (
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            PtyExit(at_ms=T + 5, observed_at_ms=T + 5, key=K, code=0),
+        ),
         ("persisted", "unknown", None),
     ),
     Case(
         "PtyExit non-zero opens failed",
-        (PtySpawned(K, 9, "3", T, T), PtyExit(T + 5, T + 5, key=K, code=3)),
+        (
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            PtyExit(at_ms=T + 5, observed_at_ms=T + 5, key=K, code=3),
+        ),
         ("persisted", "unknown", "failed"),
         reason="exited with code 3",
     ),
     Case(
         "PtyExit by a signal opens failed",
-        (PtySpawned(K, 9, "3", T, T), PtyExit(T + 5, T + 5, key=K, signal=9)),
+        (
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            PtyExit(at_ms=T + 5, observed_at_ms=T + 5, key=K, signal=9),
+        ),
         ("persisted", "unknown", "failed"),
         reason="killed by signal 9",
     ),
     Case(
         "host terminate means shutting_down",
-        (reg("busy", 0), HostSignal(K, "terminate", T + 5)),
+        (reg("busy", 0), HostSignal(key=K, signal="terminate", at_ms=T + 5)),
         ("shutting_down", "unknown", None),
     ),
     # ---- turn
@@ -442,7 +507,7 @@ CASES = [
     ),
     Case(
         "host interrupt: idle, no turn_done",
-        (reg("busy", 0), HostSignal(K, "interrupt", T + 5)),
+        (reg("busy", 0), HostSignal(key=K, signal="interrupt", at_ms=T + 5)),
         ("running", "idle", None),
     ),
     Case(
@@ -524,13 +589,13 @@ CASES = [
     # ---- OSC 7501 program status
     Case(
         "program status working",
-        (PtySpawned(K, 9, "3", T, T), osc("working", 1)),
+        (PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T), osc("working", 1)),
         ("running", "working", None),
     ),
     Case(
         "program status blocked: needs_input with the decoded message",
         (
-            PtySpawned(K, 9, "3", T, T),
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
             osc("working", 1),
             osc("blocked", 2, kind="permission", msg="approve Bash: echo hi > hi.txt"),
         ),
@@ -539,22 +604,38 @@ CASES = [
     ),
     Case(
         "program status done: completion",
-        (PtySpawned(K, 9, "3", T, T), osc("working", 1), osc("done", 5)),
+        (
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            osc("working", 1),
+            osc("done", 5),
+        ),
         ("running", "idle", "turn_done"),
     ),
     Case(
         "program status idle after working without done: interrupt",
-        (PtySpawned(K, 9, "3", T, T), osc("working", 1), osc("idle", 5)),
+        (
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            osc("working", 1),
+            osc("idle", 5),
+        ),
         ("running", "idle", None),
     ),
     Case(
         "program status clear: no further claim",
-        (PtySpawned(K, 9, "3", T, T), osc("working", 1), osc("clear", 5)),
+        (
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            osc("working", 1),
+            osc("clear", 5),
+        ),
         ("running", "unknown", None),
     ),
     Case(
         "program status child ids are subagents, not the parent's turn",
-        (PtySpawned(K, 9, "3", T, T), osc("idle", 1), osc("working", 2, child="agent-1")),
+        (
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            osc("idle", 1),
+            osc("working", 2, child="agent-1"),
+        ),
         ("running", "idle", None),
     ),
     # ---- attention
@@ -580,7 +661,7 @@ CASES = [
     Case(
         "turn_done closes on focus",
         (
-            PaneBound(K, "%1", T),
+            PaneBound(key=K, pane="%1", at_ms=T),
             reg("busy", 0),
             hook("Stop", "completed", 5),
             PaneFocused("%1", T + 9),
@@ -589,13 +670,18 @@ CASES = [
     ),
     Case(
         "turn_done does not open while the pane is focused",
-        (PaneBound(K, "%1", T), PaneFocused("%1", T), reg("busy", 0), hook("Stop", "completed", 5)),
+        (
+            PaneBound(key=K, pane="%1", at_ms=T),
+            PaneFocused("%1", T),
+            reg("busy", 0),
+            hook("Stop", "completed", 5),
+        ),
         ("running", "idle", None),
     ),
     Case(
         "focus elsewhere lets turn_done open again",
         (
-            PaneBound(K, "%1", T),
+            PaneBound(key=K, pane="%1", at_ms=T),
             PaneFocused("%1", T),
             PaneFocused("%2", T + 1),
             reg("busy", 2),
@@ -606,8 +692,8 @@ CASES = [
     Case(
         "failed closes on acknowledge",
         (
-            PtySpawned(K, 9, "3", T, T),
-            PtyExit(T + 5, T + 5, key=K, code=1),
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
+            PtyExit(at_ms=T + 5, observed_at_ms=T + 5, key=K, code=1),
             Acknowledge(T + 6, key=K),
         ),
         ("persisted", "unknown", None),
@@ -615,11 +701,11 @@ CASES = [
     Case(
         "priority: needs_input over failed over turn_done",
         (
-            PtySpawned(K, 9, "3", T, T),
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
             osc("working", 1),
             osc("done", 2),
-            PtyExit(T + 5, T + 5, key=K, code=2),
-            PtySpawned(K, 10, "4", T + 6, T + 6),
+            PtyExit(at_ms=T + 5, observed_at_ms=T + 5, key=K, code=2),
+            PtySpawned(key=K, pid=10, start_token="4", at_ms=T + 6, observed_at_ms=T + 6),
             osc("blocked", 7, msg="approve?"),
         ),
         ("running", "needs_input", "needs_input"),
@@ -627,36 +713,68 @@ CASES = [
     Case(
         "priority: failed over turn_done",
         (
-            PtySpawned(K, 9, "3", T, T),
+            PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T),
             osc("working", 1),
             osc("done", 2),
-            PtyExit(T + 5, T + 5, key=K, code=2),
+            PtyExit(at_ms=T + 5, observed_at_ms=T + 5, key=K, code=2),
         ),
         ("persisted", "unknown", "failed"),
     ),
     Case(
         "unbinding a pane clears it from the activity",
-        (PaneBound(K, "%1", T), reg("idle", 0), PaneUnbound(K, "%1", T + 3)),
+        (PaneBound(key=K, pane="%1", at_ms=T), reg("idle", 0), PaneUnbound(K, "%1", T + 3)),
         ("running", "idle", None),
     ),
     # ---- Hermes
     Case(
         "Hermes claimed/running with a live pid is running/working",
-        (LedgerFire(SessionKey("hermes", "h"), "running", T, T, 5, True),),
+        (
+            LedgerFire(
+                key=SessionKey("hermes", "h"),
+                status="running",
+                at_ms=T,
+                observed_at_ms=T,
+                pid=5,
+                pid_alive=True,
+            ),
+        ),
         ("running", "working", None),
         key=SessionKey("hermes", "h"),
     ),
     Case(
         "Hermes running with a dead pid is persisted/unknown (abandoned)",
-        (LedgerFire(SessionKey("hermes", "h"), "running", T, T, 5, False),),
+        (
+            LedgerFire(
+                key=SessionKey("hermes", "h"),
+                status="running",
+                at_ms=T,
+                observed_at_ms=T,
+                pid=5,
+                pid_alive=False,
+            ),
+        ),
         ("persisted", "unknown", None),
         key=SessionKey("hermes", "h"),
     ),
     Case(
         "Hermes completed is persisted/unknown",
         (
-            LedgerFire(SessionKey("hermes", "h"), "running", T, T, 5, True),
-            LedgerFire(SessionKey("hermes", "h"), "completed", T + 5, T + 5, 5, False),
+            LedgerFire(
+                key=SessionKey("hermes", "h"),
+                status="running",
+                at_ms=T,
+                observed_at_ms=T,
+                pid=5,
+                pid_alive=True,
+            ),
+            LedgerFire(
+                key=SessionKey("hermes", "h"),
+                status="completed",
+                at_ms=T + 5,
+                observed_at_ms=T + 5,
+                pid=5,
+                pid_alive=False,
+            ),
         ),
         ("persisted", "unknown", None),
         key=SessionKey("hermes", "h"),
@@ -677,7 +795,19 @@ def test_rule(case: Case) -> None:
 
 def test_repeat_observation_differing_only_in_time_publishes_nothing() -> None:
     first = run(reg("busy", 0))
-    step = reduce(first.state, RegistryStatus(K, PID, TOK, "busy", T + 0, T + 999, None, "2.1.332"))
+    step = reduce(
+        first.state,
+        RegistryStatus(
+            key=K,
+            pid=PID,
+            start_token=TOK,
+            status="busy",
+            at_ms=T + 0,
+            observed_at_ms=T + 999,
+            waiting_for=None,
+            version="2.1.332",
+        ),
+    )
     assert step.publish is None
     step = reduce(first.state, reg("busy", 7))
     assert step.publish is None and step.ignored == "repeat"
@@ -696,7 +826,14 @@ def test_hook_events_within_one_turn_publish_nothing_new() -> None:
 
 def test_hermes_abandoned_keeps_the_native_word() -> None:
     result = run(
-        LedgerFire(SessionKey("hermes", "h"), "claimed", T, T, 5, False),
+        LedgerFire(
+            key=SessionKey("hermes", "h"),
+            status="claimed",
+            at_ms=T,
+            observed_at_ms=T,
+            pid=5,
+            pid_alive=False,
+        ),
         key=SessionKey("hermes", "h"),
     )
     assert result.last.evidence.native_state == "abandoned"

@@ -60,12 +60,12 @@ def hook(draw: st.DrawFn) -> HookHint:
     at = draw(AT)
     owner = draw(st.booleans())
     return HookHint(
-        draw(CLAUDE),
-        "claude_hook",
-        event,
-        hint,
-        at,
-        at,
+        key=draw(CLAUDE),
+        source="claude_hook",
+        event=event,
+        hint=hint,
+        at_ms=at,
+        observed_at_ms=at,
         prompt_id=draw(st.sampled_from(["p1", "p2", None])),
         agent_id=draw(st.sampled_from(["g1", None])),
         pid=draw(PID) if owner else None,
@@ -77,13 +77,13 @@ def hook(draw: st.DrawFn) -> HookHint:
 def registry(draw: st.DrawFn) -> RegistryStatus:
     at = draw(AT)
     return RegistryStatus(
-        draw(CLAUDE),
-        draw(PID),
-        draw(TOKEN),
-        draw(st.sampled_from([None, "idle", "busy", "waiting", "shell"])),
-        at,
-        at,
-        draw(st.sampled_from([None, "permission prompt"])),
+        key=draw(CLAUDE),
+        pid=draw(PID),
+        start_token=draw(TOKEN),
+        status=draw(st.sampled_from([None, "idle", "busy", "waiting", "shell"])),
+        at_ms=at,
+        observed_at_ms=at,
+        waiting_for=draw(st.sampled_from([None, "permission prompt"])),
     )
 
 
@@ -94,24 +94,31 @@ def codex(draw: st.DrawFn) -> Inbound:
     root = SessionKey("codex", "root") if key.session_id == "child" else None
     kind = draw(st.sampled_from(["owned", "released", "boundary", "notify"]))
     if kind == "owned":
-        return RolloutOwned(key, draw(PID), draw(TOKEN), at, at, root_key=root)
+        return RolloutOwned(
+            key=key,
+            pid=draw(PID),
+            start_token=draw(TOKEN),
+            at_ms=at,
+            observed_at_ms=at,
+            root_key=root,
+        )
     if kind == "released":
-        return RolloutReleased(key, draw(PID), at, at)
+        return RolloutReleased(key=key, pid=draw(PID), at_ms=at, observed_at_ms=at)
     if kind == "notify":
         return HookHint(
-            key,
-            "codex_notify",
-            "agent-turn-complete",
-            "completed",
-            at,
-            at,
+            key=key,
+            source="codex_notify",
+            event="agent-turn-complete",
+            hint="completed",
+            at_ms=at,
+            observed_at_ms=at,
             turn_id=draw(st.sampled_from(["t1", "t2"])),
         )
     return LifecycleBoundary(
-        key,
-        draw(st.sampled_from(["task_started", "task_complete", "turn_aborted"])),
-        at,
-        at,
+        key=key,
+        boundary=draw(st.sampled_from(["task_started", "task_complete", "turn_aborted"])),
+        at_ms=at,
+        observed_at_ms=at,
         turn_id=draw(st.sampled_from(["t1", "t2"])),
         root_key=root,
     )
@@ -123,52 +130,61 @@ def other(draw: st.DrawFn) -> Inbound:
     kind = draw(st.integers(0, 10))
     key = draw(ANY_KEY)
     if kind == 0:
-        return ProcessSeen(draw(PID), draw(TOKEN), at, at)
+        return ProcessSeen(pid=draw(PID), start_token=draw(TOKEN), at_ms=at, observed_at_ms=at)
     if kind == 1:
         return ProcessGone(
-            draw(PID),
-            at,
-            at,
+            pid=draw(PID),
+            at_ms=at,
+            observed_at_ms=at,
             start_token=draw(st.sampled_from([None, "1", "2"])),
             recycled=draw(st.booleans()),
         )
     if kind == 2:
         return RegistryRemoved(
-            draw(CLAUDE),
-            draw(PID),
-            at,
-            at,
+            key=draw(CLAUDE),
+            pid=draw(PID),
+            at_ms=at,
+            observed_at_ms=at,
             pid_alive=draw(st.booleans()),
             rotated=draw(st.booleans()),
         )
     if kind == 3:
-        return PtySpawned(key, draw(PID), draw(TOKEN), at, at, pane=draw(PANE))
+        return PtySpawned(
+            key=key,
+            pid=draw(PID),
+            start_token=draw(TOKEN),
+            at_ms=at,
+            observed_at_ms=at,
+            pane=draw(PANE),
+        )
     if kind == 4:
         return PtyExit(
-            at,
-            at,
+            at_ms=at,
+            observed_at_ms=at,
             key=key,
             code=draw(st.sampled_from([None, 0, 1])),
             signal=draw(st.sampled_from([None, 15])),
         )
     if kind == 5:
         return ProgramStatus(
-            draw(st.sampled_from(["working", "blocked", "done", "idle", "clear"])),
-            at,
-            at,
+            state=draw(st.sampled_from(["working", "blocked", "done", "idle", "clear"])),
+            at_ms=at,
+            observed_at_ms=at,
             key=key,
             message="approve?",
             child_id=draw(st.sampled_from([None, "c1"])),
         )
     if kind == 6:
-        return PaneBound(key, draw(PANE), at)
+        return PaneBound(key=key, pane=draw(PANE), at_ms=at)
     if kind == 7:
         return PaneFocused(draw(PANE), at)
     if kind == 8:
         return PaneClosed(draw(PANE), at)
     if kind == 9:
         return Acknowledge(at, key=key)
-    return HostSignal(key, draw(st.sampled_from(["interrupt", "eof", "terminate"])), at)
+    return HostSignal(
+        key=key, signal=draw(st.sampled_from(["interrupt", "eof", "terminate"])), at_ms=at
+    )
 
 
 MESSAGES = st.lists(st.one_of(hook(), registry(), codex(), other()), max_size=80)

@@ -38,11 +38,27 @@ def key(n: int) -> SessionKey:
 
 
 def status(n: int, word: str, at: int, pid: int | None = None) -> RegistryStatus:
-    return RegistryStatus(key(n), pid or 10_000 + n, "1", word, T + at, T + at, None, "2.1.332")
+    return RegistryStatus(
+        key=key(n),
+        pid=pid or 10_000 + n,
+        start_token="1",
+        status=word,
+        at_ms=T + at,
+        observed_at_ms=T + at,
+        waiting_for=None,
+        version="2.1.332",
+    )
 
 
 def poison(n: int, at: int) -> HookHint:
-    return HookHint(key(n), "claude_hook", "POISON", "info", T + at, T + at)
+    return HookHint(
+        key=key(n),
+        source="claude_hook",
+        event="POISON",
+        hint="info",
+        at_ms=T + at,
+        observed_at_ms=T + at,
+    )
 
 
 def poisonous(
@@ -223,12 +239,52 @@ async def test_bad_input_is_rejected_counted_and_changes_nothing_else() -> None:
             await wait_for(lambda: sup.statistics().transitions == 1)
             before = sup.snapshot()
             bad: list[Inbound] = [
-                RegistryStatus(key(1), "x", "1", "idle", T, T),  # type: ignore[arg-type]
-                RegistryStatus(key(1), 5, "1", "idle", 1_795_995, T),  # seconds, not ms
-                RegistryStatus(SessionKey("claude-code", ""), 5, "1", "idle", T, T),
-                RegistryStatus(SessionKey("claude-code", "x" * 10_000), 5, "1", "idle", T, T),
-                RegistryStatus(SessionKey("emacs", "a"), 5, "1", "idle", T, T),  # type: ignore[arg-type]
-                NotifyHook("claude-code", ["not", "an", "object"], T, T),  # type: ignore[arg-type]
+                RegistryStatus(
+                    key=key(1),
+                    pid="x",  # type: ignore[arg-type]
+                    start_token="1",
+                    status="idle",
+                    at_ms=T,
+                    observed_at_ms=T,
+                ),
+                RegistryStatus(
+                    key=key(1),
+                    pid=5,
+                    start_token="1",
+                    status="idle",
+                    at_ms=1_795_995,
+                    observed_at_ms=T,
+                ),  # seconds, not ms
+                RegistryStatus(
+                    key=SessionKey("claude-code", ""),
+                    pid=5,
+                    start_token="1",
+                    status="idle",
+                    at_ms=T,
+                    observed_at_ms=T,
+                ),
+                RegistryStatus(
+                    key=SessionKey("claude-code", "x" * 10_000),
+                    pid=5,
+                    start_token="1",
+                    status="idle",
+                    at_ms=T,
+                    observed_at_ms=T,
+                ),
+                RegistryStatus(
+                    key=SessionKey("emacs", "a"),  # type: ignore[arg-type]
+                    pid=5,
+                    start_token="1",
+                    status="idle",
+                    at_ms=T,
+                    observed_at_ms=T,
+                ),
+                NotifyHook(
+                    harness="claude-code",
+                    payload=["not", "an", "object"],  # type: ignore[arg-type]
+                    at_ms=T,
+                    observed_at_ms=T,
+                ),
             ]
             for message in bad:
                 with pytest.raises(MessageError):
@@ -245,7 +301,9 @@ async def test_unmapped_payload_is_counted_names_six_keys_and_changes_nothing() 
     payload = {f"k{i}": i for i in range(9)} | {"hook_event_name": "Brandnew", "session_id": "s"}
     with anyio.fail_after(10):
         async with Supervisor() as sup:
-            await sup.inject(NotifyHook("claude-code", payload, T, T))
+            await sup.inject(
+                NotifyHook(harness="claude-code", payload=payload, at_ms=T, observed_at_ms=T)
+            )
             await anyio.wait_all_tasks_blocked()
             stats = sup.statistics()
     assert stats.unmapped == 1 and stats.sessions == 0 and sup.snapshot() == ()
@@ -259,7 +317,7 @@ async def test_ended_session_actor_retires_and_its_activity_stays() -> None:
             await sup.inject(status(1, "idle", 0, pid=777))
             await wait_for(lambda: sup.statistics().transitions == 1)
             assert sup.statistics().sessions == 1
-            await sup.inject(ProcessGone(777, T + 5, T + 5))
+            await sup.inject(ProcessGone(pid=777, at_ms=T + 5, observed_at_ms=T + 5))
             await wait_for(lambda: sup.statistics().sessions == 0)
             (activity,) = sup.snapshot()
             assert activity.presence == "persisted"
@@ -342,10 +400,14 @@ async def test_a_pane_binding_that_arrives_before_any_evidence_is_kept() -> None
     codex = SessionKey("codex", "thread-1")
     with anyio.fail_after(10):
         async with Supervisor(linger=0) as sup:
-            await sup.inject(PaneBound(codex, "%4", T, proof="codex_resume_argv"))
+            await sup.inject(PaneBound(key=codex, pane="%4", at_ms=T, proof="codex_resume_argv"))
             await anyio.wait_all_tasks_blocked()
             assert sup.statistics().sessions == 1 and sup.snapshot() == ()
-            await sup.inject(RolloutOwned(codex, 4242, "1", T + 1, T + 1))
+            await sup.inject(
+                RolloutOwned(
+                    key=codex, pid=4242, start_token="1", at_ms=T + 1, observed_at_ms=T + 1
+                )
+            )
             await wait_for(lambda: sup.statistics().transitions == 1)
             (activity,) = sup.snapshot()
             assert (activity.pane, activity.presence) == ("%4", "running")

@@ -241,7 +241,13 @@ class PaneMap:
                 out.append(messages.PaneUnbound(key=current.key, pane=pane, at_ms=at_ms))
             if found.pid is not None and found.token is not None:
                 out.append(
-                    messages.ProcessSeen(found.pid, found.token, at_ms, at_ms, key=found.key)
+                    messages.ProcessSeen(
+                        pid=found.pid,
+                        start_token=found.token,
+                        at_ms=at_ms,
+                        observed_at_ms=at_ms,
+                        key=found.key,
+                    )
                 )
             self.bindings[pane] = found
             out.append(messages.PaneBound(key=found.key, pane=pane, at_ms=at_ms, proof=found.proof))
