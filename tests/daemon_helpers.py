@@ -400,7 +400,7 @@ async def start_command_hook(
 ) -> anyio.abc.Process:
     """Start ``paneward hook --harness claude-code`` with ``payload`` on its stdin (closed);
     the caller waits for and closes the process."""
-    hook = [os.fspath(PANEWARD), "hook", "--harness", "claude-code"]
+    hook = [os.fspath(PANEWARD), "hook", "--harness", "claude-code", "--owner", "env:CLAUDE_PID"]
     process = await anyio.open_process(hook, env=dict(env))
     assert process.stdin is not None
     await process.stdin.send(json.dumps(payload).encode())

@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 import messages
-from actors.cli import hook_client, paths
+from actors.cli import hook_client
+from actors.core import paths
 from actors.core.frames import check_frame
 from actors.sources.hook_listener import HookListener
 from tests.sinks import ListSink
@@ -69,13 +70,17 @@ def test_parse_args_lenient() -> None:
 
 
 def test_owner_pid_rules() -> None:
-    assert hook_client.owner_pid("claude-code", {"CLAUDE_PID": "4242"}, 99) == 4242
-    assert hook_client.owner_pid("claude-code", {}, 99) is None  # older Claude: no claim
-    assert hook_client.owner_pid("claude-code", {"CLAUDE_PID": "x1"}, 99) is None
-    assert hook_client.owner_pid("claude-code", {"CLAUDE_PID": "1"}, 99) is None
-    assert hook_client.owner_pid("codex", {"CLAUDE_PID": "4242"}, 99) == 99
-    assert hook_client.owner_pid("codex", {}, 1) is None  # orphaned: never claim init
-    assert hook_client.owner_pid("cursor", {}, 99) is None
+    claude = "env:CLAUDE_PID"  # what install-hooks writes for Claude Code
+    assert hook_client.owner_pid(claude, {"CLAUDE_PID": "4242"}, 99) == 4242
+    assert hook_client.owner_pid(claude, {}, 99) is None  # older Claude: no claim
+    assert hook_client.owner_pid(claude, {"CLAUDE_PID": "x1"}, 99) is None
+    assert hook_client.owner_pid(claude, {"CLAUDE_PID": "1"}, 99) is None
+    assert hook_client.owner_pid(claude, {"CLAUDE_PID": "٤٢"}, 99) is None  # ASCII digits only
+    assert hook_client.owner_pid("parent", {"CLAUDE_PID": "4242"}, 99) == 99  # Codex
+    assert hook_client.owner_pid("parent", {}, 1) is None  # orphaned: never claim init
+    assert hook_client.owner_pid("none", {}, 99) is None  # Cursor
+    assert hook_client.owner_pid("env:", {"": "5"}, 99) is None
+    assert hook_client.owner_pid("bogus", {}, 99) is None
 
 
 def test_read_start_token_matches_proc() -> None:
@@ -91,24 +96,28 @@ def test_read_start_token_with_parenthesised_comm(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "env",
+    ("env", "expected"),
     [
-        {"PANEWARD_SOCKET": "/x/s.sock"},
-        {"XDG_RUNTIME_DIR": "/run/user/5", "PANEWARD_STATE_DIR": "/st"},
-        {"PANEWARD_STATE_DIR": "/st"},
-        {"XDG_STATE_HOME": "/xs"},
-        {"PANEWARD_SOCKET": "", "XDG_RUNTIME_DIR": "", "HOME": "/home/u"},
-        {"HOME": "/home/u"},
+        ({"PANEWARD_SOCKET": "/x/s.sock"}, "/x/s.sock"),
+        ({"XDG_RUNTIME_DIR": "/run/user/5", "PANEWARD_STATE_DIR": "/st"},
+         "/run/user/5/paneward/hook.sock"),
+        ({"PANEWARD_STATE_DIR": "/st"}, "/st/hook.sock"),
+        ({"XDG_STATE_HOME": "/xs"}, "/xs/paneward/hook.sock"),
+        ({"PANEWARD_SOCKET": "", "XDG_RUNTIME_DIR": "", "HOME": "/home/u"},
+         "/home/u/.local/state/paneward/hook.sock"),
+        ({"HOME": "/home/u"}, "/home/u/.local/state/paneward/hook.sock"),
     ],
 )
-def test_socket_path_matches_paths_module(
-    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+def test_the_one_socket_path_rule(
+    env: dict[str, str], expected: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The hook client, the daemon, wrap and the CLI all use actors.core.paths.socket_path."""
     for name in ("PANEWARD_SOCKET", "XDG_RUNTIME_DIR", "PANEWARD_STATE_DIR", "XDG_STATE_HOME"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert hook_client.socket_path() == os.fspath(paths.socket_path())
+    assert paths.socket_path() == expected
+    assert paths.control_path() == os.path.join(os.path.dirname(expected), "control.sock")
 
 
 def test_build_frame_round_trips_every_real_payload() -> None:
@@ -166,7 +175,7 @@ async def test_claude_payload_on_stdin_with_claude_pid(tmp_path: Path, command: 
         async with listening(sock) as (_, sink):
             before = 0
             result = await anyio.run_process(
-                [*command, "hook", "--harness", "claude-code"],
+                [*command, "hook", "--harness", "claude-code", "--owner", "env:CLAUDE_PID"],
                 input=json.dumps(payload).encode(),
                 env=hook_env(sock, CLAUDE_PID=str(os.getpid())),
                 check=False,

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from actors.core.pids import parse_stat
+from actors.core.procstat import parse_stat
 from actors.sources import procfs
 
 pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="Linux /proc layout")

@@ -1,1 +1,25 @@
-"""TODO"""
+"""The command line: ``paneward`` and everything it runs (hook client, daemon wiring, wrap,
+install-hooks).
+
+This ``__init__`` is the console script's entry point and imports nothing but :mod:`sys`:
+``paneward hook`` runs on every hook event of every agent, so it is handed to the stdlib-only
+:mod:`actors.cli.hook_client` before anything else is imported (not even
+:mod:`actors.cli.main` and its table of subcommands); everything else goes to
+:func:`actors.cli.main.main`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def entry() -> int:
+    """Dispatch ``hook`` straight to the hook client; the rest to the full CLI."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["hook"] and "-h" not in argv and "--help" not in argv:
+        from actors.cli.hook_client import main as hook
+
+        return hook(argv[1:])
+    from actors.cli.main import main as cli
+
+    return cli(argv)

@@ -30,10 +30,9 @@ EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON = 0, 1, 2
 
 
 def _control_path(args: argparse.Namespace) -> Path:
-    from actors.cli import paths
+    from actors.core import paths
 
-    socket = Path(args.socket) if getattr(args, "socket", None) else paths.socket_path()
-    return socket.with_name("control.sock")
+    return Path(paths.control_path(getattr(args, "socket", None)))
 
 
 def _add_socket(parser: argparse.ArgumentParser) -> None:
@@ -69,18 +68,18 @@ def run_run(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from actors.cli import paths
     from actors.cli.daemon import DaemonAlreadyRunning, DaemonConfig, run_daemon
+    from actors.core import paths
     from messages.errors import PanewardError
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    state_dir = Path(args.state_dir) if args.state_dir else paths.state_dir()
+    state_dir = Path(args.state_dir or paths.state_dir())
     # The socket does not move with --state-dir: agents' hooks and `paneward status` find
     # it from the environment alone ($PANEWARD_SOCKET, $XDG_RUNTIME_DIR, the state dir).
-    socket_path = Path(args.socket) if args.socket else paths.socket_path()
+    socket_path = Path(args.socket or paths.socket_path())
     config = DaemonConfig(
         state_dir=state_dir,
         socket_path=socket_path,

@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from actors.cli import paths
+from actors.core import paths
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
 from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
@@ -56,8 +56,8 @@ class DaemonAlreadyRunning(PanewardError):
 class DaemonConfig:
     """Where the daemon keeps its files and which sources it runs."""
 
-    state_dir: Path = field(default_factory=paths.state_dir)
-    socket_path: Path = field(default_factory=paths.socket_path)
+    state_dir: Path = field(default_factory=lambda: Path(paths.state_dir()))
+    socket_path: Path = field(default_factory=lambda: Path(paths.socket_path()))
     http_port: int | None = None
     tmux: bool = False
     tmux_socket_name: str | None = None
@@ -73,7 +73,7 @@ class DaemonConfig:
 
     @property
     def control_path(self) -> Path:
-        return self.socket_path.with_name("control.sock")
+        return Path(paths.control_path(str(self.socket_path)))
 
     @property
     def lock_path(self) -> Path:

@@ -6,11 +6,13 @@ Codex and Cursor, so its cost is paid on every tool call. It
 1. reads the payload from the last argument (Codex ``notify`` passes the JSON there) or, when
    there is none, from stdin (Claude/Codex/Cursor command hooks);
 2. stamps ``at_ms`` (now: the moment the hook fired, as best known) and the claimed owner
-   process: ``$CLAUDE_PID`` for Claude Code (the hook's own parent is ``/bin/sh``), the parent
-   process for Codex (``notify`` and ``hooks.json`` commands are run by the ``codex`` process
-   itself), nothing for Cursor; plus that pid's start token (field 22 of ``/proc/<pid>/stat``);
+   process, as ``--owner`` says: ``parent`` (the default: the harness runs the hook itself,
+   e.g. Codex), ``env:NAME`` (the pid in ``$NAME``: Claude Code's hooks run under ``/bin/sh``
+   and carry ``$CLAUDE_PID``) or ``none``; plus that pid's start token
+   (:func:`actors.core.pids.parse_stat`). Which rule a harness needs is its package's fact:
+   ``paneward install-hooks`` writes it into the hook command;
 3. sends ONE line -- a ``NotifyHook`` encoded exactly as ``messages.codec.encode`` would -- to
-   the hook socket (:func:`actors.cli.paths.socket_path`), with a short timeout;
+   the hook socket (:func:`actors.core.paths.socket_path`), with a short timeout;
    ``$PANEWARD_HOOK_AT_MS`` (a decimal integer, epoch milliseconds) overrides ``at_ms``: replays
    and tests set it to the moment the recorded hook originally fired. A value that is not a
    positive integer below 2**63 is ignored (the hook never fails over it; debug says why);
@@ -32,6 +34,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+from actors.core import paths
+from actors.core.procstat import parse_stat
 
 # Every millisecond here is paid on every hook event: no typing/pathlib/socket (enum-heavy)
 # imports at run time, ``_socket`` and ``select`` only when used.
@@ -60,7 +65,7 @@ SEND_TIMEOUT_S = 0.5
 STDIN_TIMEOUT_S = 2.0
 
 _USAGE = (
-    "usage: paneward hook --harness claude-code|codex|cursor "
+    "usage: paneward hook --harness HARNESS [--owner parent|env:NAME|none] "
     "[--forward-json JSON_ARGV] [PAYLOAD]\n"
 )
 
@@ -68,10 +73,11 @@ _USAGE = (
 class HookArgs:
     """What ``paneward hook`` was asked to do (parsed without argparse: it must never exit 2)."""
 
-    __slots__ = ("errors", "forward", "harness", "payload", "show_help")
+    __slots__ = ("errors", "forward", "harness", "owner", "payload", "show_help")
 
     def __init__(self) -> None:
         self.harness: str | None = None
+        self.owner = "parent"
         self.payload: str | None = None
         self.forward: list[str] | None = None
         self.errors: list[str] = []
@@ -92,6 +98,11 @@ def parse_args(argv: Sequence[str]) -> HookArgs:
             i += 1
         elif arg.startswith("--harness="):
             args.harness = arg.partition("=")[2]
+        elif arg == "--owner" and i + 1 < len(argv):
+            args.owner = argv[i + 1]
+            i += 1
+        elif arg.startswith("--owner="):
+            args.owner = arg.partition("=")[2]
         elif arg == "--forward-json" and i + 1 < len(argv):
             args.forward = _parse_forward(argv[i + 1], args.errors)
             i += 1
@@ -130,36 +141,29 @@ def _parse_forward(text: str, errors: list[str]) -> list[str] | None:
 
 
 def read_start_token(pid: int, proc: str = "/proc") -> str | None:
-    """Field 22 (starttime, clock ticks since boot) of ``/proc/<pid>/stat``, or ``None``."""
+    """The start token of ``pid`` (field 22 of ``/proc/<pid>/stat``), or ``None``."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as handle:
-            data = handle.read()
+            stat = parse_stat(handle.read())
     except OSError:
         return None
-    # comm (field 2) may contain spaces and parentheses: split after the LAST ')'.
-    _, sep, rest = data.rpartition(b")")
-    fields = rest.split()
-    if not sep or len(fields) < 20:
-        return None
-    token = fields[19]  # fields[0] is field 3 (state), so field 22 is fields[19]
-    return token.decode("ascii") if token.isdigit() else None
+    return None if stat is None else stat.start_token
 
 
-def owner_pid(harness: str | None, environ: Mapping[str, str], ppid: int) -> int | None:
-    """The process that owns the session this hook belongs to, as the harness lets us know it.
+def owner_pid(rule: str, environ: Mapping[str, str], ppid: int) -> int | None:
+    """The process that owns the session this hook belongs to, by ``rule`` (``--owner``).
 
-    Claude runs hooks under ``/bin/sh -c``, so our parent is the shell; it exports
-    ``CLAUDE_PID`` (2.1.332; older releases do not, then we claim nothing). Codex runs
-    ``notify`` and ``hooks.json`` commands itself. A parent of 1 means we were orphaned
-    (``codex exec`` does not wait for ``notify``): claim nothing rather than init.
+    ``parent``: our parent (a parent of 1 means we were orphaned -- ``codex exec`` does not
+    wait for ``notify`` -- so claim nothing rather than init); ``env:NAME``: the pid in
+    ``$NAME`` (nothing if it is not a plain pid); ``none``: nothing.
     """
-    if harness == "claude-code":
-        raw = environ.get("CLAUDE_PID", "")
-        if raw.isdigit() and 1 < int(raw) < 2**31:
+    if rule == "parent":
+        return ppid if ppid > 1 else None
+    name, _, var = rule.partition(":")
+    if name == "env" and var:
+        raw = environ.get(var, "")
+        if raw.isascii() and raw.isdigit() and 1 < int(raw) < 2**31:
             return int(raw)
-        return None
-    if harness == "codex" and ppid > 1:
-        return ppid
     return None
 
 
@@ -202,23 +206,6 @@ def build_frame(
         f'"start_token":{"null" if start_token is None else _json_string(start_token)}}}\n'
     )
     return head.encode("utf-8", "surrogateescape") + payload + tail.encode("ascii")
-
-
-def socket_path() -> str:
-    """:func:`actors.cli.paths.socket_path` without importing pathlib (tests keep them equal)."""
-    explicit = os.environ.get("PANEWARD_SOCKET")
-    if explicit:
-        return os.path.expanduser(explicit)
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        base = os.path.join(os.path.expanduser(runtime), "paneward")
-    elif os.environ.get("PANEWARD_STATE_DIR"):
-        base = os.path.expanduser(os.environ["PANEWARD_STATE_DIR"])
-    elif os.environ.get("XDG_STATE_HOME"):
-        base = os.path.join(os.path.expanduser(os.environ["XDG_STATE_HOME"]), "paneward")
-    else:
-        base = os.path.join(os.path.expanduser("~"), ".local", "state", "paneward")
-    return os.path.join(base, "hook.sock")
 
 
 def send_frame(frame: bytes, path: str | os.PathLike[str], timeout: float = SEND_TIMEOUT_S) -> None:
@@ -314,11 +301,11 @@ def main(argv: Sequence[str]) -> int:
         else:
             # One byte over the limit is enough for the listener to see (and count) oversize.
             raw = _read_stdin(MAX_FRAME_BYTES + 1, STDIN_TIMEOUT_S)
-        pid = owner_pid(args.harness, os.environ, os.getppid())
+        pid = owner_pid(args.owner, os.environ, os.getppid())
         token = read_start_token(pid) if pid is not None else None
         frame = build_frame(args.harness, raw, at_ms=at_ms, pid=pid, start_token=token)
         try:
-            send_frame(frame, socket_path())
+            send_frame(frame, paths.socket_path())
         except OSError as exc:
             _debug(f"not delivered ({exc.__class__.__name__}: {exc})")
         if args.forward is not None:

@@ -6,7 +6,7 @@ What it edits (and nothing else):
   per event in :data:`CLAUDE_EVENTS`. ``--http`` turns every event except ``SessionStart`` into
   an ``http`` hook to the loopback listener (Claude never sends SessionStart over http, and the
   command hook is what carries ``CLAUDE_PID``); the token is created 0600 in
-  :func:`actors.cli.paths.http_token_path` on first use and reused afterwards.
+  :func:`actors.core.paths.http_token_path` on first use and reused afterwards.
 - Codex: ``$CODEX_HOME/config.toml`` (default ``~/.codex``) top-level ``notify`` and
   ``$CODEX_HOME/hooks.json`` (:data:`CODEX_EVENTS`). ``notify`` holds ONE command. When the user
   already has one, paneward CHAINS it: the user's lines are kept verbatim as
@@ -47,7 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from actors.cli import paths
+from actors.core import paths
+from actors.harnesses.claude_code import paths as claude_paths
+from actors.harnesses.codex import paths as codex_paths
 from messages import PanewardError
 
 if TYPE_CHECKING:
@@ -814,9 +816,9 @@ def default_executable() -> str:
 
 def default_config_dir(harness: HarnessName) -> Path:
     if harness == "claude-code":
-        return paths.claude_config_dir()
+        return claude_paths.config_dir()
     if harness == "codex":
-        return paths.codex_home()
+        return codex_paths.home()
     return Path.home() / ".cursor"
 
 
@@ -862,7 +864,7 @@ def run(args: argparse.Namespace) -> int:
         token: str | None = None
         url: str | None = None
         if args.http and not args.uninstall:
-            token_path = paths.http_token_path()
+            token_path = Path(paths.http_token_path())
             if args.dry_run and not token_path.exists():
                 token = "<new token>"
             else:

@@ -2,7 +2,7 @@
 
 ``paneward hook`` runs inside the agents on every hook event, so it is dispatched BEFORE anything
 outside the standard library is imported: this module's top level imports only ``sys`` and the
-stdlib-only :mod:`actors.cli.hook_client` / :mod:`actors.cli.paths`. Every other subcommand
+stdlib-only :mod:`actors.cli.hook_client` / :mod:`actors.core.paths`. Every other subcommand
 imports what it needs inside its own function.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
@@ -71,7 +71,7 @@ def _add_inject(parser: argparse.ArgumentParser) -> None:
 
 def _run_inject(args: argparse.Namespace) -> int:
     import messages
-    from actors.cli.paths import socket_path
+    from actors.core.paths import socket_path
 
     text: str = sys.stdin.read() if args.message == "-" else args.message
     try:

@@ -11,7 +11,7 @@ control), except that it
   DA1 reply with no 7501 reply before it means "not understood"), or after
   :data:`PROBE_WAIT_S` when neither arrives;
 - reports ``PtySpawned``, ``ProgramStatus`` and ``PtyExit`` to the daemon as newline-delimited
-  JSON over the Unix socket ``actors.cli.paths.socket_path()`` — best effort: non-blocking, bounded
+  JSON over the Unix socket ``actors.core.paths.socket_path()`` — best effort: non-blocking, bounded
   (:data:`MAX_QUEUED_FRAMES`), reconnecting at most once a second, so with no daemon it is just
   a wrapper;
 - exits with the child's exit status, or ``128 + N`` when a signal N killed it (like a shell).
@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import messages
-from actors.cli import paths
+from actors.core import paths
 from actors.core.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
-from actors.core.pids import parse_stat
+from actors.core.procstat import parse_stat
 from actors.sources.pty_status import now_ms, program_status
 
 __all__ = [

@@ -1,14 +1,8 @@
-"""Process identity and liveness decisions, pure: the one ``/proc/<pid>/stat`` parser and the
-pid watcher's round.
+"""Process liveness decisions, pure: the pid watcher's round.
 
-Standard library only (``paneward hook`` reads its owner's start token with :func:`parse_stat`).
-
-Start token (DESIGN §5): field 22 of ``/proc/<pid>/stat`` (``starttime``, clock ticks since
-boot) as a decimal string, exactly what Claude Code writes as ``procStart``. The stat line is
-split after the LAST ``)`` because the comm field (field 2) may itself contain spaces and
-parentheses.
-
-:func:`plan` decides what one probe round means (the omni-dev ``pid_watcher`` plan,
+(Process identity -- the one ``/proc/<pid>/stat`` parser, the start token -- is
+:mod:`actors.core.procstat`.) :func:`plan` decides what one probe round means (the omni-dev
+``pid_watcher`` plan,
 seed-internals §2.9, behaviours 32-37):
 
 - each distinct candidate pid is probed once per round;
@@ -31,44 +25,8 @@ __all__ = [
     "Plan",
     "ProbeResult",
     "Seen",
-    "StatFields",
-    "parse_stat",
     "plan",
 ]
-
-
-class StatFields(NamedTuple):
-    """The fields of ``/proc/<pid>/stat`` paneward uses."""
-
-    comm: str
-    state: str
-    ppid: int
-    start_token: str
-
-
-def parse_stat(data: bytes) -> StatFields | None:
-    """Parse a ``/proc/<pid>/stat`` line (bytes, as read); ``None`` if it has not that shape.
-
-    Fields after the comm come from the text after the LAST ``)``: field 3 is the state, 4 the
-    ppid, 22 the starttime. Only the first 20 of them are split (the line has 52).
-    """
-    open_paren = data.find(b"(")
-    close_paren = data.rfind(b")")
-    if open_paren < 0 or close_paren < open_paren:
-        return None
-    rest = data[close_paren + 1 :].split(None, 20)
-    # rest[0] is field 3 (state); field n is rest[n - 3].
-    if len(rest) < 20:
-        return None
-    ppid, start = rest[1], rest[19]
-    if not (start.isdigit() and ppid.lstrip(b"-").isdigit()):
-        return None
-    return StatFields(
-        data[open_paren + 1 : close_paren].decode("utf-8", "surrogateescape"),
-        rest[0].decode("ascii", "replace"),
-        int(ppid),
-        start.decode("ascii"),
-    )
 
 
 class ProbeResult(NamedTuple):

@@ -39,7 +39,7 @@ import anyio.abc
 from anyio.abc import SocketAttribute
 
 import messages
-from actors.cli import paths
+from actors.core import paths
 from actors.core.clock import now_ms
 from actors.core.frames import (
     MAX_FRAME_BYTES,
@@ -177,10 +177,10 @@ def _peer_credentials(stream: anyio.abc.SocketStream) -> tuple[int, int]:
 class HookListener:
     """Actor: serve the hook socket (and optionally loopback http hooks) into a sink.
 
-    ``socket_path`` defaults to :func:`actors.cli.paths.socket_path`; ``http_port`` ``None`` leaves
+    ``socket_path`` defaults to :func:`actors.core.paths.socket_path`; ``http_port`` ``None`` leaves
     http off (``0`` picks a free port: see :attr:`http_port` once :meth:`wait_listening`
     returned); the token is read from ``token_path`` (default
-    :func:`actors.cli.paths.http_token_path`) at start.
+    :func:`actors.core.paths.http_token_path`) at start.
     """
 
     def __init__(
@@ -248,10 +248,10 @@ class HookListener:
 
         :raises HookListenerError: when it cannot start (see the class docstring).
         """
-        path = self._socket_path if self._socket_path is not None else paths.socket_path()
+        path = self._socket_path if self._socket_path is not None else Path(paths.socket_path())
         await anyio.to_thread.run_sync(_prepare_socket_path, path)
         if self._http_requested_port is not None:
-            token_path = self._token_path or paths.http_token_path()
+            token_path = self._token_path or Path(paths.http_token_path())
             self._token = await anyio.to_thread.run_sync(load_http_token, token_path)
         unix_listener = await anyio.create_unix_listener(path, mode=0o600)
         identity = os.stat(path).st_ino

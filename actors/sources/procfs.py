@@ -28,7 +28,7 @@ import time
 import msgspec
 import psutil
 
-from actors.core.pids import StatFields, parse_stat
+from actors.core.procstat import StatFields, parse_stat
 
 __all__ = [
     "HAVE_PROCFS",

@@ -49,7 +49,7 @@ import anyio
 import msgspec
 
 import messages
-from actors.cli import paths
+from actors.harnesses.claude_code import paths
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 from messages.common import MAX_ID_LEN, MAX_TEXT_LEN
@@ -84,7 +84,7 @@ RejectReason = Literal[
 
 def registry_dir() -> Path:
     """``<CLAUDE_CONFIG_DIR or ~/.claude>/sessions`` (read from the environment now)."""
-    return paths.claude_config_dir() / "sessions"
+    return paths.sessions_dir()
 
 
 # ---------------------------------------------------------------- parsing (pure)

@@ -51,7 +51,7 @@ import anyio.to_thread
 import msgspec
 import psutil
 
-from actors.cli import paths
+from actors.harnesses.codex import paths
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 from messages.codec import Inbound
@@ -740,7 +740,7 @@ class CodexRolloutDiscovery:
         clock: Callable[[], int] = _now_ms,
         process_table: Callable[[], list[procfs.ProcessInfo]] = codex_processes,
     ) -> None:
-        home = Path(codex_home) if codex_home is not None else paths.codex_home()
+        home = Path(codex_home) if codex_home is not None else paths.home()
         self._sessions_root = os.path.realpath(home / "sessions")
         self._sample_interval = sample_interval
         self._watch = watch

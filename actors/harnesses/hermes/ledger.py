@@ -52,7 +52,7 @@ import anyio.to_thread
 import msgspec
 import psutil
 
-from actors.cli import paths
+from actors.harnesses.hermes import paths
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 from messages.common import SessionKey
@@ -455,7 +455,7 @@ class HermesLedgerDiscovery:
         clock: Callable[[], int] = _now_ms,
         probe: Callable[[int], Probe] = probe_process,
     ) -> None:
-        self._root = Path(home) if home is not None else paths.hermes_home()
+        self._root = Path(home) if home is not None else paths.home()
         self._poll_interval = poll_interval
         self._clock = clock
         self._probe = probe
