@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import sys
 import tomllib
@@ -14,20 +15,27 @@ import anyio
 import pytest
 
 import messages
+from actors.cli import hook_client
 from actors.cli import install as install_hooks
 from actors.cli import main as cli
-from actors.cli.install import (
-    CLAUDE_EVENTS,
-    CODEX_EVENTS,
-    CURSOR_EVENTS,
-    HookTarget,
-    InstallError,
-    install_claude_settings,
-    install_codex_config,
-    is_paneward_command,
-)
+from actors.core.config_edit import HookTarget, InstallError, is_paneward_command
+from actors.core.harness import Normalizer
+from actors.harnesses.claude_code import hooks as claude_hooks
+from actors.harnesses.claude_code import install as claude_install
+from actors.harnesses.codex import hooks as codex_hooks
+from actors.harnesses.codex import install as codex_install
+from actors.harnesses.cursor import hooks as cursor_hooks
+from actors.harnesses.cursor import install as cursor_install
 from actors.sources.hook_listener import HookListener
+from messages.common import Harness
+from messages.evidence import HookHint, NotifyHook
 from tests.sinks import ListSink
+
+CLAUDE_EVENTS = claude_hooks.INSTALLED_EVENTS
+CODEX_EVENTS = codex_hooks.INSTALLED_EVENTS
+CURSOR_EVENTS = cursor_hooks.INSTALLED_EVENTS
+install_claude_settings = claude_install.install_settings
+install_codex_config = codex_install.install_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 EXE = "/opt/pw bin/paneward"  # a space: the command must be shell-quoted
@@ -98,7 +106,8 @@ def test_claude_install_preserves_user_content_is_idempotent_and_reversible(
         assert ours(installed["hooks"][event]) == [
             {
                 "type": "command",
-                "command": "'/opt/pw bin/paneward' hook --harness claude-code",
+                "command": "'/opt/pw bin/paneward' hook --harness claude-code"
+                " --owner env:CLAUDE_PID",
                 "timeout": 10,
             }
         ], event
@@ -255,6 +264,8 @@ def test_codex_chains_the_users_notify_and_restores_it_exactly(
         "hook",
         "--harness",
         "codex",
+        "--owner",
+        "parent",
         "--forward-json",
         json.dumps(user_notify),
     ]
@@ -284,15 +295,17 @@ def test_codex_multiline_notify_and_no_notify(homes: dict[str, Path]) -> None:
     assert installed is not None
     assert tomllib.loads(installed)["notify"][-1] == json.dumps(["a", "b]"])
     assert tomllib.loads(installed)["tui"] == {"x": 1}
-    restored, _ = install_hooks.uninstall_codex_config(installed)
+    restored, _ = codex_install.uninstall_config(installed)
     assert restored == multi
 
     bare = 'model = "m"\n\n[tui]\nx = 1\n'
     installed, note = install_codex_config(bare, target)
     assert installed is not None and "no notify was set" in note
-    assert tomllib.loads(installed)["notify"] == [EXE, "hook", "--harness", "codex"]
+    assert tomllib.loads(installed)["notify"] == [
+        EXE, "hook", "--harness", "codex", "--owner", "parent"
+    ]
     assert install_codex_config(installed, target)[0] is None
-    restored, _ = install_hooks.uninstall_codex_config(installed)
+    restored, _ = codex_install.uninstall_config(installed)
     assert restored == bare
 
 
@@ -371,7 +384,7 @@ def test_cursor_hooks(homes: dict[str, Path]) -> None:
     data = json.loads(hooks_json.read_text())
     assert data["hooks"]["stop"] == [
         {"command": "./mine.sh"},
-        {"command": "'/opt/pw bin/paneward' hook --harness cursor"},
+        {"command": "'/opt/pw bin/paneward' hook --harness cursor --owner none"},
     ]
     assert set(data["hooks"]) == set(CURSOR_EVENTS)
     first = snapshot(cursor)
@@ -384,3 +397,192 @@ def test_cursor_hooks(homes: dict[str, Path]) -> None:
 def test_http_is_claude_only(capsys: pytest.CaptureFixture[str], homes: dict[str, Path]) -> None:
     assert run_cli("codex", "--http") == 1
     assert "--http is only for Claude Code" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# The owner rule (--owner) and entries written by releases before it
+
+
+def _owner_of(command: str) -> str:
+    """The ``--owner`` rule the hook client will parse out of an installed command."""
+    args = hook_client.parse_args(shlex.split(command)[2:])
+    assert args.errors == [], command
+    return args.owner
+
+
+def test_each_harness_command_carries_its_owner_rule(homes: dict[str, Path]) -> None:
+    assert run_cli("claude-code") == 0
+    claude = json.loads((homes["claude"] / "settings.json").read_text())["hooks"]
+    for event in CLAUDE_EVENTS:
+        (entry,) = ours(claude[event])
+        assert entry["command"].endswith(" --owner env:CLAUDE_PID"), event
+        assert _owner_of(entry["command"]) == "env:CLAUDE_PID"
+
+    assert run_cli("codex") == 0
+    notify = tomllib.loads((homes["codex"] / "config.toml").read_text())["notify"]
+    assert notify[4:] == ["--owner", "parent"]
+    codex = json.loads((homes["codex"] / "hooks.json").read_text())["hooks"]
+    assert {_owner_of(h["command"]) for e in CODEX_EVENTS for h in ours(codex[e])} == {"parent"}
+
+    assert run_cli("cursor") == 0
+    cursor = json.loads((homes["home"] / ".cursor" / "hooks.json").read_text())["hooks"]
+    for event in CURSOR_EVENTS:
+        (entry,) = cursor[event]
+        assert entry == {"command": "'/opt/pw bin/paneward' hook --harness cursor --owner none"}
+        assert _owner_of(entry["command"]) == "none"
+
+
+OLD_CLAUDE = "'/old/paneward' hook --harness claude-code"  # written before --owner existed
+
+
+def test_old_entry_without_owner_is_rewritten_in_place_and_uninstalled(
+    homes: dict[str, Path],
+) -> None:
+    assert is_paneward_command(OLD_CLAUDE)
+    settings = homes["claude"] / "settings.json"
+    settings.parent.mkdir()
+    user_stop = {"type": "command", "command": "say done"}
+    old = {"type": "command", "command": OLD_CLAUDE, "timeout": 10}
+    settings.write_text(
+        json.dumps(
+            {
+                "model": "opus",
+                "hooks": {
+                    "Stop": [{"matcher": "", "hooks": [user_stop, old]}],
+                    "SessionStart": [{"hooks": [old]}],
+                },
+            },
+            indent=2,
+        )
+    )
+    assert run_cli("claude-code") == 0
+    hooks = json.loads(settings.read_text())["hooks"]
+    new = {
+        "type": "command",
+        "command": "'/opt/pw bin/paneward' hook --harness claude-code --owner env:CLAUDE_PID",
+        "timeout": 10,
+    }
+    # Same group, same position: rewritten in place, not appended beside the stale one.
+    assert hooks["Stop"] == [{"matcher": "", "hooks": [user_stop, new]}]
+    assert hooks["SessionStart"] == [{"hooks": [new]}]
+    assert all(ours(hooks[e]) == [new] for e in CLAUDE_EVENTS)
+
+    assert run_cli("claude-code", "--uninstall") == 0
+    assert json.loads(settings.read_text()) == {
+        "model": "opus",
+        "hooks": {"Stop": [{"matcher": "", "hooks": [user_stop]}]},
+    }
+    # An old entry alone (no re-run since the upgrade) is removed by --uninstall as well.
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [old]}]}, "model": "x"}))
+    assert run_cli("claude-code", "--uninstall") == 0
+    assert json.loads(settings.read_text()) == {"model": "x"}
+
+
+def test_old_codex_notify_and_hooks_without_owner_are_upgraded_and_removed(
+    homes: dict[str, Path],
+) -> None:
+    homes["codex"].mkdir()
+    config = homes["codex"] / "config.toml"
+    user = ["say", "done"]
+    old_argv = ["/old/paneward", "hook", "--harness", "codex", "--forward-json", json.dumps(user)]
+    config.write_text(
+        'model = "m"\n'
+        f"{codex_install.ORIGINAL_PREFIX}notify = {json.dumps(user)}\n"
+        f"notify = {json.dumps(old_argv)}  {codex_install.NOTIFY_MARKER}\n"
+    )
+    hooks_json = homes["codex"] / "hooks.json"
+    old_hook = {"type": "command", "command": "/old/paneward hook --harness codex", "timeout": 10}
+    hooks_json.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [old_hook]}]}}))
+
+    assert run_cli("codex") == 0
+    assert tomllib.loads(config.read_text())["notify"] == [
+        *[EXE, "hook", "--harness", "codex", "--owner", "parent"],
+        *["--forward-json", json.dumps(user)],
+    ]
+    stop = json.loads(hooks_json.read_text())["hooks"]["Stop"]
+    assert stop == [
+        {
+            "hooks": [
+                {
+                    "type": "command",
+                    "command": "'/opt/pw bin/paneward' hook --harness codex --owner parent",
+                    "timeout": 10,
+                }
+            ]
+        }
+    ]
+    assert run_cli("codex", "--uninstall") == 0
+    assert config.read_text() == f'model = "m"\nnotify = {json.dumps(user)}\n'
+    assert "hooks" not in json.loads(hooks_json.read_text())
+
+
+def test_old_cursor_entry_without_owner_is_rewritten_in_place(homes: dict[str, Path]) -> None:
+    cursor = homes["home"] / ".cursor"
+    cursor.mkdir(parents=True)
+    hooks_json = cursor / "hooks.json"
+    old = {"command": "/old/paneward hook --harness cursor"}
+    hooks_json.write_text(json.dumps({"version": 1, "hooks": {"stop": [old, {"command": "x"}]}}))
+    assert run_cli("cursor") == 0
+    stop = json.loads(hooks_json.read_text())["hooks"]["stop"]
+    assert stop == [
+        {"command": "'/opt/pw bin/paneward' hook --harness cursor --owner none"},
+        {"command": "x"},
+    ]
+    assert run_cli("cursor", "--uninstall") == 0
+    remaining = json.loads(hooks_json.read_text())
+    assert remaining == {"version": 1, "hooks": {"stop": [{"command": "x"}]}}
+
+
+# --------------------------------------------------------------------------------------------
+# What is installed is what the harness's hooks module maps
+
+
+def _minimal_payload(harness: str, event: str) -> dict[str, Any]:
+    session = "conversation_id" if harness == "cursor" else "session_id"
+    return {"hook_event_name": event, session: "s-1"}
+
+
+@pytest.mark.parametrize(
+    ("harness", "events", "normalize"),
+    [
+        ("claude-code", claude_hooks.INSTALLED_EVENTS, claude_hooks.normalize),
+        ("codex", codex_hooks.INSTALLED_EVENTS, codex_hooks.normalize),
+        ("cursor", cursor_hooks.INSTALLED_EVENTS, cursor_hooks.normalize),
+    ],
+)
+def test_installed_events_are_the_hooks_modules_and_all_normalize(
+    homes: dict[str, Path], harness: Harness, events: tuple[str, ...], normalize: Normalizer
+) -> None:
+    assert run_cli(harness) == 0
+    where = {
+        "claude-code": homes["claude"] / "settings.json",
+        "codex": homes["codex"] / "hooks.json",
+        "cursor": homes["home"] / ".cursor" / "hooks.json",
+    }[harness]
+    installed = list(json.loads(where.read_text())["hooks"])
+    assert installed == list(events)  # a fresh file: the same events, in the same order
+    for event in installed:
+        hook = NotifyHook(
+            harness=harness,
+            payload=_minimal_payload(harness, event),
+            at_ms=1_000,
+            observed_at_ms=1_000,
+        )
+        assert isinstance(normalize(hook), HookHint), (harness, event)
+
+
+def test_installed_event_lists_are_derived_from_the_hook_tables() -> None:
+    assert (*claude_hooks.EVENT_HINTS, "Notification") == claude_hooks.INSTALLED_EVENTS
+    assert {"Elicitation", "ElicitationResult"} <= set(claude_hooks.INSTALLED_EVENTS)
+    assert tuple(codex_hooks.HOOK_HINTS) == codex_hooks.INSTALLED_EVENTS
+    assert install_hooks.INSTALLERS == {
+        "claude-code": claude_install.INSTALLER,
+        "codex": codex_install.INSTALLER,
+        "cursor": cursor_install.INSTALLER,
+    }
+    # --http keeps the events Claude Code refuses over http as command hooks.
+    wanted = claude_install.entries(
+        HookTarget(EXE, "http://127.0.0.1:1/hook/claude-code", "t"), CLAUDE_EVENTS, http=True
+    )
+    commands = {e for e, entry in wanted.items() if entry["type"] == "command"}
+    assert commands == set(CLAUDE_EVENTS) & claude_hooks.HTTP_REFUSED_EVENTS == {"SessionStart"}

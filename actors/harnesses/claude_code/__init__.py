@@ -6,7 +6,7 @@
 - :mod:`.install` -- the ``settings.json`` edit ``paneward install-hooks claude-code`` makes.
 
 Facts: reference/real-harnesses.md §4. The owner of a hook is ``$CLAUDE_PID`` (the hook's
-parent is ``/bin/sh``): :mod:`.install` writes ``--owner-env CLAUDE_PID`` into the command.
+parent is ``/bin/sh``): :mod:`.install` writes ``--owner env:CLAUDE_PID`` into the command.
 """
 
 from __future__ import annotations

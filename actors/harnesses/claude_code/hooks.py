@@ -16,7 +16,14 @@ from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["HTTP_REFUSED_EVENTS", "KNOWN_EVENTS", "LATE_NOTIFICATIONS", "normalize"]
+__all__ = [
+    "EVENT_HINTS",
+    "HTTP_REFUSED_EVENTS",
+    "INSTALLED_EVENTS",
+    "KNOWN_EVENTS",
+    "LATE_NOTIFICATIONS",
+    "normalize",
+]
 
 # Every event name Claude Code 2.1.332 accepts (its own table). A known event that
 # makes no claim maps to "info"; anything else is counted as unmapped.
@@ -64,24 +71,33 @@ KNOWN_EVENTS: Final = frozenset(
 #: carries ``CLAUDE_PID``): one arriving over http is a misconfiguration or a forgery.
 HTTP_REFUSED_EVENTS: Final = frozenset({"SessionStart", "Setup"})
 
-_EVENT_HINTS: Final[dict[str, HintKind]] = {
-    "userpromptsubmit": "working",
-    "pretooluse": "working",
+#: The events that make a claim, by Claude Code's own names, in the order install-hooks writes
+#: them; any other known event maps to "info". ``Notification`` is not here: its hint depends on
+#: its ``notification_type`` (see :func:`normalize`).
+EVENT_HINTS: Final[dict[str, HintKind]] = {
+    "SessionStart": "start",
+    "SessionEnd": "ended",
+    "UserPromptSubmit": "working",
+    "PreToolUse": "working",
     # A tool finished inside a running turn: the permission it waited on was answered.
-    "posttooluse": "working",
-    "posttoolusefailure": "working",
-    "posttoolbatch": "working",
-    "permissiondenied": "working",
-    "elicitationresult": "working",
-    "permissionrequest": "needs_input",
-    "elicitation": "needs_input",
-    "stop": "completed",
-    "stopfailure": "completed",
-    "sessionstart": "start",
-    "sessionend": "ended",
-    "subagentstart": "subagent_start",
-    "subagentstop": "subagent_stop",
+    "PostToolUse": "working",
+    "PostToolUseFailure": "working",
+    "PostToolBatch": "working",
+    "PermissionRequest": "needs_input",
+    "PermissionDenied": "working",
+    "Elicitation": "needs_input",
+    "ElicitationResult": "working",
+    "Stop": "completed",
+    "StopFailure": "completed",
+    "SubagentStart": "subagent_start",
+    "SubagentStop": "subagent_stop",
 }
+_HINTS_BY_TOKEN: Final = {token(name): hint for name, hint in EVENT_HINTS.items()}
+
+#: What ``paneward install-hooks claude-code`` installs (:mod:`.install`): every event that
+#: makes a claim, plus ``Notification``. All exist in Claude Code 2.1.332; older releases reject
+#: unknown names with a "settings errors" dialog (``--events`` picks a subset there).
+INSTALLED_EVENTS: Final[tuple[str, ...]] = (*EVENT_HINTS, "Notification")
 
 # Claude's own permission and elicitation notifications arrive ~6 s after the dialog opened,
 # so they only open needs_input without better proof ("late"); the generic ones
@@ -103,7 +119,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     tok = token(event)
     if tok not in KNOWN_EVENTS:
         return unmapped("claude-code", payload, event, hook.at_ms)
-    hint: HintKind = _EVENT_HINTS.get(tok, "info")
+    hint: HintKind = _HINTS_BY_TOKEN.get(tok, "info")
     tool = first_str(payload, "tool_name", limit=200)
     summary: str | None = None
     if tok == "notification":

@@ -18,17 +18,23 @@ from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["normalize"]
+__all__ = ["HOOK_HINTS", "INSTALLED_EVENTS", "normalize"]
 
-_HOOK_HINTS: Final[dict[str, HintKind]] = {
-    "sessionstart": "start",
-    "userpromptsubmit": "working",
-    "pretooluse": "working",
-    "posttooluse": "working",
-    "permissionrequest": "needs_input",
-    "stop": "completed",
-    "sessionend": "ended",
+#: Every ``hooks.json`` event paneward maps, by Codex's own names, in the order install-hooks
+#: writes them; any other event is counted as unmapped.
+HOOK_HINTS: Final[dict[str, HintKind]] = {
+    "SessionStart": "start",
+    "SessionEnd": "ended",
+    "UserPromptSubmit": "working",
+    "PreToolUse": "working",
+    "PostToolUse": "working",
+    "PermissionRequest": "needs_input",
+    "Stop": "completed",
 }
+_HINTS_BY_TOKEN: Final = {token(name): hint for name, hint in HOOK_HINTS.items()}
+#: What ``paneward install-hooks codex`` writes into ``hooks.json`` (:mod:`.install`): exactly
+#: the events mapped above (``notify`` is configured apart, in ``config.toml``).
+INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(HOOK_HINTS)
 # Newer notify types that end a turn without completing it (jmoyers/harness HEAD).
 _INTERRUPT_WORDS: Final = ("interrupt", "abort", "cancel", "incomplete")
 
@@ -68,7 +74,7 @@ def _normalize_hook(hook: NotifyHook, event: str) -> HookHint | Unmapped:
     payload = hook.payload
     thread = first_str(payload, "session_id", "thread_id")
     tok = token(event)
-    hint = _HOOK_HINTS.get(tok)
+    hint = _HINTS_BY_TOKEN.get(tok)
     if thread is None or hint is None:
         return unmapped("codex", payload, event, hook.at_ms)
     tool = first_str(payload, "tool_name", limit=200)

@@ -14,7 +14,24 @@ from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["normalize"]
+__all__ = ["INSTALLED_EVENTS", "normalize"]
+
+#: What ``paneward install-hooks cursor`` writes into ``~/.cursor/hooks.json`` (:mod:`.install`).
+#: :func:`normalize` maps by rules (``before*``/``after*`` prefixes, ``stop``, ``session*``),
+#: not by a table, so this list is the fact; every name in it normalizes to a hint
+#: (tests/test_install_hooks.py checks).
+INSTALLED_EVENTS: Final[tuple[str, ...]] = (
+    "sessionStart",
+    "sessionEnd",
+    "beforeSubmitPrompt",
+    "beforeShellExecution",
+    "beforeMCPExecution",
+    "afterShellExecution",
+    "afterMCPExecution",
+    "afterFileEdit",
+    "afterAgentResponse",
+    "stop",
+)
 
 _ABORTED: Final = frozenset({"aborted", "cancelled", "canceled", "interrupted", "error"})
 
