@@ -25,6 +25,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors.sources.control_server import request_lines
+from tests.polling import poll_until
 
 __all__ = [
     "PANEWARD",
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 PANEWARD = Path(sys.executable).with_name("paneward")
-POLL_S = 0.01
+
 
 # Variables that would point a child at another daemon or claim another owner.
 _SCRUB = (
@@ -83,19 +84,6 @@ def _request_sync(control: Path, body: dict[str, Any]) -> dict[str, Any]:
 async def request(control: Path, body: dict[str, Any]) -> dict[str, Any]:
     """One control-socket request (status), off the event loop."""
     return await anyio.to_thread.run_sync(_request_sync, control, body)
-
-
-async def poll_until(
-    check: Callable[[], Any], what: str, *, within: float = 20.0
-) -> None:
-    """Call the async ``check`` until it returns true; fail after ``within`` naming ``what``."""
-    try:
-        with anyio.fail_after(within):
-            # another process's counters: there is no event to wait on, so poll
-            while not await check():  # noqa: ASYNC110
-                await anyio.sleep(POLL_S)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {within} s waiting for {what}") from None
 
 
 def _raw_send_sync(path: Path, data: bytes) -> None:

@@ -1,24 +1,36 @@
-"""``paneward status``'s table (actors.cli.commands.format_table), over plain JSON activities as
-the control socket returns them."""
+"""``paneward status``'s table (actors.cli.commands.format_table), over activities decoded from
+the JSON the control socket returns."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from actors.cli.commands import ENDED_SHOWN_MS, format_table
+import msgspec
+
+from actors.cli.commands import format_table
+from actors.core.reducer import ENDED_SHOWN_MS
+from messages import Activity
 
 NOW = 1_800_000_000_000
 
 
 def row(
-    sid: str, presence: str, turn: str, age_ms: int, attention: str | None = None
+    sid: str, presence: str, turn: str, age_ms: int, attention: str | None = None,
+    pane: str | None = None,
+) -> Activity:
+    return msgspec.convert(_json(sid, presence, turn, age_ms, attention, pane), Activity)
+
+
+def _json(
+    sid: str, presence: str, turn: str, age_ms: int, attention: str | None, pane: str | None
 ) -> dict[str, Any]:
     return {
+        "type": "Activity",
         "key": {"harness": "claude-code", "session_id": sid},
         "presence": presence,
         "turn": turn,
         "attention": {"kind": attention, "reason": "r", "since_ms": NOW} if attention else None,
-        "pane": None,
+        "pane": pane,
         "evidence": {"source": "claude_hook", "at_ms": NOW - age_ms},
     }
 
@@ -38,14 +50,27 @@ def sessions_of(table: str) -> list[str]:
 
 def test_sessions_that_ended_more_than_a_day_ago_leave_the_table() -> None:
     table = format_table(SESSIONS, NOW)
-    # A live session of any age, a recent end, and a failure nobody acknowledged stay.
-    assert sessions_of(table) == ["failed-old", "live", "ended-now"]
-    assert table.splitlines()[-1] == "(2 more ended more than a day ago: paneward status --all)"
+    # A live session of any age, a recent end, and attention nobody acted on stay (the one
+    # "settled" rule of actors.core.reducer: the store forgets by the same rule after a week).
+    assert sessions_of(table) == ["failed-old", "done-old", "live", "ended-now"]
+    assert table.splitlines()[-1] == "(1 more ended more than a day ago: paneward status --all)"
+
+
+def test_a_pane_shows_one_session_the_others_are_in_parentheses() -> None:
+    table = format_table(
+        [row("quiet", "running", "unknown", 10, pane="%3"),
+         row("busy", "running", "working", 20, pane="%3")],
+        NOW,
+    )
+    assert [line.split()[:3] for line in table.splitlines()[1:]] == [
+        ["%3", "claude-code", "busy"],
+        ["(%3)", "claude-code", "quiet"],
+    ]
 
 
 def test_all_lists_everything() -> None:
     table = format_table(SESSIONS, NOW, show_all=True)
-    assert sorted(sessions_of(table)) == sorted(s["key"]["session_id"] for s in SESSIONS)
+    assert sorted(sessions_of(table)) == sorted(s.key.session_id for s in SESSIONS)
     assert "more ended" not in table
 
 

@@ -39,6 +39,7 @@ from actors.sinks.store import (
     open_store,
 )
 from actors.sources import procfs
+from tests.polling import poll_until
 
 T0 = 1_700_000_000_000
 
@@ -91,11 +92,8 @@ def db_query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[Any]
 
 
 async def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll a condition with a deadline (the caller's fail_after is the hard bound)."""
-    with anyio.fail_after(10):
-        while not predicate():  # noqa: ASYNC110 - the store exposes counters, not events
-            await anyio.sleep(0.005)
-    assert predicate(), what
+    """The store exposes counters, not events: poll them (tests.polling)."""
+    await poll_until(predicate, what, within=10)
 
 
 def stat_token(pid: int) -> str:

@@ -28,6 +28,7 @@ from messages import (
 )
 from messages.codec import Inbound
 from supervisor import MailboxFull, Supervisor, SupervisorClosed
+from tests.polling import settle_until
 from tests.replay import claude_messages, codex_messages
 
 T = 1_795_995_000_000
@@ -72,13 +73,7 @@ def poisonous(
     return faulty
 
 
-async def wait_for(condition: Callable[[], bool]) -> None:
-    """Let the actors run until ``condition`` holds (callers bound it with fail_after)."""
-    while not condition():
-        await anyio.wait_all_tasks_blocked()
-        if condition():
-            return
-        await anyio.lowlevel.checkpoint()
+wait_for = settle_until  # let the actors run until the condition holds
 
 
 async def collect(sub: object, count: int) -> list[Transition]:

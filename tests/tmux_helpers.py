@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
+from tests.polling import poll_until
 
 T0 = 1_800_000_000_000
 
@@ -67,11 +68,8 @@ class TmuxServer:
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], interval: float = 0.01) -> None:
-    """Poll ``check`` until it is true; the caller bounds it with ``anyio.fail_after``."""
-    while True:
-        if await check():
-            return
-        await anyio.sleep(interval)
+    """A tmux option has no event: :func:`tests.polling.poll_until` (callers bound it)."""
+    await poll_until(check, "the tmux options", within=3600, interval=interval)
 
 
 _EVIDENCE_MS = itertools.count(T0)

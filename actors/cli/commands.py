@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from messages import Activity
 
 __all__ = [
     "add_run",
@@ -145,7 +148,13 @@ def run_status(args: argparse.Namespace) -> int:
     elif args.json:
         print(json.dumps(body["activities"]))
     else:
-        print(format_table(body["activities"], time.time_ns() // 1_000_000, show_all=args.all))
+        import msgspec
+
+        from actors.core.clock import now_ms
+        from messages import Activity
+
+        activities = msgspec.convert(body["activities"], list[Activity])
+        print(format_table(activities, now_ms(), show_all=args.all))
         print(_counter_line(body["statistics"]))
     return EXIT_OK
 
@@ -163,60 +172,43 @@ def _age(now_ms: int, at_ms: int | None) -> str:
     return f"{seconds // 86400}d"
 
 
-#: Sessions that ended longer ago than this leave the status table (``--all`` shows them).
-ENDED_SHOWN_MS: Final = 24 * 3600 * 1000
-
-
-def _long_ended(activity: dict[str, Any], now_ms: int) -> bool:
-    """Ended (persisted) more than a day ago, with nothing left to act on (a ``failed``
-    attention stays listed until it is acknowledged)."""
-    if activity["presence"] != "persisted":
-        return False
-    attention = activity.get("attention")
-    if attention and attention.get("kind") == "failed":
-        return False
-    evidence = activity.get("evidence") or {}
-    at_ms = evidence.get("at_ms") or evidence.get("observed_at_ms")
-    return isinstance(at_ms, int) and now_ms - at_ms > ENDED_SHOWN_MS
-
-
 def format_table(
-    activities: list[dict[str, Any]], now_ms: int, *, show_all: bool = False
+    activities: Sequence[Activity], now_ms: int, *, show_all: bool = False
 ) -> str:
     """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
-    source, age (of the evidence). Sessions that ended more than a day ago are left out (and
-    counted in a last line) unless ``show_all``."""
+    source, age (of the evidence), most urgent first (:func:`actors.core.reducer.attention_order`).
+
+    Sessions settled for more than a day (:func:`actors.core.reducer.hidden_after`) are left out
+    (and counted in a last line) unless ``show_all``. A session bound to a pane that shows
+    another one (:func:`actors.core.reducer.pane_winners`) has its pane in parentheses.
+    """
+    from actors.core.reducer import attention_order, hidden_after, pane_winners
+
     hidden = 0
     if not show_all:
-        kept = [a for a in activities if not _long_ended(a, now_ms)]
+        kept = [a for a in activities if not hidden_after(a, now_ms)]
         hidden = len(activities) - len(kept)
         activities = kept
+    shown = pane_winners(activities)
     header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
     rows = [header]
-    order = {"needs_input": 0, "failed": 1, "turn_done": 2}
-
-    def rank(a: dict[str, Any]) -> tuple[int, int, str]:
-        att = a.get("attention") or {}
-        return (
-            order.get(str(att.get("kind")), 3),
-            0 if a["presence"] == "running" else 1,
-            a["key"]["session_id"],
-        )
-
-    for a in sorted(activities, key=rank):
-        att = a.get("attention")
-        attention = f"{att['kind']}: {att['reason']}" if att else "-"
-        evidence = a.get("evidence") or {}
+    for a in sorted(activities, key=attention_order):
+        att = a.attention
+        attention = f"{att.kind}: {att.reason}" if att else "-"
+        pane = a.pane or "-"
+        if a.pane is not None and shown[a.pane].key != a.key:
+            pane = f"({a.pane})"
+        evidence = a.evidence
         rows.append(
             (
-                a.get("pane") or "-",
-                a["key"]["harness"],
-                a["key"]["session_id"][:13],
-                a["presence"],
-                a["turn"],
+                pane,
+                a.key.harness,
+                a.key.session_id[:13],
+                a.presence,
+                a.turn,
                 attention[:40],
-                evidence.get("source", "-"),
-                _age(now_ms, evidence.get("at_ms") or evidence.get("observed_at_ms")),
+                evidence.source,
+                _age(now_ms, evidence.at_ms or evidence.observed_at_ms),
             )
         )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]

@@ -1,0 +1,173 @@
+"""Tests that guard the design (DESIGN §2 "Layout"), not a behaviour.
+
+- ``actors/core`` holds pure decisions: importing any of its modules loads no event loop, no
+  process or database library, and nothing of the layers above it (checked on ``sys.modules``
+  in a fresh interpreter, so ``from anyio import X`` or an indirect import is caught too).
+- A harness package never imports another one (a rule two harnesses share lives in core).
+- ``paneward hook`` stays on the standard library.
+- Every list of message types is derived from the one tagged union in ``messages.codec``.
+- Wide messages are keyword-only, so whoever builds one names its fields.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import messages
+from actors.core import routing
+from actors.core.reducer import SessionState, reduce
+from messages.activity import OutboundMessage
+from messages.codec import INBOUND_TYPES, OUTBOUND_TYPES, SESSION_TYPES, Inbound, Outbound
+from messages.control import ControlMessage
+from messages.evidence import EvidenceMessage
+from tests import examples
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTORS = ROOT / "actors"
+HARNESSES = sorted(p.name for p in (ACTORS / "harnesses").iterdir() if (p / "__init__.py").exists())
+
+#: What a pure module must not load: I/O and async libraries, and every layer above core.
+BANNED_IN_CORE = (
+    "anyio",
+    "sniffio",
+    "asyncio",
+    "psutil",
+    "aiosqlite",
+    "sqlite3",
+    "watchfiles",
+    "socket",
+    "supervisor",
+    "actors.runtime",
+    "actors.sources",
+    "actors.sinks",
+    "actors.cli",
+    "actors.harnesses",
+)
+
+
+def _modules_after_import(module: str) -> list[str]:
+    """The modules a fresh interpreter holds after importing ``module``."""
+    code = f"import sys, json, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    loaded: list[str] = json.loads(out)
+    return loaded
+
+
+def _banned(loaded: list[str], banned: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in loaded if any(m == b or m.startswith(b + ".") for b in banned))
+
+
+CORE_MODULES = sorted(
+    f"actors.core.{p.stem}" for p in (ACTORS / "core").glob("*.py") if p.stem != "__init__"
+)
+
+
+@pytest.mark.parametrize("module", CORE_MODULES)
+def test_core_modules_are_pure(module: str) -> None:
+    assert _banned(_modules_after_import(module), BANNED_IN_CORE) == []
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_harness_packages_do_not_import_each_other(harness: str) -> None:
+    modules = sorted(
+        f"actors.harnesses.{harness}.{p.stem}"
+        for p in (ACTORS / "harnesses" / harness).glob("*.py")
+        if p.stem != "__init__"
+    )
+    others = tuple(f"actors.harnesses.{h}" for h in HARNESSES if h != harness)
+    loaded = _modules_after_import(", ".join([f"actors.harnesses.{harness}", *modules]))
+    assert _banned(loaded, (*others, "actors.harnesses.catalog")) == []
+
+
+def test_the_hook_client_needs_only_the_standard_library() -> None:
+    loaded = _modules_after_import("actors.cli, actors.cli.hook_client")
+    ours = {m for m in loaded if m.split(".")[0] in {"actors", "messages", "supervisor"}}
+    assert ours == {
+        "actors",
+        "actors.cli",
+        "actors.cli.hook_client",
+        "actors.core",
+        "actors.core.paths",
+        "actors.core.procstat",
+    }
+    third_party = {"anyio", "msgspec", "psutil", "aiosqlite", "watchfiles", "typing"}
+    assert {m.split(".")[0] for m in loaded} & third_party == set()
+
+
+# ------------------------------------------------------------------- the message catalog
+
+
+def _leaves(base: type) -> set[type]:
+    found: set[type] = set()
+    sub: type
+    for sub in base.__subclasses__():
+        found |= _leaves(sub) or {sub}
+    return found
+
+
+def test_the_inbound_catalog_is_every_evidence_and_control_message_once() -> None:
+    assert len(INBOUND_TYPES) == len(set(INBOUND_TYPES))
+    assert set(INBOUND_TYPES) == _leaves(EvidenceMessage) | _leaves(ControlMessage)
+    assert set(typing.get_args(Inbound)) == set(INBOUND_TYPES)
+    assert set(SESSION_TYPES) <= set(INBOUND_TYPES)
+    assert set(OUTBOUND_TYPES) == _leaves(OutboundMessage)
+    assert set(typing.get_args(Outbound)) == set(OUTBOUND_TYPES)
+
+
+def test_the_package_exports_every_message_type() -> None:
+    for kind in (*INBOUND_TYPES, *OUTBOUND_TYPES):
+        assert getattr(messages, kind.__name__) is kind
+        assert kind.__name__ in messages.__all__
+
+
+def test_the_reducer_and_the_router_handle_every_message_of_the_catalog() -> None:
+    """No copied list can miss a type: each example of each type goes through the router,
+    and each session message through the reducer, without a TypeError."""
+    shown = {type(m) for m in examples.INBOUND}
+    assert shown == set(INBOUND_TYPES), set(INBOUND_TYPES) - shown
+    index = routing.RoutingIndex()
+    key = messages.SessionKey("claude-code", "design")
+    for message in examples.INBOUND:
+        if isinstance(message, messages.NotifyHook):
+            continue  # normalized at the edge, never routed raw
+        list(index.deliveries(message))  # type: ignore[arg-type]
+        if isinstance(message, SESSION_TYPES):
+            reduce(SessionState(key=key), message)  # type: ignore[arg-type]
+
+
+def test_listeners_accept_only_catalog_types() -> None:
+    from actors.sources.pane_mapper import PaneMapper
+    from actors.sources.pid_watcher import PidWatcher
+
+    for listener in (PaneMapper, PidWatcher):
+        assert set(listener.accepts) <= set(INBOUND_TYPES)
+
+
+WIDE = 3  # more fields than this: keyword-only
+
+
+_STRUCTS: list[type[msgspec.Struct]] = [
+    *INBOUND_TYPES,
+    *OUTBOUND_TYPES,
+    messages.Evidence,
+    messages.Attention,
+    messages.SessionKey,
+    messages.ExitInfo,
+]
+
+
+@pytest.mark.parametrize("kind", _STRUCTS, ids=lambda k: k.__name__)
+def test_wide_messages_are_keyword_only(kind: type[msgspec.Struct]) -> None:
+    parameters = inspect.signature(kind).parameters.values()
+    if len(kind.__struct_fields__) > WIDE:
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), kind
