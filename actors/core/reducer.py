@@ -20,6 +20,7 @@ may retire, the table may hide it, the store may forget it), :data:`ATTENTION_PR
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 import msgspec
@@ -66,12 +67,15 @@ __all__ = [
     "SessionMessage",
     "SessionState",
     "Step",
+    "attention_order",
     "attention_rank",
     "crashed",
     "derive",
     "from_activity",
+    "hidden_after",
     "initial_state",
     "pane_rank",
+    "pane_winners",
     "reduce",
     "reprove",
     "restored",
@@ -237,6 +241,40 @@ def pane_rank(activity: Activity) -> tuple[bool, int, bool, int, str]:
         attention_rank(attention.kind if attention is not None else None),
         activity.presence != "persisted",
         evidence.at_ms or evidence.observed_at_ms or 0,
+        str(activity.key),
+    )
+
+
+def pane_winners(activities: Iterable[Activity]) -> dict[str, Activity]:
+    """The session each pane shows (:func:`pane_rank`), for every pane some session is bound to."""
+    shown: dict[str, Activity] = {}
+    for activity in activities:
+        pane = activity.pane
+        if pane is not None:
+            current = shown.get(pane)
+            if current is None or pane_rank(activity) > pane_rank(current):
+                shown[pane] = activity
+    return shown
+
+
+def hidden_after(activity: Activity, now_ms: int, after_ms: int = ENDED_SHOWN_MS) -> bool:
+    """:func:`settled` for longer than ``after_ms`` (by its evidence time): the status table
+    leaves it out (``--all`` lists it)."""
+    if not settled(activity):
+        return False
+    evidence = activity.evidence
+    at_ms = evidence.at_ms or evidence.observed_at_ms
+    return at_ms is not None and now_ms - at_ms > after_ms
+
+
+def attention_order(activity: Activity) -> tuple[int, int, int, str]:
+    """The order of the attention queue and of the status table: the most urgent attention first
+    (:data:`ATTENTION_PRIORITY`), oldest first within a kind, then live sessions, then the key."""
+    attention = activity.attention
+    return (
+        -attention_rank(attention.kind if attention is not None else None),
+        attention.since_ms if attention is not None else 0,
+        0 if activity.presence == "running" else 1,
         str(activity.key),
     )
 
