@@ -40,6 +40,7 @@ from messages import (
     SessionKey,
     revalidate,
 )
+from tests.polling import poll_until
 from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
@@ -361,9 +362,8 @@ M = TypeVar("M")
 
 
 async def wait_until(condition: Callable[[], bool]) -> None:
-    """Poll ``condition`` (callers bound the wait with fail_after / move_on_after)."""
-    while not condition():  # noqa: ASYNC110 - the condition is another task's side effect
-        await anyio.sleep(0.002)
+    """The condition is another task's side effect (tests.polling; callers bound the wait)."""
+    await poll_until(condition, within=3600, interval=0.002)
 
 
 FAKE_CODEX = FIXTURES / "fake_codex.py"

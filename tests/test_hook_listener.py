@@ -10,7 +10,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from actors.core.frames import (
 from actors.core.http import RequestHead, check_http_request, parse_request_head
 from actors.harnesses.catalog import HOOK_ROUTES
 from actors.sources.hook_listener import HookListener, HookListenerError, load_http_token
+from tests.polling import poll_until
 from tests.sinks import ListSink
 
 AT = 1_795_999_000_000
@@ -56,10 +57,9 @@ def notify_frame(payload: Any, *, harness: str = "claude-code", pid: int | None 
     ).encode()
 
 
-async def wait_until(predicate: Any) -> None:
-    """Poll a condition that has no event of its own (listener counters), bounded by caller."""
-    while not predicate():  # noqa: ASYNC110 - counters have no event; callers bound it
-        await anyio.sleep(0.005)
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    """Listener counters have no event: poll them (tests.polling; callers bound it)."""
+    await poll_until(predicate, within=3600)
 
 
 @asynccontextmanager

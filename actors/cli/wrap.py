@@ -42,11 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 import messages
 from actors.core import paths
+from actors.core.clock import now_ms
 from actors.core.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
 from actors.core.procstat import parse_stat
-from actors.sources.pty_status import now_ms, program_status
+from actors.sources.pty_status import program_status
 
 __all__ = [
     "MAX_QUEUED_FRAMES",
@@ -185,16 +188,18 @@ def _socket_path() -> Path:
     return Path(paths.socket_path())
 
 
-@dataclass(frozen=True, slots=True)
-class ReporterStatistics:
-    sent: int
-    queued: int
+class ReporterStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one :class:`Reporter`: one record it keeps, copied by ``statistics()``
+    (``queued`` and ``connected`` are filled in then)."""
+
+    sent: int = 0
+    queued: int = 0
     #: Frames dropped because the queue was full (the daemon was away too long).
-    dropped: int
+    dropped: int = 0
     #: Messages that failed validation and were never queued.
-    rejected: int
-    connects: int
-    connected: bool
+    rejected: int = 0
+    connects: int = 0
+    connected: bool = False
 
 
 class Reporter:
@@ -213,18 +218,13 @@ class Reporter:
         self._out = b""  # the frame being written (partially sent)
         self._max = max_frames
         self._next_attempt = 0.0
-        self._sent = 0
-        self._dropped = 0
-        self._rejected = 0
-        self._connects = 0
+        self._stats = ReporterStatistics()
 
     def statistics(self) -> ReporterStatistics:
-        return ReporterStatistics(
-            sent=self._sent,
+        """A point-in-time copy of the counters (see :class:`ReporterStatistics`)."""
+        return msgspec.structs.replace(
+            self._stats,
             queued=len(self._queue) + (1 if self._out else 0),
-            dropped=self._dropped,
-            rejected=self._rejected,
-            connects=self._connects,
             connected=self._sock is not None,
         )
 
@@ -240,7 +240,7 @@ class Reporter:
         try:
             return messages.encode(messages.revalidate(message)) + b"\n"
         except messages.MessageError:
-            self._rejected += 1
+            self._stats.rejected += 1
             return None
 
     def hello(self, message: messages.PtySpawned) -> None:
@@ -254,7 +254,7 @@ class Reporter:
             return
         if len(self._queue) >= self._max:
             self._queue.popleft()
-            self._dropped += 1
+            self._stats.dropped += 1
         self._queue.append(frame)
 
     def poll_timeout(self, now: float) -> float | None:
@@ -276,7 +276,7 @@ class Reporter:
             sock.close()
             return
         self._sock = sock
-        self._connects += 1
+        self._stats.connects += 1
         self._out = b""
         if self._hello is not None:
             self._queue.appendleft(self._hello)
@@ -307,7 +307,7 @@ class Reporter:
                 return
             if n == len(self._out):
                 self._out = b""
-                self._sent += 1
+                self._stats.sent += 1
             else:
                 # Partial frames are resent whole after a reconnect; the daemon drops the
                 # broken line it got.

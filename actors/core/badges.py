@@ -165,15 +165,16 @@ class PaneChange(NamedTuple):
     options: PaneOptions | None
 
 
-class BadgeStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of a :class:`BadgeBook`."""
+class BadgeStatistics(msgspec.Struct, kw_only=True):
+    """Counters of a :class:`BadgeBook`: one record it keeps, copied by ``statistics()``
+    (``sessions`` and ``panes`` are sizes, filled in then)."""
 
-    snapshots: int
-    transitions: int
-    stale: int
-    ignored: int
-    sessions: int
-    panes: int
+    snapshots: int = 0
+    transitions: int = 0
+    stale: int = 0
+    ignored: int = 0
+    sessions: int = 0
+    panes: int = 0
 
 
 class BadgeBook:
@@ -190,10 +191,7 @@ class BadgeBook:
         # How many bound panes show each badge, kept as panes change: the summary costs the
         # same with 5 panes as with 500.
         self._badge_counts: dict[str, int] = dict.fromkeys(BADGES.values(), 0)
-        self._snapshots = 0
-        self._transitions = 0
-        self._stale = 0
-        self._ignored = 0
+        self._stats = BadgeStatistics()
 
     @property
     def shown(self) -> Mapping[str, PaneOptions]:
@@ -217,29 +215,29 @@ class BadgeBook:
             current = self._sessions.get(key)
             if current is not None:
                 if current[0] >= item.seq:
-                    self._stale += 1
+                    self._stats.stale += 1
                     return []
                 after = item.after
                 pane = after.pane
                 if pane is not None and pane == current[1].pane:
                     # The common case — a session changes state on the pane it already had —
                     # touches one pane and, when it is the pane's only session, ranks nothing.
-                    self._transitions += 1
+                    self._stats.transitions += 1
                     self._sessions[key] = (item.seq, after)
                     if len(self._by_pane[pane]) == 1:
                         return self._show(pane, pane_options(after))
                     return self._recompute((pane,))
-            self._transitions += 1
+            self._stats.transitions += 1
             return self._recompute(self._put(item.seq, item.after))
         if isinstance(item, Snapshot):
-            self._snapshots += 1
+            self._stats.snapshots += 1
             affected = set(self._by_pane)
             self._sessions.clear()
             self._by_pane.clear()
             for activity in item.activities:
                 affected |= self._put(item.seq, activity)
             return self._recompute(affected)
-        self._ignored += 1
+        self._stats.ignored += 1
         return []
 
     def _put(self, seq: int, activity: Activity) -> set[str]:
@@ -286,13 +284,9 @@ class BadgeBook:
         return changes
 
     def statistics(self) -> BadgeStatistics:
-        return BadgeStatistics(
-            snapshots=self._snapshots,
-            transitions=self._transitions,
-            stale=self._stale,
-            ignored=self._ignored,
-            sessions=len(self._sessions),
-            panes=len(self._shown),
+        """A point-in-time copy of the counters (see :class:`BadgeStatistics`)."""
+        return msgspec.structs.replace(
+            self._stats, sessions=len(self._sessions), panes=len(self._shown)
         )
 
 

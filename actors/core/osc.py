@@ -29,6 +29,8 @@ import binascii
 from dataclasses import dataclass
 from typing import Final, Literal
 
+import msgspec
+
 __all__ = [
     "MAX_FIELD_TEXT",
     "MAX_SEQUENCE",
@@ -120,25 +122,25 @@ class Progress:
 OscEvent = StatusRecord | Probe | Title | Notification | Progress
 
 
-@dataclass(frozen=True, slots=True)
-class OscStatistics:
-    """Counters of one :class:`OscParser` (returned by :meth:`OscParser.statistics`)."""
+class OscStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one :class:`OscParser`: one record it keeps, copied by
+    :meth:`OscParser.statistics` (``carry_bytes`` is the size held back now)."""
 
-    bytes_fed: int
-    records: int
-    probes: int
-    titles: int
-    notifications: int
-    progress: int
+    bytes_fed: int = 0
+    records: int = 0
+    probes: int = 0
+    titles: int = 0
+    notifications: int = 0
+    progress: int = 0
     #: OSC 7501 sequences that were terminated but not valid records (unknown state, bad
     #: base64, bad field syntax): passed through unchanged, never reported.
-    malformed: int
+    malformed: int = 0
     #: ``ESC ]`` openings that found no terminator within :data:`MAX_SEQUENCE` bytes or were
     #: cut by another ESC: passed through as plain bytes.
-    unterminated: int
+    unterminated: int = 0
     #: OSC 7501 records/probes removed from the output.
-    stripped: int
-    carry_bytes: int
+    stripped: int = 0
+    carry_bytes: int = 0
 
 
 def _text(raw: bytes) -> str:
@@ -241,19 +243,11 @@ class OscParser:
     """
 
     __slots__ = (
-        "_bytes",
         "_carry",
         "_carry_sent",
-        "_malformed",
-        "_notifications",
-        "_probes",
-        "_progress",
-        "_records",
+        "_stats",
         "_strip_probe",
         "_strip_status",
-        "_stripped",
-        "_titles",
-        "_unterminated",
     )
 
     def __init__(self, *, strip_status: bool = False, strip_probe: bool = False) -> None:
@@ -263,15 +257,7 @@ class OscParser:
         # were already passed on (0 when held back).
         self._carry = b""
         self._carry_sent = 0
-        self._bytes = 0
-        self._records = 0
-        self._probes = 0
-        self._titles = 0
-        self._notifications = 0
-        self._progress = 0
-        self._malformed = 0
-        self._unterminated = 0
-        self._stripped = 0
+        self._stats = OscStatistics()
 
     @property
     def carry_bytes(self) -> int:
@@ -279,31 +265,21 @@ class OscParser:
         return len(self._carry)
 
     def statistics(self) -> OscStatistics:
-        return OscStatistics(
-            bytes_fed=self._bytes,
-            records=self._records,
-            probes=self._probes,
-            titles=self._titles,
-            notifications=self._notifications,
-            progress=self._progress,
-            malformed=self._malformed,
-            unterminated=self._unterminated,
-            stripped=self._stripped,
-            carry_bytes=len(self._carry),
-        )
+        """A point-in-time copy of the counters (see :class:`OscStatistics`)."""
+        return msgspec.structs.replace(self._stats, carry_bytes=len(self._carry))
 
     def flush(self) -> bytes:
         """End of stream: return (and forget) held-back bytes of an incomplete sequence."""
         held = self._carry[self._carry_sent :]
         if self._carry:
-            self._unterminated += 1
+            self._stats.unterminated += 1
         self._carry = b""
         self._carry_sent = 0
         return held
 
     def feed(self, data: bytes) -> tuple[bytes, list[OscEvent]]:
         """Parse the next chunk; return ``(bytes to pass on, events in stream order)``."""
-        self._bytes += len(data)
+        self._stats.bytes_fed += len(data)
         if self._carry:
             buf = self._carry + data
             sent = self._carry_sent
@@ -342,12 +318,12 @@ class OscParser:
                     if size - start < MAX_SEQUENCE:
                         end = self._keep(buf, start, sent)
                         break
-                    self._unterminated += 1
+                    self._stats.unterminated += 1
                     pos = body
                     continue
                 if buf[esc + 1] != _BACKSLASH:
                     # ESC inside an OSC string that is not ST: not a sequence we parse.
-                    self._unterminated += 1
+                    self._stats.unterminated += 1
                     pos = esc
                     continue
                 stop, terminator = esc + 2, "ST"
@@ -359,7 +335,7 @@ class OscParser:
                 if size - start < MAX_SEQUENCE:
                     end = self._keep(buf, start, sent)
                     break
-                self._unterminated += 1
+                self._stats.unterminated += 1
                 pos = body
                 continue
             if self._dispatch(content, terminator, events):
@@ -369,7 +345,7 @@ class OscParser:
                 if start > emit_from:
                     pieces.append(buf[emit_from:start])
                 emit_from = stop
-                self._stripped += 1
+                self._stats.stripped += 1
             pos = stop
         if pieces is None:
             if emit_from == 0 and end == size:
@@ -407,30 +383,30 @@ class OscParser:
         rest = content[code_end + 1 :] if code_end >= 0 else b""
         if code == b"7501":
             if code_end < 0:
-                self._malformed += 1
+                self._stats.malformed += 1
                 return False
             if rest.startswith(b"?"):
-                self._probes += 1
+                self._stats.probes += 1
                 events.append(Probe(data=_text(rest)))
                 return self._strip_probe
             record = parse_status_fields(rest, terminator)
             if record is None:
-                self._malformed += 1
+                self._stats.malformed += 1
                 return False
-            self._records += 1
+            self._stats.records += 1
             events.append(record)
             return self._strip_status
         if code in (b"0", b"2") and code_end >= 0:
-            self._titles += 1
+            self._stats.titles += 1
             events.append(Title(text=_text(rest), code=int(code)))
         elif code in (b"9", b"777") and code_end >= 0:
             note = _parse_notification(int(code), rest)
             if note is None:
-                self._malformed += 1
+                self._stats.malformed += 1
             elif isinstance(note, Progress):
-                self._progress += 1
+                self._stats.progress += 1
                 events.append(note)
             else:
-                self._notifications += 1
+                self._stats.notifications += 1
                 events.append(note)
         return False

@@ -160,17 +160,18 @@ def parse_pane_rows(lines: Iterable[str]) -> tuple[list[PaneRow], list[str]]:
     return list(rows.values()), errors
 
 
-class PaneTableStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of a :class:`PaneTable`."""
+class PaneTableStatistics(msgspec.Struct, kw_only=True):
+    """Counters of a :class:`PaneTable`: one record it keeps, copied by ``statistics()``
+    (``panes``, the size of the last listing, is filled in then)."""
 
-    listings: int
-    panes: int
-    opened: int
-    closed: int
-    focused: int
-    exited: int
-    server_changes: int
-    unreaped: int  # dead panes whose exit status tmux had not collected (see take_unreaped)
+    listings: int = 0
+    panes: int = 0
+    opened: int = 0
+    closed: int = 0
+    focused: int = 0
+    exited: int = 0
+    server_changes: int = 0
+    unreaped: int = 0  # dead panes whose exit status tmux had not collected (see take_unreaped)
 
 
 class PaneTable:
@@ -179,15 +180,9 @@ class PaneTable:
     def __init__(self) -> None:
         self._server: str | None = None
         self._rows: dict[str, PaneRow] = {}
-        self._listings = 0
-        self._opened = 0
-        self._closed = 0
-        self._focused = 0
-        self._exited = 0
-        self._server_changes = 0
         # (pane, pid) of dead panes already returned by take_unreaped: asked once each.
         self._reap_asked: set[tuple[str, int]] = set()
-        self._unreaped = 0
+        self._stats = PaneTableStatistics()
 
     @property
     def panes(self) -> dict[str, PaneRow]:
@@ -199,20 +194,20 @@ class PaneTable:
         Order: closes, then opens (with the exit of a pane already dead when first seen), then
         exits, then focus, so a consumer never sees focus for a pane it was not told about.
         """
-        self._listings += 1
+        self._stats.listings += 1
         out: list[Inbound] = []
         if self._server is not None and server != self._server:
             # A new server reuses pane ids from %0: every old pane is gone.
-            self._server_changes += 1
+            self._stats.server_changes += 1
             for pane in sorted(self._rows, key=_pane_order):
                 out.append(PaneClosed(pane=pane, at_ms=now_ms))
-                self._closed += 1
+                self._stats.closed += 1
             self._rows = {}
         self._server = server
         new = {row.pane: row for row in rows}
         for pane in sorted(self._rows.keys() - new.keys(), key=_pane_order):
             out.append(PaneClosed(pane=pane, at_ms=now_ms))
-            self._closed += 1
+            self._stats.closed += 1
         exits: list[Inbound] = []
         focus: list[Inbound] = []
         for pane in sorted(new, key=_pane_order):
@@ -225,7 +220,7 @@ class PaneTable:
                         pane=pane, root_pid=row.pid, at_ms=now_ms, cwd=row.cwd, focused=row.focused
                     )
                 )
-                self._opened += 1
+                self._stats.opened += 1
                 if row.exit_known:
                     exits.append(self._exit(row, now_ms))
                 continue
@@ -234,7 +229,7 @@ class PaneTable:
                 exits.append(self._exit(row, now_ms))
             if row.focused and not old.focused:
                 focus.append(PaneFocused(pane=pane, at_ms=now_ms))
-                self._focused += 1
+                self._stats.focused += 1
         self._rows = new
         self._reap_asked &= {(row.pane, row.pid) for row in new.values()}
         return out + exits + focus
@@ -253,11 +248,11 @@ class PaneTable:
             if row.dead and not row.exit_known and (pane, row.pid) not in self._reap_asked:
                 self._reap_asked.add((pane, row.pid))
                 panes.append(pane)
-        self._unreaped += len(panes)
+        self._stats.unreaped += len(panes)
         return panes
 
     def _exit(self, row: PaneRow, now_ms: int) -> PtyExit:
-        self._exited += 1
+        self._stats.exited += 1
         return PtyExit(
             at_ms=now_ms,
             observed_at_ms=now_ms,
@@ -267,16 +262,8 @@ class PaneTable:
         )
 
     def statistics(self) -> PaneTableStatistics:
-        return PaneTableStatistics(
-            listings=self._listings,
-            panes=len(self._rows),
-            opened=self._opened,
-            closed=self._closed,
-            focused=self._focused,
-            exited=self._exited,
-            server_changes=self._server_changes,
-            unreaped=self._unreaped,
-        )
+        """A point-in-time copy of the counters (see :class:`PaneTableStatistics`)."""
+        return msgspec.structs.replace(self._stats, panes=len(self._rows))
 
 
 def _pane_order(pane: str) -> int:

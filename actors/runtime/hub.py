@@ -116,8 +116,10 @@ class HubStatistics(msgspec.Struct, kw_only=True):
     closed: bool = False
 
 
-class SubscriptionStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """A point-in-time record of one subscription (see :meth:`Subscription.statistics`).
+class SubscriptionStatistics(msgspec.Struct, kw_only=True):
+    """The counters of one subscription: one record it keeps (``mode`` and ``buffer`` set at
+    subscribe time), copied by :meth:`Subscription.statistics` with ``pending`` and
+    ``overflowed`` computed then.
 
     ``pending`` counts the items ready to receive (snapshot included, overflow marker not);
     ``delivered`` the items already received; ``coalesced`` the transitions a ``latest``
@@ -127,15 +129,15 @@ class SubscriptionStatistics(msgspec.Struct, frozen=True, kw_only=True):
     closed or overflowed) once drained; ``closed`` whether the subscriber closed it.
     """
 
-    mode: Mode
-    buffer: int
-    pending: int
-    delivered: int
-    coalesced: int
-    dropped: int
-    overflowed: bool
-    ended: bool
-    closed: bool
+    mode: Mode = "all"
+    buffer: int = DEFAULT_BUFFER
+    pending: int = 0
+    delivered: int = 0
+    coalesced: int = 0
+    dropped: int = 0
+    overflowed: bool = False
+    ended: bool = False
+    closed: bool = False
 
 
 def _key_order(activity: Activity) -> tuple[str, str]:
@@ -180,8 +182,7 @@ class Subscription(ObjectReceiveStream[_ItemT]):
         states: bool,
     ) -> None:
         self._hub: BroadcastHub | None = hub
-        self._mode: Mode = mode
-        self._buffer = buffer
+        self._stats = SubscriptionStatistics(mode=mode, buffer=buffer)
         self._states = states
         self._head = head
         self._queue: deque[StateTransition] = deque()
@@ -190,27 +191,23 @@ class Subscription(ObjectReceiveStream[_ItemT]):
         self._want = 1  # wake the waiter once this many items are pending
         # Set when an ``all`` subscriber fell behind: the seq of the first transition it lost.
         self._overflow_next_seq: int | None = None
-        self._dropped = 0
-        self._delivered = 0
-        self._coalesced = 0
-        self._ended = False
-        self._closed = False
 
     # --- called by the hub (same thread, never awaits) -------------------------------------
 
     def _deliver(self, record: StateTransition) -> bool:
         """Queue ``record``; return True if this delivery overflowed the subscription."""
-        if self._mode == "all":
+        stats = self._stats
+        if stats.mode == "all":
             if self._overflow_next_seq is not None:
-                self._dropped += 1
+                stats.dropped += 1
                 return False
             queue = self._queue
-            if len(queue) >= self._buffer:
+            if len(queue) >= stats.buffer:
                 # Freeze the queue: the subscriber keeps what it has, then learns exactly
                 # where its gap starts. Publishing goes on unaffected.
                 self._overflow_next_seq = record.transition.seq
-                self._dropped = 1
-                self._ended = True
+                stats.dropped = 1
+                stats.ended = True
                 self._wake()
                 return True
             queue.append(record)
@@ -220,7 +217,7 @@ class Subscription(ObjectReceiveStream[_ItemT]):
             # pop + insert moves the key to the end: items stay in last-update (= seq) order.
             key = record.transition.key
             if self._latest.pop(key, None) is not None:
-                self._coalesced += 1
+                stats.coalesced += 1
             self._latest[key] = record
         self._wake()
         return False
@@ -228,7 +225,7 @@ class Subscription(ObjectReceiveStream[_ItemT]):
     def _end(self) -> None:
         """The hub closed: drain what is pending, then EndOfStream."""
         self._hub = None
-        self._ended = True
+        self._stats.ended = True
         self._wake()
 
     def _wake(self) -> None:
@@ -245,7 +242,7 @@ class Subscription(ObjectReceiveStream[_ItemT]):
     @property
     def mode(self) -> Mode:
         """``"all"`` (lossless until overflow) or ``"latest"`` (coalesced per key)."""
-        return self._mode
+        return self._stats.mode
 
     @property
     def pending(self) -> int:
@@ -260,7 +257,8 @@ class Subscription(ObjectReceiveStream[_ItemT]):
             after the :class:`~messages.Overflow` marker
         :raises ~anyio.ClosedResourceError: if this subscription was closed by its owner
         """
-        if self._closed:
+        stats = self._stats
+        if stats.closed:
             raise anyio.ClosedResourceError
         item: StateItem
         if self._head is not None:
@@ -275,17 +273,17 @@ class Subscription(ObjectReceiveStream[_ItemT]):
             self._detach()
             item = Overflow(
                 next_seq=self._overflow_next_seq,
-                dropped=self._dropped,
+                dropped=stats.dropped,
                 reason=(
-                    f"subscriber fell {self._buffer} transitions behind; resubscribe for a snapshot"
+                    f"subscriber fell {stats.buffer} transitions behind; resubscribe for a snapshot"
                 ),
             )
             self._overflow_next_seq = None
-        elif self._ended:
+        elif stats.ended:
             raise anyio.EndOfStream
         else:
             raise anyio.WouldBlock
-        self._delivered += 1
+        stats.delivered += 1
         if self._states or isinstance(item, Overflow):
             return cast(_ItemT, item)
         if isinstance(item, StateTransition):
@@ -319,9 +317,9 @@ class Subscription(ObjectReceiveStream[_ItemT]):
         :raises ~anyio.BusyResourceError: if another task is already waiting on it
         """
         while True:
-            if self._closed:
+            if self._stats.closed:
                 raise anyio.ClosedResourceError
-            if self.pending >= count or self._ended:
+            if self.pending >= count or self._stats.ended:
                 return
             await self._park(count)
 
@@ -341,9 +339,9 @@ class Subscription(ObjectReceiveStream[_ItemT]):
 
         A task parked in :meth:`receive` gets :class:`anyio.ClosedResourceError`.
         """
-        if self._closed:
+        if self._stats.closed:
             return
-        self._closed = True
+        self._stats.closed = True
         self._detach()
         self._head = None
         self._queue.clear()
@@ -367,17 +365,10 @@ class Subscription(ObjectReceiveStream[_ItemT]):
         self.close()
 
     def statistics(self) -> SubscriptionStatistics:
-        """Return this subscription's counters (see :class:`SubscriptionStatistics`)."""
-        return SubscriptionStatistics(
-            mode=self._mode,
-            buffer=self._buffer,
-            pending=self.pending,
-            delivered=self._delivered,
-            coalesced=self._coalesced,
-            dropped=self._dropped,
-            overflowed=self._dropped > 0,
-            ended=self._ended,
-            closed=self._closed,
+        """A point-in-time copy of this subscription's counters (see
+        :class:`SubscriptionStatistics`)."""
+        return msgspec.structs.replace(
+            self._stats, pending=self.pending, overflowed=self._stats.dropped > 0
         )
 
     def __repr__(self) -> str:

@@ -107,13 +107,17 @@ class MailboxClosed(PanewardError):
     """Raised when sending to a mailbox whose actor has stopped."""
 
 
-class MailboxStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of one mailbox: bound, queued now, accepted, refused when full."""
+class MailboxStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one mailbox: bound, queued now, accepted, refused when full.
 
-    size: int
-    pending: int
-    sent: int
-    overflows: int
+    One record the mailbox keeps (``size`` set at construction), copied by
+    :meth:`Mailbox.statistics` with ``pending`` counted then.
+    """
+
+    size: int = 0
+    pending: int = 0
+    sent: int = 0
+    overflows: int = 0
 
 
 class Mailbox(Generic[T]):
@@ -129,10 +133,8 @@ class Mailbox(Generic[T]):
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"a mailbox holds at least 1 message, not {size}")
-        self._size = size
         self._send, self._receive = anyio.create_memory_object_stream[T](size)
-        self._sent = 0
-        self._overflows = 0
+        self._stats = MailboxStatistics(size=size)
 
     async def send(self, message: T) -> None:
         """Queue ``message``, waiting for room. :raises MailboxClosed: actor stopped."""
@@ -140,7 +142,7 @@ class Mailbox(Generic[T]):
             await self._send.send(message)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise MailboxClosed("the actor behind this mailbox has stopped") from None
-        self._sent += 1
+        self._stats.sent += 1
 
     def send_nowait(self, message: T) -> None:
         """Queue ``message`` or raise at once.
@@ -151,11 +153,11 @@ class Mailbox(Generic[T]):
         try:
             self._send.send_nowait(message)
         except anyio.WouldBlock:
-            self._overflows += 1
-            raise MailboxFull(f"mailbox full ({self._size} pending)") from None
+            self._stats.overflows += 1
+            raise MailboxFull(f"mailbox full ({self._stats.size} pending)") from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise MailboxClosed("the actor behind this mailbox has stopped") from None
-        self._sent += 1
+        self._stats.sent += 1
 
     async def receive(self) -> T:
         """The next message, waiting for one. :raises anyio.EndOfStream: closed and drained."""
@@ -174,11 +176,9 @@ class Mailbox(Generic[T]):
         self._receive.close()
 
     def statistics(self) -> MailboxStatistics:
-        return MailboxStatistics(
-            size=self._size,
-            pending=self._receive.statistics().current_buffer_used,
-            sent=self._sent,
-            overflows=self._overflows,
+        """A point-in-time copy of the counters (see :class:`MailboxStatistics`)."""
+        return msgspec.structs.replace(
+            self._stats, pending=self._receive.statistics().current_buffer_used
         )
 
 

@@ -81,28 +81,33 @@ _VANISHED_PANE: Final = ("can't find pane", "no such pane")
 _MAX_SETTLE_ROUNDS: Final = 1000
 
 
-class TmuxStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of a :class:`TmuxBridge` (monotonic over its life, across reconnects)."""
+class TmuxStatistics(msgspec.Struct, kw_only=True):
+    """Counters of a :class:`TmuxBridge` (monotonic over its life, across reconnects): one
+    record it keeps, copied by ``statistics()``.
 
-    connected: bool
-    connections: int
-    connect_failures: int
-    last_error: str | None
-    batches: int  # control-mode writes, all purposes
-    commands: int
-    badge_batches: int  # writes carrying badge changes (one per tick at most)
-    badge_commands: int
-    command_errors: int  # tmux answered %error (other than a vanished pane)
-    missing_panes: int  # option writes for a pane that no longer exists
-    notifications: int
-    pane_listings: int
-    reap_requests: int  # REAP_COMMAND runs (a dead pane whose exit status tmux had not got)
-    bad_pane_rows: int
-    injected: int
-    rejected: int  # messages the sink refused (MessageError)
-    stale_cleared: int  # panes that carried our options without a bound session
-    badges: BadgeStatistics
-    panes: PaneTableStatistics
+    ``connected``, the control-client totals (``batches``, ``commands``, ``notifications``,
+    summed over every connection) and the nested ``badges`` / ``panes`` are filled in then.
+    """
+
+    connected: bool = False
+    connections: int = 0
+    connect_failures: int = 0
+    last_error: str | None = None
+    batches: int = 0  # control-mode writes, all purposes
+    commands: int = 0
+    badge_batches: int = 0  # writes carrying badge changes (one per tick at most)
+    badge_commands: int = 0
+    command_errors: int = 0  # tmux answered %error (other than a vanished pane)
+    missing_panes: int = 0  # option writes for a pane that no longer exists
+    notifications: int = 0
+    pane_listings: int = 0
+    reap_requests: int = 0  # REAP_COMMAND runs (a dead pane whose exit status tmux had not got)
+    bad_pane_rows: int = 0
+    injected: int = 0
+    rejected: int = 0  # messages the sink refused (MessageError)
+    stale_cleared: int = 0  # panes that carried our options without a bound session
+    badges: BadgeStatistics = msgspec.field(default_factory=BadgeStatistics)
+    panes: PaneTableStatistics = msgspec.field(default_factory=PaneTableStatistics)
 
 
 class TmuxBridge:
@@ -151,19 +156,7 @@ class TmuxBridge:
         self._applied = 0
         self._client: ControlClient | None = None
         self._old_client_stats: list[ControlStatistics] = []
-        self._connections = 0
-        self._connect_failures = 0
-        self._last_error: str | None = None
-        self._badge_batches = 0
-        self._badge_commands = 0
-        self._command_errors = 0
-        self._missing = 0
-        self._listings = 0
-        self._bad_rows = 0
-        self._injected = 0
-        self._rejected = 0
-        self._stale_cleared = 0
-        self._reap_requests = 0
+        self._stats = TmuxStatistics()
         self._batch_answered = anyio.Event()
 
     # -- entry points ------------------------------------------------------------------------
@@ -240,7 +233,7 @@ class TmuxBridge:
                     reply_timeout=self._reply_timeout,
                 ) as client:
                     self._client = client
-                    self._connections += 1
+                    self._stats.connections += 1
                     attempt = 0
                     try:
                         await self._serve_client(client, sink)
@@ -252,8 +245,8 @@ class TmuxBridge:
                         self._client = self._ready = None
                         self._old_client_stats.append(client.statistics())
             except TmuxError as exc:
-                self._connect_failures += 1
-                self._last_error = str(exc)
+                self._stats.connect_failures += 1
+                self._stats.last_error = str(exc)
             delay = min(self._backoff_max, self._backoff_initial * 2**attempt)
             attempt += 1
             await anyio.sleep(delay)
@@ -270,7 +263,7 @@ class TmuxBridge:
             pane, _, badge = line.partition("|")
             if badge and pane not in self._book.shown:
                 stale.add(pane)
-        self._stale_cleared += len(stale)
+        self._stats.stale_cleared += len(stale)
         if self._badges_on:
             async with self._flush_lock:
                 # The full state is rewritten on every connection: a new server has none of it.
@@ -342,8 +335,8 @@ class TmuxBridge:
             replies = await client.run_batch(commands)
         except TmuxConnectionLost:
             return  # the connection loop rewrites everything after reconnecting
-        self._badge_batches += 1
-        self._badge_commands += len(commands)
+        self._stats.badge_batches += 1
+        self._stats.badge_commands += len(commands)
         self._answered_at = time.perf_counter()
         self._batch_answered.set()
         self._batch_answered = anyio.Event()
@@ -353,11 +346,11 @@ class TmuxBridge:
             text = " ".join(reply.lines)
             if index < pane_commands and text.startswith(_VANISHED_PANE):
                 # The pane closed before its unbinding reached us: nothing left to clear.
-                self._missing += 1
+                self._stats.missing_panes += 1
                 written.pop(owners[bisect.bisect_right(firsts, index) - 1], None)
             else:
-                self._command_errors += 1
-                self._last_error = text
+                self._stats.command_errors += 1
+                self._stats.last_error = text
 
     async def _clear_everything(self, client: ControlClient) -> None:
         async with self._flush_lock:
@@ -390,7 +383,7 @@ class TmuxBridge:
                 # A dead pane without exit status: tmux may have lost its SIGCHLD (see
                 # actors.core.tmux_panes); make it reap, then list again in the same batch.
                 commands.insert(0, REAP_COMMAND)
-                self._reap_requests += 1
+                self._stats.reap_requests += 1
             reap = False
             try:
                 *reaped, server, listing = await client.run_batch(commands)
@@ -398,23 +391,23 @@ class TmuxBridge:
                 return
             for reply in reaped:
                 if not reply.ok:
-                    self._command_errors += 1
-                    self._last_error = " ".join(reply.lines)
+                    self._stats.command_errors += 1
+                    self._stats.last_error = " ".join(reply.lines)
             if not (server.ok and listing.ok and server.lines):
-                self._command_errors += 1
-                self._last_error = " ".join(server.lines + listing.lines)
+                self._stats.command_errors += 1
+                self._stats.last_error = " ".join(server.lines + listing.lines)
                 continue
-            self._listings += 1
+            self._stats.pane_listings += 1
             rows, errors = parse_pane_rows(listing.lines)
-            self._bad_rows += len(errors)
+            self._stats.bad_pane_rows += len(errors)
             for message in self._table.update(server.lines[0], rows, self._clock()):
                 try:
                     sink.inject_nowait(message)
                 except MessageError as exc:
-                    self._rejected += 1
-                    self._last_error = str(exc)
+                    self._stats.rejected += 1
+                    self._stats.last_error = str(exc)
                 else:
-                    self._injected += 1
+                    self._stats.injected += 1
             reap = bool(self._table.take_unreaped())
 
     # -- introspection -----------------------------------------------------------------------
@@ -427,27 +420,16 @@ class TmuxBridge:
         return self._answered_at
 
     def statistics(self) -> TmuxStatistics:
+        """A point-in-time copy of the counters (see :class:`TmuxStatistics`)."""
         clients = list(self._old_client_stats)
         if self._client is not None:
             clients.append(self._client.statistics())
-        return TmuxStatistics(
+        return msgspec.structs.replace(
+            self._stats,
             connected=self._client is not None,
-            connections=self._connections,
-            connect_failures=self._connect_failures,
-            last_error=self._last_error,
             batches=sum(c.batches for c in clients),
             commands=sum(c.commands for c in clients),
-            badge_batches=self._badge_batches,
-            badge_commands=self._badge_commands,
-            command_errors=self._command_errors,
-            missing_panes=self._missing,
             notifications=sum(c.notifications for c in clients),
-            pane_listings=self._listings,
-            reap_requests=self._reap_requests,
-            bad_pane_rows=self._bad_rows,
-            injected=self._injected,
-            rejected=self._rejected,
-            stale_cleared=self._stale_cleared,
             badges=self._book.statistics(),
             panes=self._table.statistics(),
         )

@@ -41,16 +41,17 @@ from actors.core.tmux_protocol import (
 __all__ = ["ControlClient", "ControlStatistics"]
 
 
-class ControlStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of one :class:`ControlClient` (monotonic over its life)."""
+class ControlStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one :class:`ControlClient` (monotonic over its life): one record it keeps,
+    copied by ``statistics()``."""
 
-    batches: int
-    commands: int
-    replies: int
-    errors: int
-    notifications: int
-    unexpected_replies: int
-    last_error: str | None
+    batches: int = 0
+    commands: int = 0
+    replies: int = 0
+    errors: int = 0
+    notifications: int = 0
+    unexpected_replies: int = 0
+    last_error: str | None = None
 
 
 @dataclass(eq=False)
@@ -95,13 +96,7 @@ class ControlClient:
         self._process: anyio.abc.Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._reader_scope = anyio.CancelScope(shield=True)
-        self._batches = 0
-        self._commands = 0
-        self._replies = 0
-        self._errors = 0
-        self._notifications = 0
-        self._unexpected = 0
-        self._last_error: str | None = None
+        self._stats = ControlStatistics()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -234,14 +229,14 @@ class ControlClient:
                         self._attach_error = " ".join(event.lines) or "attach failed"
                     self._attached.set()
                 else:
-                    self._unexpected += 1
+                    self._stats.unexpected_replies += 1
                 return
-            self._replies += 1
+            self._stats.replies += 1
             if not event.ok:
-                self._errors += 1
-                self._last_error = " ".join(event.lines)
+                self._stats.errors += 1
+                self._stats.last_error = " ".join(event.lines)
             if not self._pending:
-                self._unexpected += 1
+                self._stats.unexpected_replies += 1
                 return
             batch = self._pending[0]
             batch.replies.append(event)
@@ -249,7 +244,7 @@ class ControlClient:
                 self._pending.popleft()
                 batch.done.set()
         elif isinstance(event, Notification):
-            self._notifications += 1
+            self._stats.notifications += 1
             if self._on_notification is not None:
                 self._on_notification(event)
 
@@ -290,8 +285,8 @@ class ControlClient:
         async with self._lock:
             # Register before writing: replies are matched to batches in write order.
             self._pending.append(batch)
-            self._batches += 1
-            self._commands += len(commands)
+            self._stats.batches += 1
+            self._stats.commands += len(commands)
             try:
                 await self._process.stdin.send(payload)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -306,12 +301,5 @@ class ControlClient:
         return batch.replies
 
     def statistics(self) -> ControlStatistics:
-        return ControlStatistics(
-            batches=self._batches,
-            commands=self._commands,
-            replies=self._replies,
-            errors=self._errors,
-            notifications=self._notifications,
-            unexpected_replies=self._unexpected,
-            last_error=self._last_error,
-        )
+        """A point-in-time copy of the counters."""
+        return msgspec.structs.replace(self._stats)

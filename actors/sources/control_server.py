@@ -44,14 +44,14 @@ class _Host(Protocol):
     def seq(self) -> int: ...
 
 
-class ControlStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of the control socket."""
+class ControlStatistics(msgspec.Struct, kw_only=True):
+    """Counters of the control socket: one record it keeps, copied by ``statistics()``."""
 
-    requests: int
-    status: int
-    watches: int
-    bad_requests: int
-    refused_peers: int  # connections from another uid (only possible if the 0700 dir was opened)
+    requests: int = 0
+    status: int = 0
+    watches: int = 0
+    bad_requests: int = 0
+    refused_peers: int = 0  # connections from another uid (only if the 0700 dir was opened)
 
 
 class ControlServer:
@@ -75,11 +75,11 @@ class ControlServer:
         self._statistics = statistics
         self._journal = journal
         self._listening = anyio.Event()
-        self._counts = {"requests": 0, "status": 0, "watches": 0, "bad_requests": 0,
-                        "refused_peers": 0}
+        self._stats = ControlStatistics()
 
     def statistics(self) -> ControlStatistics:
-        return ControlStatistics(**self._counts)
+        """A point-in-time copy of the counters."""
+        return msgspec.structs.replace(self._stats)
 
     async def wait_listening(self) -> None:
         await self._listening.wait()
@@ -102,36 +102,36 @@ class ControlServer:
 
     async def _serve(self, stream: anyio.abc.SocketStream) -> None:
         async with stream:
-            self._counts["requests"] += 1
+            self._stats.requests += 1
             # Status and watch reveal every session: only our own uid may ask (SO_PEERCRED),
             # even if someone loosened the directory or socket modes.
             if _peer_uid(stream) != os.getuid():
-                self._counts["refused_peers"] += 1
+                self._stats.refused_peers += 1
                 return
             try:
                 request = await _read_request(stream)
             except (ValueError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-                self._counts["bad_requests"] += 1
+                self._stats.bad_requests += 1
                 await _send_json(stream, {"error": f"bad request: {exc}"})
                 return
             op = request.get("op")
             try:
                 if op == "status":
-                    self._counts["status"] += 1
+                    self._stats.status += 1
                     await self._status(stream)
                 elif op == "watch":
-                    self._counts["watches"] += 1
+                    self._stats.watches += 1
                     since = request.get("since")
                     if since is not None and (not isinstance(since, int) or since < 0):
                         raise ValueError("since must be a non-negative integer or null")
                     await self._watch(stream, since)
                 else:
-                    self._counts["bad_requests"] += 1
+                    self._stats.bad_requests += 1
                     await _send_json(stream, {"error": f"unknown op {op!r}"})
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
                 return  # the client went away
             except ValueError as exc:
-                self._counts["bad_requests"] += 1
+                self._stats.bad_requests += 1
                 await _send_json(stream, {"error": str(exc)})
 
     async def _status(self, stream: anyio.abc.SocketStream) -> None:

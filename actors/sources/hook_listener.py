@@ -27,15 +27,15 @@ import os
 import socket
 import stat
 import struct
-from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Final, Literal
 
 import anyio
 import anyio.abc
+import msgspec
 from anyio.abc import SocketAttribute
 
 import messages
@@ -85,21 +85,25 @@ class RejectionRecord:
     peer_pid: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class HookListenerStatistics:
-    """A snapshot of the listener's counters (``rejected`` maps reason -> count)."""
+class HookListenerStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one :class:`HookListener`: one record it keeps, copied by ``statistics()``.
 
-    connections_accepted: int
-    connections_open: int
-    frames_received: int
-    frames_delivered: int
-    blank_lines: int
-    http_requests: int
-    http_delivered: int
-    rejected: Mapping[str, int]
-    recent_rejections: tuple[RejectionRecord, ...]
-    socket_path: str | None
-    http_port: int | None
+    ``rejected`` maps reason -> count; ``connections_open`` is the number open now;
+    ``recent_rejections`` (the last :data:`MAX_RECENT_REJECTIONS`), ``socket_path`` and
+    ``http_port`` are filled in by :meth:`HookListener.statistics`; the rest monotonic.
+    """
+
+    connections_accepted: int = 0
+    connections_open: int = 0
+    frames_received: int = 0
+    frames_delivered: int = 0
+    blank_lines: int = 0
+    http_requests: int = 0
+    http_delivered: int = 0
+    rejected: dict[str, int] = msgspec.field(default_factory=dict)
+    recent_rejections: tuple[RejectionRecord, ...] = ()
+    socket_path: str | None = None
+    http_port: int | None = None
 
     @property
     def rejected_total(self) -> int:
@@ -202,14 +206,7 @@ class HookListener:
         self._bound_socket: Path | None = None
         self._bound_port: int | None = None
         self._uid = os.getuid()
-        self._accepted = 0
-        self._open = 0
-        self._frames = 0
-        self._delivered = 0
-        self._blank = 0
-        self._http_requests = 0
-        self._http_delivered = 0
-        self._rejected: Counter[str] = Counter()
+        self._stats = HookListenerStatistics()
         self._recent: deque[RejectionRecord] = deque(maxlen=MAX_RECENT_REJECTIONS)
 
     # -- public --------------------------------------------------------------------------
@@ -229,15 +226,10 @@ class HookListener:
         await self._listening.wait()
 
     def statistics(self) -> HookListenerStatistics:
-        return HookListenerStatistics(
-            connections_accepted=self._accepted,
-            connections_open=self._open,
-            frames_received=self._frames,
-            frames_delivered=self._delivered,
-            blank_lines=self._blank,
-            http_requests=self._http_requests,
-            http_delivered=self._http_delivered,
-            rejected=MappingProxyType(dict(self._rejected)),
+        """A point-in-time copy of the counters (see :class:`HookListenerStatistics`)."""
+        return msgspec.structs.replace(
+            self._stats,
+            rejected=dict(self._stats.rejected),
             recent_rejections=tuple(self._recent),
             socket_path=None if self._bound_socket is None else os.fspath(self._bound_socket),
             http_port=self._bound_port,
@@ -284,7 +276,8 @@ class HookListener:
         transport: Literal["unix", "http"],
         peer_pid: int | None,
     ) -> None:
-        self._rejected[rejection.reason] += 1
+        rejected = self._stats.rejected
+        rejected[rejection.reason] = rejected.get(rejection.reason, 0) + 1
         self._recent.append(
             RejectionRecord(
                 reason=rejection.reason,
@@ -323,15 +316,18 @@ class HookListener:
                     peer_pid,
                 )
                 return
-            if self._open >= MAX_CONNECTIONS:
+            stats = self._stats
+            if stats.connections_open >= MAX_CONNECTIONS:
                 self._reject(
-                    Rejection("too_many_connections", f"{self._open} connections open"),
+                    Rejection(
+                        "too_many_connections", f"{stats.connections_open} connections open"
+                    ),
                     "unix",
                     peer_pid,
                 )
                 return
-            self._accepted += 1
-            self._open += 1
+            stats.connections_accepted += 1
+            stats.connections_open += 1
             try:
                 splitter = FrameSplitter()
                 while True:
@@ -344,11 +340,11 @@ class HookListener:
                 for item in splitter.close():
                     self._frame(item, sink, peer_pid)
             finally:
-                self._open -= 1
+                stats.connections_open -= 1
 
     def _frame(self, item: bytes | Oversize, sink: EvidenceSink, peer_pid: int) -> None:
         if isinstance(item, Oversize):
-            self._frames += 1
+            self._stats.frames_received += 1
             self._reject(
                 Rejection("oversize", f"frame of {item.size} bytes (limit {MAX_FRAME_BYTES})"),
                 "unix",
@@ -356,9 +352,9 @@ class HookListener:
             )
             return
         if not item.strip():
-            self._blank += 1
+            self._stats.blank_lines += 1
             return
-        self._frames += 1
+        self._stats.frames_received += 1
         result = check_frame(item)
         if isinstance(result, Rejection):
             self._reject(result, "unix", peer_pid)
@@ -367,7 +363,7 @@ class HookListener:
         if refused is not None:
             self._reject(refused, "unix", peer_pid)
         else:
-            self._delivered += 1
+            self._stats.frames_delivered += 1
 
     async def _serve_http(
         self, listener: anyio.abc.Listener[anyio.abc.SocketStream], sink: EvidenceSink
@@ -390,7 +386,7 @@ class HookListener:
         """Serve one request; ``True`` to keep the connection for another."""
         while (end := buffer.find(b"\r\n\r\n")) < 0:
             if len(buffer) > MAX_HEAD_BYTES:
-                self._http_requests += 1
+                self._stats.http_requests += 1
                 self._reject(
                     Rejection("http_bad_request", "request head over 16 KiB"), "http", None
                 )
@@ -400,10 +396,10 @@ class HookListener:
                 buffer += await stream.receive(1 << 16)
             except anyio.EndOfStream:
                 if buffer.strip():
-                    self._http_requests += 1
+                    self._stats.http_requests += 1
                     self._reject(Rejection("http_bad_request", "truncated request"), "http", None)
                 return False
-        self._http_requests += 1
+        self._stats.http_requests += 1
         head = parse_request_head(bytes(buffer[:end]))
         del buffer[: end + 4]
         if isinstance(head, Rejection):
@@ -446,6 +442,6 @@ class HookListener:
                 http_response(422, {"error": refused.detail}, keep_alive=head.keep_alive)
             )
             return head.keep_alive
-        self._http_delivered += 1
+        self._stats.http_delivered += 1
         await stream.send(http_response(200, {}, keep_alive=head.keep_alive))
         return head.keep_alive

@@ -33,22 +33,27 @@ __all__ = ["PaneMapper", "PaneMapperStatistics"]
 # ---------------------------------------------------------------- the actor
 
 
-class PaneMapperStatistics(msgspec.Struct, frozen=True):
-    """Counters of the pane mapper (monotonic except the sizes)."""
+class PaneMapperStatistics(msgspec.Struct, kw_only=True):
+    """Counters of the pane mapper: one record it keeps, copied by ``statistics()``.
 
-    panes: int
-    bound: int
-    owners: int
-    received: int
-    ignored: int
-    mailbox_overflow: int
-    tree_reads: int
-    walks: int
-    visited: int
-    truncated_walks: int
-    bound_sent: int
-    unbound_sent: int
-    sink_rejected: int
+    ``panes`` / ``bound`` / ``owners`` are sizes now; ``ignored``, ``walks``, ``visited`` and
+    ``truncated_walks`` are kept by its :class:`~actors.core.pane_map.PaneMap` and filled in
+    by :meth:`PaneMapper.statistics`; all but the sizes are monotonic.
+    """
+
+    panes: int = 0
+    bound: int = 0
+    owners: int = 0
+    received: int = 0
+    ignored: int = 0
+    mailbox_overflow: int = 0
+    tree_reads: int = 0
+    walks: int = 0
+    visited: int = 0
+    truncated_walks: int = 0
+    bound_sent: int = 0
+    unbound_sent: int = 0
+    sink_rejected: int = 0
 
 
 class _TreeReader:
@@ -109,12 +114,7 @@ class PaneMapper:
         send, receive = anyio.create_memory_object_stream[messages.Inbound](mailbox_size)
         self._send_stream: MemoryObjectSendStream[messages.Inbound] = send
         self._receive: MemoryObjectReceiveStream[messages.Inbound] = receive
-        self._received = 0
-        self._overflow = 0
-        self._tree_reads = 0
-        self._bound_sent = 0
-        self._unbound_sent = 0
-        self._sink_rejected = 0
+        self._stats = PaneMapperStatistics()
         self._idle: anyio.Event | None = None
         self._busy = False
 
@@ -126,7 +126,7 @@ class PaneMapper:
         try:
             self._send_stream.send_nowait(message)
         except anyio.WouldBlock:
-            self._overflow += 1
+            self._stats.mailbox_overflow += 1
             raise
 
     def deliver_nowait(self, message: messages.Inbound) -> None:
@@ -149,21 +149,17 @@ class PaneMapper:
         await self._send_stream.send(message)
 
     def statistics(self) -> PaneMapperStatistics:
+        """A point-in-time copy of the counters (see :class:`PaneMapperStatistics`)."""
         m = self._map
-        return PaneMapperStatistics(
+        return msgspec.structs.replace(
+            self._stats,
             panes=len(m.panes),
             bound=len(m.bindings),
             owners=sum(len(v) for v in m.owners.values()),
-            received=self._received,
             ignored=m.ignored,
-            mailbox_overflow=self._overflow,
-            tree_reads=self._tree_reads,
             walks=m.walks,
             visited=m.visited,
             truncated_walks=m.truncated,
-            bound_sent=self._bound_sent,
-            unbound_sent=self._unbound_sent,
-            sink_rejected=self._sink_rejected,
         )
 
     def bindings(self) -> dict[str, messages.SessionKey]:
@@ -210,7 +206,7 @@ class PaneMapper:
         now = now_ms()
         out: list[PaneChange] = []
         for message in batch:
-            self._received += 1
+            self._stats.received += 1
             out.extend(self._map.observe(message))
         if rescan:
             self._map.dirty.update(self._map.panes)
@@ -221,16 +217,16 @@ class PaneMapper:
             try:
                 sink.inject_nowait(message)
             except messages.PanewardError:  # invalid, or a full session mailbox
-                self._sink_rejected += 1
+                self._stats.sink_rejected += 1
                 continue
             if isinstance(message, messages.PaneBound):
-                self._bound_sent += 1
+                self._stats.bound_sent += 1
             elif isinstance(message, messages.PaneUnbound):
-                self._unbound_sent += 1
+                self._stats.unbound_sent += 1
 
     def _walk_dirty(self, now: int) -> list[PaneChange]:
         # Worker thread. The actor task awaits this call, so nothing else touches the
         # map meanwhile (messages wait in the mailbox).
         reader = _TreeReader()
-        self._tree_reads += 1
+        self._stats.tree_reads += 1
         return self._map.rebind(reader.kids, reader.claim, now)

@@ -17,24 +17,21 @@ Example::
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
+
 import messages
+from actors.core.clock import now_ms
 from actors.core.osc import PROBE_ANSWER, OscParser, OscStatistics, Probe, StatusRecord, Title
 
-__all__ = ["EvidenceSink", "PtyStatusFeed", "PtyStatusStatistics", "now_ms", "program_status"]
+__all__ = ["EvidenceSink", "PtyStatusFeed", "PtyStatusStatistics", "program_status"]
 
 
 class EvidenceSink(Protocol):
     """Where evidence goes (the supervisor, or a test list)."""
 
     def inject_nowait(self, message: messages.Inbound) -> None: ...
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def program_status(
@@ -59,16 +56,16 @@ def program_status(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class PtyStatusStatistics:
-    """Counters of one :class:`PtyStatusFeed`."""
+class PtyStatusStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one :class:`PtyStatusFeed`: one record it keeps, copied by
+    ``statistics()`` (``parser`` is its parser's, filled in then)."""
 
-    emitted: int
+    emitted: int = 0
     #: Records the sink refused (``MessageError``): counted, nothing else changes.
-    rejected: int
-    probes_answered: int
-    last_title: str | None
-    parser: OscStatistics
+    rejected: int = 0
+    probes_answered: int = 0
+    last_title: str | None = None
+    parser: OscStatistics = msgspec.field(default_factory=OscStatistics)
 
 
 class PtyStatusFeed:
@@ -93,10 +90,7 @@ class PtyStatusFeed:
         self._sink = sink
         self._answer_probe = answer_probe
         self._parser = OscParser()
-        self._emitted = 0
-        self._rejected = 0
-        self._answered = 0
-        self._title: str | None = None
+        self._stats = PtyStatusStatistics()
 
     def feed(self, data: bytes) -> bytes | None:
         """Parse the next output chunk; return the probe answer to write back, if any."""
@@ -111,21 +105,16 @@ class PtyStatusFeed:
                 try:
                     self._sink.inject_nowait(message)
                 except messages.MessageError:
-                    self._rejected += 1
+                    self._stats.rejected += 1
                 else:
-                    self._emitted += 1
+                    self._stats.emitted += 1
             elif isinstance(event, Probe) and self._answer_probe:
-                self._answered += 1
+                self._stats.probes_answered += 1
                 answer = PROBE_ANSWER
             elif isinstance(event, Title):
-                self._title = event.text
+                self._stats.last_title = event.text
         return answer
 
     def statistics(self) -> PtyStatusStatistics:
-        return PtyStatusStatistics(
-            emitted=self._emitted,
-            rejected=self._rejected,
-            probes_answered=self._answered,
-            last_title=self._title,
-            parser=self._parser.statistics(),
-        )
+        """A point-in-time copy of the counters (see :class:`PtyStatusStatistics`)."""
+        return msgspec.structs.replace(self._stats, parser=self._parser.statistics())

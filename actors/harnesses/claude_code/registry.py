@@ -40,7 +40,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +48,7 @@ import anyio
 import msgspec
 
 import messages
+from actors.core.clock import now_ms
 from actors.harnesses.claude_code import paths
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
@@ -215,30 +215,37 @@ class _Emitted(msgspec.Struct, frozen=True):
     at_ms: int
 
 
-class RegistryStatistics(msgspec.Struct, frozen=True):
-    """Counters of the registry watcher (monotonic; rejections counted once per file version)."""
+class RegistryStatistics(msgspec.Struct, kw_only=True):
+    """Counters of the registry watcher (monotonic; rejections counted once per file version).
 
-    scans: int
-    files_read: int
-    tracked: int
-    status_sent: int
-    removed_sent: int
-    rotations: int
-    too_large: int
-    invalid_utf8: int
-    malformed_json: int
-    not_object: int
-    bad_field: int
-    pid_mismatch: int
-    parked: int
-    dead_pid: int
-    proc_start_mismatch: int
-    vanished: int
-    unreadable: int
-    sink_rejected: int
-    watch_failures: int
+    One record the watcher keeps and ``statistics()`` copies (``tracked``, a size, filled in
+    then). Its :class:`RegistryTracker` counts ``rotations`` and the rejections (a field per
+    reason, :data:`_REJECT_COUNTERS`) in it, and :func:`scan_directory` counts ``files_read``,
+    ``vanished`` and ``unreadable``.
+    """
+
+    scans: int = 0
+    files_read: int = 0
+    tracked: int = 0
+    status_sent: int = 0
+    removed_sent: int = 0
+    rotations: int = 0
+    too_large: int = 0
+    invalid_utf8: int = 0
+    malformed_json: int = 0
+    not_object: int = 0
+    bad_field: int = 0
+    pid_mismatch: int = 0
+    parked: int = 0
+    dead_pid: int = 0
+    proc_start_mismatch: int = 0
+    vanished: int = 0
+    unreadable: int = 0
+    sink_rejected: int = 0
+    watch_failures: int = 0
 
 
+#: The reasons a file's record is not emitted, each a counter of :class:`RegistryStatistics`.
 _REJECT_COUNTERS = (
     "too_large",
     "invalid_utf8",
@@ -255,15 +262,25 @@ _REJECT_COUNTERS = (
 class RegistryTracker:
     """Pure diff of registry scans into evidence messages (no I/O, no clock).
 
-    Fed by :class:`ClaudeRegistryWatcher` with each scan's observations.
+    Fed by :class:`ClaudeRegistryWatcher` with each scan's observations; counts into
+    ``stats`` (the watcher's record, or one of its own).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, stats: RegistryStatistics | None = None) -> None:
         self._emitted: dict[int, _Emitted] = {}
         # file pid -> identity whose rejection was already counted (count once per version)
         self._counted: dict[int, tuple[tuple[int, int, int], str]] = {}
-        self.counts: dict[str, int] = dict.fromkeys(_REJECT_COUNTERS, 0)
-        self.rotations = 0
+        self.stats = RegistryStatistics() if stats is None else stats
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Rejections by reason so far (a copy)."""
+        return {reason: getattr(self.stats, reason) for reason in _REJECT_COUNTERS}
+
+    @property
+    def rotations(self) -> int:
+        """In-place ``sessionId`` switches seen (``/clear``, ``/resume``)."""
+        return self.stats.rotations
 
     @property
     def emitted_pids(self) -> list[int]:
@@ -273,7 +290,7 @@ class RegistryTracker:
     def _reject(self, file_pid: int, obs: FileObservation, reason: str) -> None:
         if self._counted.get(file_pid) != (obs.identity, reason):
             self._counted[file_pid] = (obs.identity, reason)
-            self.counts[reason] += 1
+            setattr(self.stats, reason, getattr(self.stats, reason) + 1)
 
     def apply(
         self,
@@ -354,7 +371,7 @@ class RegistryTracker:
         if prev is not None and prev.key != new.key:
             if prev.token == new.token:
                 # /clear or /resume: same process, new sessionId in the same file.
-                self.rotations += 1
+                self.stats.rotations += 1
                 out.append(self._removed(prev, now_ms, pid_alive=True, rotated=True))
             else:
                 out.append(self._removed(prev, now_ms, pid_alive=False, rotated=False))
@@ -398,12 +415,6 @@ class _Cached(msgspec.Struct, frozen=True):
     parsed: RegistryRecord | RecordError
 
 
-class ScanCounters(msgspec.Struct):
-    files_read: int = 0
-    vanished: int = 0
-    unreadable: int = 0
-
-
 def _file_pid(name: str) -> int | None:
     stem, dot, ext = name.partition(".")
     if dot != "." or ext != "json" or not stem.isdigit() or stem.startswith("0"):
@@ -417,10 +428,11 @@ def scan_directory(
     cache: dict[int, _Cached],
     force: Iterable[str],
     extra_pids: Iterable[int],
-    counters: ScanCounters,
+    counters: RegistryStatistics,
 ) -> tuple[dict[int, FileObservation], dict[int, str | None]]:
     """Blocking (worker thread): stat every ``<pid>.json``, re-read changed or ``force``d
-    ones, probe every pid. Updates ``cache`` in place.
+    ones, probe every pid. Updates ``cache`` in place, and ``files_read`` / ``vanished`` /
+    ``unreadable`` in ``counters``.
 
     Returns the observations and the probed tokens of ``extra_pids`` whose files are
     gone. A file that vanishes between listing and reading is omitted (as deleted).
@@ -481,10 +493,6 @@ def scan_directory(
 # ---------------------------------------------------------------- the actor
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 async def _set_when_cancelled(event: anyio.Event) -> None:
     try:
         await anyio.sleep_forever()
@@ -521,14 +529,9 @@ class ClaudeRegistryWatcher:
         self._mode = mode
         self._poll_interval = poll_interval
         self._liveness_interval = liveness_interval
-        self._tracker = RegistryTracker()
+        self._stats = RegistryStatistics()
+        self._tracker = RegistryTracker(self._stats)
         self._cache: dict[int, _Cached] = {}
-        self._counters = ScanCounters()
-        self._scans = 0
-        self._status_sent = 0
-        self._removed_sent = 0
-        self._sink_rejected = 0
-        self._watch_failures = 0
         self._scan_done: anyio.Event | None = None
 
     @property
@@ -536,32 +539,12 @@ class ClaudeRegistryWatcher:
         return self._dir
 
     def statistics(self) -> RegistryStatistics:
-        c = self._tracker.counts
-        return RegistryStatistics(
-            scans=self._scans,
-            files_read=self._counters.files_read,
-            tracked=len(self._tracker.emitted_pids),
-            status_sent=self._status_sent,
-            removed_sent=self._removed_sent,
-            rotations=self._tracker.rotations,
-            too_large=c["too_large"],
-            invalid_utf8=c["invalid_utf8"],
-            malformed_json=c["malformed_json"],
-            not_object=c["not_object"],
-            bad_field=c["bad_field"],
-            pid_mismatch=c["pid_mismatch"],
-            parked=c["parked"],
-            dead_pid=c["dead_pid"],
-            proc_start_mismatch=c["proc_start_mismatch"],
-            vanished=self._counters.vanished,
-            unreadable=self._counters.unreadable,
-            sink_rejected=self._sink_rejected,
-            watch_failures=self._watch_failures,
-        )
+        """A point-in-time copy of the counters (see :class:`RegistryStatistics`)."""
+        return msgspec.structs.replace(self._stats, tracked=len(self._tracker.emitted_pids))
 
     async def wait_scans(self, count: int) -> None:
         """Wait until at least ``count`` scans have completed (tests, benchmarks)."""
-        while self._scans < count:
+        while self._stats.scans < count:
             if self._scan_done is None:
                 self._scan_done = anyio.Event()
             await self._scan_done.wait()
@@ -582,7 +565,7 @@ class ClaudeRegistryWatcher:
             except (OSError, RuntimeError):
                 if await anyio.to_thread.run_sync(self._dir.is_dir):
                     # Notifications do not work here (inotify limits, unsupported fs).
-                    self._watch_failures += 1
+                    self._stats.watch_failures += 1
                     await self._poll(sink)
                     return
 
@@ -638,23 +621,23 @@ class ClaudeRegistryWatcher:
             list[messages.RegistryStatus | messages.RegistryRemoved], bool
         ]:
             files, gone = scan_directory(
-                self._dir, self._cache, forced, self._tracker.emitted_pids, self._counters
+                self._dir, self._cache, forced, self._tracker.emitted_pids, self._stats
             )
             present = self._dir.is_dir() if check_dir else True
-            return self._tracker.apply(files, gone, _now_ms()), present
+            return self._tracker.apply(files, gone, now_ms()), present
 
         decided, present = await anyio.to_thread.run_sync(scan_and_decide)
         for message in decided:
             try:
                 sink.inject_nowait(message)
             except messages.MessageError:
-                self._sink_rejected += 1
+                self._stats.sink_rejected += 1
                 continue
             if isinstance(message, messages.RegistryStatus):
-                self._status_sent += 1
+                self._stats.status_sent += 1
             else:
-                self._removed_sent += 1
-        self._scans += 1
+                self._stats.removed_sent += 1
+        self._stats.scans += 1
         if self._scan_done is not None:
             self._scan_done.set()
             self._scan_done = None

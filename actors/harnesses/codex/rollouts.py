@@ -51,6 +51,7 @@ import anyio.to_thread
 import msgspec
 import psutil
 
+from actors.core.clock import now_ms
 from actors.harnesses.codex import paths
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
@@ -262,8 +263,9 @@ def root_of(thread_id: str, parents: Mapping[str, str | None]) -> str:
 # --------------------------------------------------------------------------- the tail
 
 
-class TailStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of one :class:`RolloutTail` (all monotonic)."""
+class TailStatistics(msgspec.Struct, kw_only=True):
+    """Counters of one :class:`RolloutTail` (all monotonic): one record it keeps, copied by
+    ``statistics()``."""
 
     bytes_read: int = 0
     lines: int = 0
@@ -302,12 +304,7 @@ class RolloutTail:
         self._identity: object = None
         self._buf = bytearray()  # the incomplete last line (only while <= max_line)
         self._discarding = False  # inside a giant line: drop bytes up to its newline
-        self._bytes_read = 0
-        self._lines = 0
-        self._invalid = 0
-        self._giant = 0
-        self._resets = 0
-        self._boundaries = 0
+        self._stats = TailStatistics()
 
     @property
     def offset(self) -> int | None:
@@ -315,14 +312,8 @@ class RolloutTail:
         return self._offset
 
     def statistics(self) -> TailStatistics:
-        return TailStatistics(
-            bytes_read=self._bytes_read,
-            lines=self._lines,
-            invalid_lines=self._invalid,
-            giant_lines=self._giant,
-            resets=self._resets,
-            boundaries=self._boundaries,
-        )
+        """A point-in-time copy of the counters."""
+        return msgspec.structs.replace(self._stats)
 
     def update(self, size: int, read: ReadFn, identity: object = None) -> list[BoundaryRecord]:
         """Advance to ``size`` bytes and return the boundaries to publish.
@@ -333,11 +324,11 @@ class RolloutTail:
             size < self._offset or (identity is not None and identity != self._identity)
         ):
             # Truncated or replaced: what we consumed is gone; learn the file afresh.
-            self._resets += 1
+            self._stats.resets += 1
             self._offset = None
         self._identity = identity
         found = self._discover(size, read) if self._offset is None else self._forward(size, read)
-        self._boundaries += len(found)
+        self._stats.boundaries += len(found)
         return found
 
     # -- discovery: bounded backwards scan
@@ -353,7 +344,7 @@ class RolloutTail:
         for _ in range(self._max_windows):
             start = max(0, end - self._window)
             data = read(start, end - start)
-            self._bytes_read += len(data)
+            self._stats.bytes_read += len(data)
             end = start + len(data)  # the file may have shrunk under us
             last_nl = data.rfind(b"\n")
             if cursor is None:
@@ -411,7 +402,7 @@ class RolloutTail:
             chunk = read(position, min(self._window, size - position))
             if not chunk:
                 break  # shrank between stat and read: the next update sees the truncation
-            self._bytes_read += len(chunk)
+            self._stats.bytes_read += len(chunk)
             self._consume(chunk, out)
             position += len(chunk)
         self._offset = position
@@ -432,7 +423,7 @@ class RolloutTail:
                     self._buf += chunk[start:]
                 return
             if self._discarding or len(self._buf) + (newline - start) > self._max_line:
-                self._giant += 1
+                self._stats.giant_lines += 1
                 self._discarding = False
                 self._buf.clear()
             else:
@@ -449,11 +440,11 @@ class RolloutTail:
         line = line.rstrip(b"\r")
         if not line.strip():
             return
-        self._lines += 1
+        self._stats.lines += 1
         try:
             record = _parse_line(line)
         except _Invalid:
-            self._invalid += 1
+            self._stats.invalid_lines += 1
             return
         if record is not None:
             out.append(record)
@@ -688,8 +679,9 @@ def _read_head(path: str) -> bytes | None:
 # --------------------------------------------------------------------------- the actor
 
 
-class CodexDiscoveryStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of :class:`CodexRolloutDiscovery` (monotonic except ``owned_rollouts``)."""
+class CodexDiscoveryStatistics(msgspec.Struct, kw_only=True):
+    """Counters of :class:`CodexRolloutDiscovery` (monotonic except ``owned_rollouts``, a
+    size filled in by ``statistics()``): one record it keeps, copied by ``statistics()``."""
 
     samples: int = 0
     sample_errors: int = 0
@@ -709,10 +701,6 @@ class CodexDiscoveryStatistics(msgspec.Struct, frozen=True, kw_only=True):
     bad_timestamps: int = 0
     rejected: int = 0
     watch_errors: int = 0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class CodexRolloutDiscovery:
@@ -737,7 +725,7 @@ class CodexRolloutDiscovery:
         sample_interval: float = SAMPLE_INTERVAL_S,
         watch: bool = True,
         poll_interval: float = POLL_INTERVAL_S,
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = now_ms,
         process_table: Callable[[], list[procfs.ProcessInfo]] = codex_processes,
     ) -> None:
         home = Path(codex_home) if codex_home is not None else paths.home()
@@ -751,7 +739,7 @@ class CodexRolloutDiscovery:
         self._state = OwnershipState()
         self._tracked: dict[str, _Tracked] = {}
         self._parents: dict[str, str | None] = {}  # thread -> parent, from session_meta
-        self._stats: dict[str, int] = dict.fromkeys(CodexDiscoveryStatistics.__struct_fields__, 0)
+        self._stats = CodexDiscoveryStatistics()
 
     @property
     def sessions_root(self) -> str:
@@ -759,9 +747,8 @@ class CodexRolloutDiscovery:
         return self._sessions_root
 
     def statistics(self) -> CodexDiscoveryStatistics:
-        counts = dict(self._stats)
-        counts["owned_rollouts"] = len(self._tracked)
-        return CodexDiscoveryStatistics(**counts)
+        """A point-in-time copy of the counters (see :class:`CodexDiscoveryStatistics`)."""
+        return msgspec.structs.replace(self._stats, owned_rollouts=len(self._tracked))
 
     # -- driving
 
@@ -820,7 +807,7 @@ class CodexRolloutDiscovery:
                     tg.cancel_scope.cancel()
             except (OSError, RuntimeError):
                 # The root vanished or the backend failed: poll until it is back.
-                self._stats["watch_errors"] += 1
+                self._stats.watch_errors += 1
                 await anyio.sleep(self._sample_interval)
 
     async def sample_now(
@@ -843,7 +830,7 @@ class CodexRolloutDiscovery:
             taken = await anyio.to_thread.run_sync(self._sample_after, after, stop)
         except OSError:
             # The process table itself could not be read: prove nothing this time.
-            self._stats["sample_errors"] += 1
+            self._stats.sample_errors += 1
             return
         if taken is None:
             return  # stopped while waiting
@@ -853,23 +840,22 @@ class CodexRolloutDiscovery:
                 # Another sample was applied while this one ran: reconcile again from it.
                 result = reconcile_ownership(self._state, sample)
             state, owned, released = result
-            self._stats["samples"] += 1
-            self._stats["unreadable_processes"] += len(sample.uncertain)
+            self._stats.samples += 1
+            self._stats.unreadable_processes += len(sample.uncertain)
             self._state = state
             observed = self._clock()
             for gone in released:
                 tracked = self._tracked.pop(gone.path, None)
-                if tracked is not None:
-                    self._emit(
-                        sink,
-                        RolloutReleased(
-                            key=tracked.key,
-                            pid=gone.owner.pid,
-                            at_ms=observed,
-                            observed_at_ms=observed,
-                        ),
-                        "released_emitted",
-                    )
+                if tracked is not None and self._emit(
+                    sink,
+                    RolloutReleased(
+                        key=tracked.key,
+                        pid=gone.owner.pid,
+                        at_ms=observed,
+                        observed_at_ms=observed,
+                    ),
+                ):
+                    self._stats.released_emitted += 1
             new_paths = [o.path for o in owned if o.path not in self._tracked]
             if new_paths:
                 heads = await anyio.to_thread.run_sync(_read_heads, new_paths)
@@ -881,7 +867,7 @@ class CodexRolloutDiscovery:
             for change in owned:
                 tracked = self._tracked[change.path]
                 tracked.owner = change.owner
-                self._emit(
+                if self._emit(
                     sink,
                     RolloutOwned(
                         key=tracked.key,
@@ -892,8 +878,8 @@ class CodexRolloutDiscovery:
                         root_key=tracked.root_key,
                         version=tracked.version,
                     ),
-                    "owned_emitted",
-                )
+                ):
+                    self._stats.owned_emitted += 1
             self._emit_reads(sink, reads)
 
     async def refresh_now(self, sink: EvidenceSink, only: Iterable[str] | None = None) -> None:
@@ -926,7 +912,7 @@ class CodexRolloutDiscovery:
             meta = parse_session_meta(head) if head is not None else None
             if meta is None:
                 # No readable session_meta yet: the file name carries the thread id.
-                self._stats["meta_unresolved"] += 1
+                self._stats.meta_unresolved += 1
                 thread = thread_id_from_path(path) or os.path.basename(path)
                 meta = RolloutMeta(thread)
             metas[path] = meta
@@ -952,11 +938,8 @@ class CodexRolloutDiscovery:
             targets = [self._tracked[p] for p in only if p in self._tracked]
         if not targets:
             return []
-        results, deltas = await anyio.to_thread.run_sync(_refresh_and_count, targets)
-        self._stats["refreshes"] += 1
-        for name, delta in deltas.items():
-            if delta:
-                self._stats[name] += delta
+        results = await anyio.to_thread.run_sync(_refresh_and_count, targets, self._stats)
+        self._stats.refreshes += 1
         return list(zip(targets, results, strict=True))
 
     def _emit_reads(self, sink: EvidenceSink, reads: list[tuple[_Tracked, _TailResult]]) -> None:
@@ -965,9 +948,9 @@ class CodexRolloutDiscovery:
             for record in result.records:
                 at_ms = record.at_ms
                 if at_ms is None:
-                    self._stats["bad_timestamps"] += 1
+                    self._stats.bad_timestamps += 1
                     at_ms = observed
-                self._emit(
+                if self._emit(
                     sink,
                     LifecycleBoundary(
                         key=tracked.key,
@@ -978,17 +961,18 @@ class CodexRolloutDiscovery:
                         root_key=tracked.root_key,
                         version=tracked.version,
                     ),
-                    "boundaries_emitted",
-                )
+                ):
+                    self._stats.boundaries_emitted += 1
 
-    def _emit(self, sink: EvidenceSink, message: Inbound, counter: str) -> None:
+    def _emit(self, sink: EvidenceSink, message: Inbound) -> bool:
+        """Send ``message``; whether the sink took it (a refusal is counted)."""
         try:
             sink.inject_nowait(message)
         except MessageError:
             # e.g. a record timestamp outside 2000-2100 or an absurd thread id.
-            self._stats["rejected"] += 1
-            return
-        self._stats[counter] += 1
+            self._stats.rejected += 1
+            return False
+        return True
 
 
 #: What one worker-thread sample returns: the sample, the state it was reconciled from, and
@@ -1009,31 +993,26 @@ def _read_heads(paths_: list[str]) -> dict[str, bytes | None]:
     return {path: _read_head(path) for path in paths_}
 
 
-def _refresh_and_count(targets: list[_Tracked]) -> tuple[list[_TailResult], dict[str, int]]:
-    """Worker thread: refresh every tail and total what the refresh changed in the
-    counters, so that an idle refresh leaves the event loop nothing to do."""
+def _refresh_and_count(
+    targets: list[_Tracked], stats: CodexDiscoveryStatistics
+) -> list[_TailResult]:
+    """Worker thread: refresh every tail and add what the refresh changed in its counters to
+    the actor's ``stats``, so that an idle refresh leaves the event loop nothing to do.
+
+    Safe off the loop: refreshes run under the actor's lock (one at a time), and these fields
+    are written by nothing else.
+    """
     before = [t.tail.statistics() for t in targets]
     results = _refresh_all(targets)
-    deltas = dict.fromkeys(
-        (
-            "bytes_read",
-            "invalid_lines",
-            "giant_lines",
-            "resets",
-            "vanished_files",
-            "unreadable_files",
-        ),
-        0,
-    )
     for tracked, old, result in zip(targets, before, results, strict=True):
         new = tracked.tail.statistics()
-        deltas["bytes_read"] += new.bytes_read - old.bytes_read
-        deltas["invalid_lines"] += new.invalid_lines - old.invalid_lines
-        deltas["giant_lines"] += new.giant_lines - old.giant_lines
-        deltas["resets"] += new.resets - old.resets
-        deltas["vanished_files"] += result.vanished
-        deltas["unreadable_files"] += result.unreadable
-    return results, deltas
+        stats.bytes_read += new.bytes_read - old.bytes_read
+        stats.invalid_lines += new.invalid_lines - old.invalid_lines
+        stats.giant_lines += new.giant_lines - old.giant_lines
+        stats.resets += new.resets - old.resets
+        stats.vanished_files += result.vanished
+        stats.unreadable_files += result.unreadable
+    return results
 
 
 def _refresh_all(targets: list[_Tracked]) -> list[_TailResult]:

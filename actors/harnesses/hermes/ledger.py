@@ -39,7 +39,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ import anyio.to_thread
 import msgspec
 import psutil
 
+from actors.core.clock import now_ms
 from actors.harnesses.hermes import paths
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
@@ -404,8 +404,9 @@ def _cron_sessions(state_db: Path, prefixes: Iterable[str]) -> list[str]:
 # --------------------------------------------------------------------------- the actor
 
 
-class HermesStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of :class:`HermesLedgerDiscovery` (monotonic except ``fires_tracked``)."""
+class HermesStatistics(msgspec.Struct, kw_only=True):
+    """Counters of :class:`HermesLedgerDiscovery` (monotonic except ``fires_tracked``, a size
+    filled in by ``statistics()``): one record it keeps, copied by ``statistics()``."""
 
     polls: int = 0
     homes_polled: int = 0
@@ -434,10 +435,6 @@ class _HomeResult:
     sessions: dict[str, str | None] = field(default_factory=dict)  # fire -> session (lookups)
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class HermesLedgerDiscovery:
     """Discovery actor for Hermes cron fires; sends :class:`~messages.LedgerFire`.
 
@@ -452,7 +449,7 @@ class HermesLedgerDiscovery:
         home: str | os.PathLike[str] | None = None,
         *,
         poll_interval: float = POLL_INTERVAL_S,
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = now_ms,
         probe: Callable[[int], Probe] = probe_process,
     ) -> None:
         self._root = Path(home) if home is not None else paths.home()
@@ -463,12 +460,13 @@ class HermesLedgerDiscovery:
         self._sent: dict[str, dict[str, Sent]] = {}  # home -> fire id -> last sent
         # Settled fire -> session lookups (a match, or no match for a terminal fire).
         self._sessions: dict[str, dict[str, str | None]] = {}
-        self._stats: dict[str, int] = dict.fromkeys(HermesStatistics.__struct_fields__, 0)
+        self._stats = HermesStatistics()
 
     def statistics(self) -> HermesStatistics:
-        counts = dict(self._stats)
-        counts["fires_tracked"] = sum(len(v) for v in self._sent.values())
-        return HermesStatistics(**counts)
+        """A point-in-time copy of the counters (see :class:`HermesStatistics`)."""
+        return msgspec.structs.replace(
+            self._stats, fires_tracked=sum(len(v) for v in self._sent.values())
+        )
 
     async def run(self, sink: EvidenceSink) -> None:
         """Poll until cancelled."""
@@ -481,20 +479,21 @@ class HermesLedgerDiscovery:
         async with self._lock:
             results = await anyio.to_thread.run_sync(self._poll_blocking)
             observed = self._clock()
-            self._stats["polls"] += 1
+            stats = self._stats
+            stats.polls += 1
             for result in results:
-                self._stats["homes_polled"] += 1
-                self._stats["bad_rows"] += result.bad_rows
-                self._stats["bad_timestamps"] += result.bad_timestamps
-                self._stats["state_db_errors"] += result.state_problem
+                stats.homes_polled += 1
+                stats.bad_rows += result.bad_rows
+                stats.bad_timestamps += result.bad_timestamps
+                stats.state_db_errors += result.state_problem
                 if result.problem is not None:
                     # Keep what we knew: an unreadable ledger proves nothing.
-                    self._stats[_PROBLEM_COUNTER[result.problem]] += 1
+                    _count_problem(stats, result.problem)
                     continue
                 self._sessions.setdefault(result.home, {}).update(result.sessions)
                 previous = self._sent.get(result.home, {})
                 memory, sends = plan_emissions(previous, result.views, observed)
-                self._stats["fires_forgotten"] += len(previous.keys() - memory.keys())
+                stats.fires_forgotten += len(previous.keys() - memory.keys())
                 self._sent[result.home] = memory
                 for _fire_id, sent in sends:
                     self._send(sink, sent, observed)
@@ -511,9 +510,12 @@ class HermesLedgerDiscovery:
         try:
             sink.inject_nowait(message)
         except MessageError:
-            self._stats["rejected"] += 1
+            self._stats.rejected += 1
             return
-        self._stats["superseded" if sent.status == SUPERSEDED else "fires_emitted"] += 1
+        if sent.status == SUPERSEDED:
+            self._stats.superseded += 1
+        else:
+            self._stats.fires_emitted += 1
 
     # -- worker thread
 
@@ -578,9 +580,13 @@ def _session_of(sent: Sent, fire_id: str) -> str | None:
     return None if sent.session_id == fallback_session_id(fire_id) else sent.session_id
 
 
-_PROBLEM_COUNTER: Final = {
-    "missing": "db_missing",
-    "locked": "db_locked",
-    "schema": "db_schema_errors",
-    "error": "db_errors",
-}
+def _count_problem(stats: HermesStatistics, kind: str) -> None:
+    """Count one unreadable ledger by its :class:`_DbProblem` ``kind``."""
+    if kind == "missing":
+        stats.db_missing += 1
+    elif kind == "locked":
+        stats.db_locked += 1
+    elif kind == "schema":
+        stats.db_schema_errors += 1
+    else:
+        stats.db_errors += 1
