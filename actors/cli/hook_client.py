@@ -286,7 +286,7 @@ def fire_time_ms(environ: Mapping[str, str], now_ms: int) -> int:
 
 def main(argv: Sequence[str]) -> int:
     """Run ``paneward hook``; returns 0 always (or ``exec``s the chained ``notify`` command)."""
-    # actors.core.clock.now_ms, spelled out: one module less on the hook's path (tests/test_design.py)
+    # actors.core.clock.now_ms, spelled out: one module less on the hook's path
     at_ms = time.time_ns() // 1_000_000
     try:
         at_ms = fire_time_ms(os.environ, at_ms)
