@@ -27,6 +27,7 @@ from pathlib import Path
 import anyio
 
 import messages
+from actors.harnesses.catalog import HOOKS
 from actors.sources.hook_listener import HookListener
 
 VENV_BIN = Path(sys.executable).parent
@@ -84,7 +85,9 @@ async def latency(events: int, tmp: Path, env: dict[str, str]) -> dict[str, list
     token.write_text("bench-token\n")
     token.chmod(0o600)
     sink = TimedSink()
-    listener = HookListener(socket_path=tmp / "rt" / "hook.sock", http_port=0, token_path=token)
+    listener = HookListener(
+        HOOKS, socket_path=tmp / "rt" / "hook.sock", http_port=0, token_path=token
+    )
     command_ms: list[float] = []
     http_ms: list[float] = []
     argv = [os.fspath(VENV_BIN / "paneward"), "hook", "--harness", "codex", PAYLOAD]
@@ -138,7 +141,7 @@ def main() -> None:
             print(f"  {key:28s} {value * 1000:7.1f} ms  x{value / base:.2f}")
 
         async def with_daemon() -> dict[str, float]:
-            listener = HookListener(socket_path=tmp / "rt" / "hook.sock")
+            listener = HookListener(HOOKS, socket_path=tmp / "rt" / "hook.sock")
 
             class Null:
                 def inject_nowait(self, message: messages.Inbound) -> None:

@@ -16,6 +16,7 @@ import messages
 from actors.cli import hook_client
 from actors.core import paths
 from actors.core.frames import check_frame
+from actors.harnesses.catalog import HOOKS
 from actors.sources.hook_listener import HookListener
 from tests.sinks import ListSink
 
@@ -27,7 +28,7 @@ AT = 1_795_999_000_000
 @asynccontextmanager
 async def listening(sock: Path) -> AsyncIterator[tuple[HookListener, ListSink]]:
     sink = ListSink()
-    listener = HookListener(socket_path=sock)
+    listener = HookListener(HOOKS, socket_path=sock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(listener.run, sink)
         await listener.wait_listening()

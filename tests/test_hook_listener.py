@@ -34,7 +34,7 @@ from actors.core.frames import (
     restamp,
 )
 from actors.core.http import RequestHead, check_http_request, parse_request_head
-from actors.harnesses.catalog import HOOK_ROUTES
+from actors.harnesses.catalog import HOOK_ROUTES, HOOKS
 from actors.sources.hook_listener import HookListener, HookListenerError, load_http_token
 from tests.polling import poll_until
 from tests.sinks import ListSink
@@ -249,7 +249,7 @@ async def send_raw(path: Path, data: bytes) -> None:
 async def test_socket_and_directory_permissions_and_cleanup(sock_path: Path) -> None:
     with anyio.fail_after(10):
         sink = ListSink()
-        async with running(HookListener(socket_path=sock_path), sink) as listener:
+        async with running(HookListener(HOOKS, socket_path=sock_path), sink) as listener:
             assert listener.socket_path == sock_path
             assert stat.S_IMODE(os.stat(sock_path.parent).st_mode) == 0o700
             assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
@@ -263,7 +263,7 @@ async def test_directory_mode_is_tightened(sock_path: Path) -> None:
     sock_path.parent.mkdir(parents=True, mode=0o755)
     sock_path.parent.chmod(0o755)
     with anyio.fail_after(10):
-        async with running(HookListener(socket_path=sock_path), ListSink()):
+        async with running(HookListener(HOOKS, socket_path=sock_path), ListSink()):
             assert stat.S_IMODE(sock_path.parent.stat().st_mode) == 0o700
 
 
@@ -274,8 +274,8 @@ async def test_stale_socket_is_replaced_live_one_is_not(sock_path: Path) -> None
     stale.close()  # bound, never listening, closed: a dead daemon's leftover
     with anyio.fail_after(10):
         sink = ListSink()
-        async with running(HookListener(socket_path=sock_path), sink):
-            second = HookListener(socket_path=sock_path)
+        async with running(HookListener(HOOKS, socket_path=sock_path), sink):
+            second = HookListener(HOOKS, socket_path=sock_path)
             with pytest.raises(HookListenerError, match="already listening"):
                 await second.run(ListSink())
             # The first listener is untouched and still serves.
@@ -287,7 +287,7 @@ async def test_refuses_to_replace_a_regular_file(sock_path: Path) -> None:
     await anyio.Path(sock_path.parent).mkdir(parents=True, mode=0o700)
     await anyio.Path(sock_path).write_text("precious")
     with anyio.fail_after(10), pytest.raises(HookListenerError, match="not a socket"):
-        await HookListener(socket_path=sock_path).run(ListSink())
+        await HookListener(HOOKS, socket_path=sock_path).run(ListSink())
     assert await anyio.Path(sock_path).read_text() == "precious"
 
 
@@ -296,7 +296,7 @@ async def test_bad_frames_counted_valid_ones_delivered_on_same_connection(
 ) -> None:
     with anyio.fail_after(20):
         sink = ListSink()
-        async with running(HookListener(socket_path=sock_path), sink) as listener:
+        async with running(HookListener(HOOKS, socket_path=sock_path), sink) as listener:
             stream = b"".join(
                 [
                     notify_frame({"n": 1}) + b"\n",
@@ -340,7 +340,7 @@ async def test_observed_time_is_restamped(sock_path: Path) -> None:
     clock = iter(range(AT + 100, AT + 200))
     with anyio.fail_after(10):
         sink = ListSink()
-        listener = HookListener(socket_path=sock_path, clock_ms=lambda: next(clock))
+        listener = HookListener(HOOKS, socket_path=sock_path, clock_ms=lambda: next(clock))
         async with running(listener, sink):
             await send_raw(sock_path, notify_frame({"n": 1}) + b"\n")
             await sink.wait_count(1)
@@ -351,7 +351,7 @@ async def test_observed_time_is_restamped(sock_path: Path) -> None:
 
 async def test_sink_refusal_is_counted(sock_path: Path) -> None:
     with anyio.fail_after(10):
-        listener = HookListener(socket_path=sock_path)
+        listener = HookListener(HOOKS, socket_path=sock_path)
         async with running(listener, ListSink(refuse=True)):
             await send_raw(sock_path, notify_frame({"n": 1}) + b"\n")
             await wait_until(lambda: listener.statistics().rejected_total == 1)
@@ -426,7 +426,7 @@ async def test_ten_thousand_hostile_frames_through_a_real_socket(
     try:
         with anyio.fail_after(60):
             sink = ListSink()
-            listener = HookListener(socket_path=path)
+            listener = HookListener(HOOKS, socket_path=path)
             async with running(listener, sink):
                 # Split across several connections to exercise resynchronisation per stream.
                 for start in range(0, len(frames), 25):
@@ -491,7 +491,7 @@ async def test_another_users_client_is_refused(shared_tmp: Path) -> None:
     frame = notify_frame({"from": "nobody"}).decode()
     with anyio.fail_after(30):
         sink = ListSink()
-        listener = HookListener(socket_path=path)
+        listener = HookListener(HOOKS, socket_path=path)
         async with running(listener, sink):
             # Layer 1: the 0700 directory keeps the other user from reaching the socket.
             first = await anyio.run_process([*nobody, _OTHER_CLIENT, str(path), frame])
@@ -564,7 +564,7 @@ async def test_http_hooks_token_delivery_and_refusals(sock_path: Path, token_fil
     real = json.loads((FIXTURES / "http-hook-request-sample.json").read_text())["body"]
     with anyio.fail_after(20):
         sink = ListSink()
-        listener = HookListener(socket_path=sock_path, http_port=0, token_path=token_file)
+        listener = HookListener(HOOKS, socket_path=sock_path, http_port=0, token_path=token_file)
         async with running(listener, sink):
             port = listener.http_port
             assert port is not None and port > 0
@@ -624,7 +624,10 @@ async def test_http_hooks_token_delivery_and_refusals(sock_path: Path, token_fil
 
 async def test_http_enabled_without_token_refuses_to_start(sock_path: Path, tmp_path: Path) -> None:
     listener = HookListener(
-        socket_path=sock_path, http_port=0, token_path=tmp_path / "missing-token"
+        HOOKS,
+        socket_path=sock_path,
+        http_port=0,
+        token_path=tmp_path / "missing-token",
     )
     with anyio.fail_after(10), pytest.raises(HookListenerError, match="install-hooks"):
         await listener.run(ListSink())

@@ -20,6 +20,7 @@ from actors.cli import install as install_hooks
 from actors.cli import main as cli
 from actors.core.config_edit import HookTarget, InstallError, is_paneward_command
 from actors.core.harness import Normalizer
+from actors.harnesses.catalog import HOOKS
 from actors.harnesses.claude_code import hooks as claude_hooks
 from actors.harnesses.claude_code import install as claude_install
 from actors.harnesses.codex import hooks as codex_hooks
@@ -183,7 +184,7 @@ async def test_http_token_written_by_install_is_accepted_by_the_listener(
     homes: dict[str, Path],
 ) -> None:
     assert run_cli("claude-code", "--http") == 0
-    listener = HookListener(socket_path=homes["state"] / "rt" / "hook.sock", http_port=0)
+    listener = HookListener(HOOKS, socket_path=homes["state"] / "rt" / "hook.sock", http_port=0)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
 
@@ -353,7 +354,7 @@ async def test_installed_codex_notify_runs_end_to_end(
             done.set()
 
     with anyio.fail_after(30):
-        listener = HookListener(socket_path=sock)
+        listener = HookListener(HOOKS, socket_path=sock)
         async with anyio.create_task_group() as tg:
             tg.start_soon(listener.run, Sink())
             await listener.wait_listening()

@@ -17,6 +17,7 @@ import pytest
 import messages
 from actors.core.pane_map import MAX_VISIT, Binding, ClaimLookup, PaneMap
 from actors.harnesses import catalog
+from actors.harnesses.catalog import CLAIMS
 from actors.harnesses.codex.tui import codex_resume_thread, codex_tui_key, is_codex_tui
 from actors.sources import procfs
 from actors.sources.pane_mapper import PaneMapper
@@ -303,7 +304,7 @@ async def running(mapper: PaneMapper, sink: ListSink) -> AsyncIterator[None]:
 
 async def test_real_tree_binds_rebinds_and_unbinds() -> None:
     sink = ListSink()
-    mapper = PaneMapper(rescan_interval=None)
+    mapper = PaneMapper(CLAIMS, rescan_interval=None)
     with anyio.fail_after(20):
         async with pane_tree(["claude"], ["claude"]) as pane, running(mapper, sink):
             first = await pane.next_pid()
@@ -350,7 +351,7 @@ def _at_AT(message: messages.Inbound) -> messages.Inbound:
 
 async def test_codex_daemon_tui_is_bound_only_by_real_proof() -> None:
     sink = ListSink()
-    mapper = PaneMapper(rescan_interval=None)
+    mapper = PaneMapper(CLAIMS, rescan_interval=None)
     with anyio.fail_after(20):
         async with (
             pane_tree(["codex"]) as plain,
@@ -384,7 +385,7 @@ async def test_codex_daemon_tui_is_bound_only_by_real_proof() -> None:
 
 async def test_periodic_rescan_finds_processes_no_message_announced() -> None:
     sink = ListSink()
-    mapper = PaneMapper(rescan_interval=0.05)
+    mapper = PaneMapper(CLAIMS, rescan_interval=0.05)
     with anyio.fail_after(20):
         async with (
             running(mapper, sink),
@@ -402,7 +403,7 @@ async def test_periodic_rescan_finds_processes_no_message_announced() -> None:
 
 
 def test_full_mailbox_is_counted() -> None:
-    mapper = PaneMapper(mailbox_size=1)
+    mapper = PaneMapper(CLAIMS, mailbox_size=1)
     mapper.send_nowait(messages.PaneClosed(pane="%1", at_ms=AT))
     with pytest.raises(anyio.WouldBlock):
         mapper.send_nowait(messages.PaneClosed(pane="%2", at_ms=AT))

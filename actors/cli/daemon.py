@@ -31,6 +31,7 @@ import anyio
 import msgspec
 
 from actors.core import paths
+from actors.harnesses import catalog
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
 from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
@@ -213,6 +214,7 @@ def _start_actors(
         return out
 
     listener = HookListener(
+        catalog.HOOKS,
         socket_path=config.socket_path,
         http_port=config.http_port,
     )
@@ -228,7 +230,7 @@ def _start_actors(
     parts["pid_watcher"] = watcher
     sup.start_listener(watcher, name="pid-watcher")
 
-    mapper = PaneMapper()
+    mapper = PaneMapper(catalog.CLAIMS)
     parts["pane_mapper"] = mapper
     sup.start_listener(mapper, name="pane-mapper")
 

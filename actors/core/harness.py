@@ -16,7 +16,7 @@ from messages.activity import Unmapped
 from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
 
-__all__ = ["HarnessSpec", "Normalizer", "ProcessClaim"]
+__all__ = ["HarnessSpec", "HookIngress", "Normalizer", "ProcessClaim", "ProcessClaims"]
 
 Normalizer = Callable[[NotifyHook], HookHint | Unmapped]
 #: (pid, comm, argv, start token) -> what that process proves by itself about its session.
@@ -39,3 +39,27 @@ class HarnessSpec:
     http_refused: Mapping[str, str] = field(default_factory=dict)
     claim_comms: frozenset[str] = frozenset()
     process_claim: ProcessClaim | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HookIngress:
+    """What the hook listener needs to know of the harnesses (it knows none itself).
+
+    ``routes`` maps the ``/hook/<id>`` path segment to the harnesses that send hook payloads;
+    ``http_refusal(hook)`` says why a payload may not arrive over http (``None``: it may).
+    Built by :mod:`actors.harnesses.catalog` (``HOOKS``) and handed to the listener by the
+    daemon's wiring.
+    """
+
+    routes: Mapping[str, Harness]
+    http_refusal: Callable[[NotifyHook], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessClaims:
+    """What the pane mapper needs to know of the harnesses: which process names can prove
+    something by their command line (``comms``), and what one proves (``claim``). Built by
+    :mod:`actors.harnesses.catalog` (``CLAIMS``)."""
+
+    comms: frozenset[str]
+    claim: ProcessClaim

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from actors.core.harness import HarnessSpec, ProcessClaim
+from actors.core.harness import HarnessSpec, HookIngress, ProcessClaim, ProcessClaims
 from actors.core.hints import first_str, unmapped
 from actors.core.pane_map import Binding
 from actors.harnesses import claude_code, codex, cursor, hermes
@@ -22,7 +22,9 @@ from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
 
 __all__ = [
+    "CLAIMS",
     "CLAIM_COMMS",
+    "HOOKS",
     "HOOK_ROUTES",
     "SPECS",
     "http_refusal",
@@ -84,3 +86,9 @@ def http_refusal(hook: NotifyHook) -> str | None:
         return None
     why = spec.http_refused.get(event)
     return None if why is None else f"{event} cannot be an http hook: {why}"
+
+
+#: The hook listener's view of the harnesses (passed to it by the daemon's wiring).
+HOOKS: Final = HookIngress(routes=HOOK_ROUTES, http_refusal=http_refusal)
+#: The pane mapper's view of the harnesses (passed to it by the daemon's wiring).
+CLAIMS: Final = ProcessClaims(comms=CLAIM_COMMS, claim=process_claim)

@@ -8,11 +8,11 @@ it; the supervisor's own tests check that it publishes the same transitions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from actors.core.reducer import SessionState, initial_state, reduce
 from actors.core.routing import RoutingIndex
-from actors.harnesses.catalog import normalize
 from messages.activity import Activity, Transition, Unmapped
 from messages.codec import Inbound
 from messages.common import SessionKey
@@ -22,8 +22,13 @@ __all__ = ["SessionTable"]
 
 @dataclass
 class SessionTable:
-    """Every session's reducer state plus the global transition ``seq``."""
+    """Every session's reducer state plus the global transition ``seq``.
 
+    ``normalize`` is the edge normalization the supervisor applies (pass
+    :func:`actors.harnesses.catalog.normalize`).
+    """
+
+    normalize: Callable[[Inbound], Inbound | Unmapped]
     states: dict[SessionKey, SessionState] = field(default_factory=dict)
     index: RoutingIndex = field(default_factory=RoutingIndex)
     seq: int = 0
@@ -32,7 +37,7 @@ class SessionTable:
 
     def apply(self, message: Inbound) -> list[Transition]:
         """Apply one inbound message; return the transitions it published, in order."""
-        normalized = normalize(message)
+        normalized = self.normalize(message)
         if isinstance(normalized, Unmapped):
             self.unmapped.append(normalized)
             return []

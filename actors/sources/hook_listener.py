@@ -50,6 +50,7 @@ from actors.core.frames import (
     check_frame,
     restamp,
 )
+from actors.core.harness import HookIngress
 from actors.core.http import (
     MAX_HEAD_BYTES,
     check_http_request,
@@ -57,7 +58,6 @@ from actors.core.http import (
     http_response,
     parse_request_head,
 )
-from actors.harnesses import catalog
 from actors.runtime.mailbox import EvidenceSink
 
 __all__ = [
@@ -189,6 +189,7 @@ class HookListener:
 
     def __init__(
         self,
+        hooks: HookIngress,
         *,
         socket_path: Path | None = None,
         http_port: int | None = None,
@@ -196,6 +197,7 @@ class HookListener:
         token_path: Path | None = None,
         clock_ms: Callable[[], int] = now_ms,
     ) -> None:
+        self._hooks = hooks
         self._socket_path = socket_path
         self._http_requested_port = http_port
         self._http_host = http_host
@@ -406,7 +408,7 @@ class HookListener:
             self._reject(head, "http", None)
             await stream.send(http_response(400, {"error": head.detail}, keep_alive=False))
             return False
-        decision = check_http_request(head, self._token, catalog.HOOK_ROUTES)
+        decision = check_http_request(head, self._token, self._hooks.routes)
         if decision.rejection is not None:
             self._reject(decision.rejection, "http", None)
             await stream.send(
@@ -421,10 +423,10 @@ class HookListener:
         del buffer[: decision.content_length]
         assert decision.harness is not None
         result: messages.NotifyHook | Rejection = http_message(
-            catalog.HOOK_ROUTES[decision.harness], body, self._clock_ms()
+            self._hooks.routes[decision.harness], body, self._clock_ms()
         )
         if not isinstance(result, Rejection):
-            refusal = catalog.http_refusal(result)
+            refusal = self._hooks.http_refusal(result)
             if refusal is not None:
                 result = Rejection("http_session_start", refusal)
         if isinstance(result, Rejection):

@@ -6,7 +6,8 @@ names owners and the pane messages (:attr:`PaneMapper.accepts`) are handed to it
 routed; it reads the process tree in a worker thread and sends ``PaneBound`` / ``PaneUnbound``
 (and the ``ProcessSeen`` announcing a process that claims its own session) to the sink, which
 routes them to the sessions named. What a process proves by itself comes from its harness
-package (:func:`actors.harnesses.catalog.process_claim`).
+package, handed to the mapper as :class:`~actors.core.harness.ProcessClaims` (the daemon's wiring
+passes :data:`actors.harnesses.catalog.CLAIMS`): the mapper itself knows no harness.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import messages
 from actors.core.clock import now_ms
+from actors.core.harness import ProcessClaims
 from actors.core.pane_map import MAX_VISIT, Binding, PaneChange, PaneMap
-from actors.harnesses import catalog
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 
@@ -59,7 +60,8 @@ class PaneMapperStatistics(msgspec.Struct, kw_only=True):
 class _TreeReader:
     """Worker thread: one process-table snapshot, cmdlines read only when the walk asks."""
 
-    def __init__(self) -> None:
+    def __init__(self, claims: ProcessClaims) -> None:
+        self._claims = claims
         table = procfs.scan_processes()
         self.comm = {p.pid: p.comm for p in table}
         self.tokens = {p.pid: p.start_token for p in table}
@@ -70,12 +72,12 @@ class _TreeReader:
 
     def claim(self, pid: int) -> Binding | None:
         comm = self.comm.get(pid)
-        if comm is None or comm not in catalog.CLAIM_COMMS:
+        if comm is None or comm not in self._claims.comms:
             return None  # no harness proves anything by this name: skip the cmdline read
         argv = procfs.read_cmdline(pid)
         if argv is None:
             return None
-        return catalog.process_claim(pid, comm, argv, self.tokens.get(pid))
+        return self._claims.claim(pid, comm, argv, self.tokens.get(pid))
 
 
 class PaneMapper:
@@ -102,6 +104,7 @@ class PaneMapper:
 
     def __init__(
         self,
+        claims: ProcessClaims,
         *,
         mailbox_size: int = 1024,
         max_visit: int = MAX_VISIT,
@@ -109,6 +112,7 @@ class PaneMapper:
     ) -> None:
         if rescan_interval is not None and rescan_interval <= 0:
             raise ValueError(f"rescan_interval must be positive or None, got {rescan_interval!r}")
+        self._claims = claims
         self._map = PaneMap(max_visit)
         self._rescan_interval = rescan_interval
         send, receive = anyio.create_memory_object_stream[messages.Inbound](mailbox_size)
@@ -227,6 +231,6 @@ class PaneMapper:
     def _walk_dirty(self, now: int) -> list[PaneChange]:
         # Worker thread. The actor task awaits this call, so nothing else touches the
         # map meanwhile (messages wait in the mailbox).
-        reader = _TreeReader()
+        reader = _TreeReader(self._claims)
         self._stats.tree_reads += 1
         return self._map.rebind(reader.kids, reader.claim, now)
