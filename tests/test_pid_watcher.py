@@ -286,12 +286,12 @@ def test_observe_watches_owner_pids_from_evidence() -> None:
     watcher = PidWatcher()
     key = messages.SessionKey("claude-code", "s1")
     at = 1_800_000_000_000
-    watcher.observe(
+    watcher.deliver_nowait(
         messages.RegistryStatus(
             key=key, pid=4242, start_token="9", status="idle", at_ms=at, observed_at_ms=at
         )
     )
-    watcher.observe(
+    watcher.deliver_nowait(
         messages.HookHint(
             key=key,
             source="claude_hook",
@@ -302,7 +302,7 @@ def test_observe_watches_owner_pids_from_evidence() -> None:
             pid=4343,
         )
     )
-    watcher.observe(messages.PaneClosed(pane="%1", at_ms=at))
+    watcher.deliver_nowait(messages.PaneClosed(pane="%1", at_ms=at))
     assert watcher.statistics().candidates == 2
 
 

@@ -161,7 +161,6 @@ class PidWatcher:
             if pid is not None:
                 self.watch(pid, message.start_token)
 
-    observe = deliver_nowait
 
     def statistics(self) -> PidWatcherStatistics:
         """A point-in-time copy of the counters."""
