@@ -38,7 +38,7 @@ from messages import (
     Transition,
     revalidate,
 )
-from tests.tmux_helpers import activity
+from tests.tmux_helpers import T0, activity
 
 # -- control-mode parser ---------------------------------------------------------------------
 
@@ -133,17 +133,21 @@ def test_badge_word(kwargs: dict[str, str], word: str) -> None:
 
 
 def test_pane_options_are_the_full_set() -> None:
-    options = pane_options(activity("s", "%1", turn="idle", attention="turn_done", harness="codex"))
+    done = activity("s", "%1", turn="idle", attention="turn_done", harness="codex")
+    options = pane_options(done, T0 + 2 * 60_000 + 5)
     assert options.as_dict() == {
         "@paneward_presence": "running",
         "@paneward_turn": "idle",
         "@paneward_attention": "turn_done",
         "@paneward_harness": "codex",
         "@paneward_badge": BADGES["done"],
+        "@paneward_reason": "test",
+        "@paneward_age": "2m",
     }
     assert list(options.as_dict()) == list(OPTION_NAMES)
-    # no attention open: the option is set, empty
-    assert pane_options(activity("s", "%1")).attention == ""
+    # no attention open: the options are set, empty
+    idle = pane_options(activity("s", "%1"))
+    assert (idle.attention, idle.reason, idle.age) == ("", "", "")
 
 
 def _t(seq: int, **kwargs: object) -> Transition:
