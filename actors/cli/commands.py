@@ -517,14 +517,14 @@ def run_next(args: argparse.Namespace) -> int:
     if args.pane is not None:
         queue = [a for a in queue if a.pane == args.pane]
     try:
-        client, current = _user_client(args)
         if not queue:
             if args.pane is not None:
                 # pick's menu named a pane whose item closed meanwhile: still go there.
-                for command in jump_commands(args.pane, client, current=current):
-                    _tmux(args, command)
-            _tell(args, "next", client, "nothing needs you")
+                client, current = _user_client(args)
+                _tmux(args, *jump_commands(args.pane, client, current=current))
+            _tell(args, "next", args.client, "nothing needs you")
             return EXIT_INVALID
+        client, current = _user_client(args)
         item = queue[0]
         assert item.pane is not None
         _tmux(args, *jump_commands(item.pane, client, current=current))

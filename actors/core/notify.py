@@ -85,6 +85,7 @@ class NotifyStatistics(msgspec.Struct, kw_only=True):
     tmux_messages: int = 0
     osc_writes: int = 0
     osc_failures: int = 0
+    osc_deferred: int = 0  # waited for our previous tmux message to go (it blocks passthrough)
     desktop_sent: int = 0
     desktop_failures: int = 0
     desktop_unavailable: int = 0  # no session bus / notification service: skipped

@@ -56,6 +56,9 @@ logger = logging.getLogger("paneward.notify")
 #: Each send (a tmux batch, a D-Bus call, a tty write) gets this long.
 SEND_TIMEOUT_S: Final = 5.0
 QUEUE: Final = 64
+#: The longest our own status-line message is waited out before an OSC write.
+MESSAGE_WAIT_MAX_S: Final = 5.0
+DISPLAY_TIME_COMMAND: Final = "show-options -gv display-time"
 
 
 class TmuxChannel(Protocol):
@@ -136,6 +139,8 @@ class Notifier:
         self._stats: NotifyStatistics = self._book.stats
         self._handled = anyio.Event()
         self._handled_count = 0
+        # client name -> until when (anyio clock) our last display-message shows on it
+        self._message_until: dict[str, float] = {}
 
     async def run(self, host: Host) -> None:
         """Run under the supervisor (``Supervisor.start_actor``)."""
@@ -183,34 +188,56 @@ class Notifier:
         channels = self._settings.channels
         clients: list[Client] = []
         location: str | None = None
-        query = [LIST_CLIENTS_COMMAND]
+        display_s = 0.0
+        query = [LIST_CLIENTS_COMMAND, DISPLAY_TIME_COMMAND]
         if alert.pane is not None:
             query.append(location_command(alert.pane))
         replies = await self._tmux_batch(query)
         if replies is not None:
             if replies[0].ok:
                 clients = parse_clients(replies[0].lines)
-            if len(replies) > 1 and replies[1].ok and replies[1].lines:
-                location = replies[1].lines[0]
+            if replies[1].ok and replies[1].lines and replies[1].lines[0].isdigit():
+                display_s = int(replies[1].lines[0]) / 1000
+            if len(replies) > 2 and replies[2].ok and replies[2].lines:
+                location = replies[2].lines[0]
         if watched(alert.pane, clients):
             self._stats.watched += 1
             return
         if not self._book.still_open(alert) or not self._book.admit(alert, self._clock()):
             return
         users = [c for c in clients if not c.control]
+        body = alert.body(location)
+        # OSC before display-message: while a client shows a status-line message tmux
+        # freezes its terminal and drops passthrough (tmux 3.3); a message of ours still up
+        # from the previous alert is waited out (once, bounded).
+        for channel in ("osc9", "osc777"):
+            if channel in channels and users:
+                data = osc_notification(channel, alert.title, body)
+                for client in users:
+                    if client.pane_tty:
+                        await self._wait_message_gone(client.name)
+                        await self._write_tty(client.pane_tty, data)
         if "tmux" in channels and users:
             text = message_text(alert, location)
             answered = await self._tmux_batch(display_commands(text, users))
             if answered is not None:
                 self._stats.tmux_messages += sum(1 for r in answered if r.ok)
-        body = alert.body(location)
-        for channel in ("osc9", "osc777"):
-            if channel in channels and users:
-                data = osc_notification(channel, alert.title, body)
-                for tty in sorted({c.pane_tty for c in users if c.pane_tty}):
-                    await self._write_tty(tty, data)
+                shown_until = anyio.current_time() + display_s
+                for client, reply in zip(users, answered, strict=False):
+                    if reply.ok:
+                        self._message_until[client.name] = shown_until
         if "desktop" in channels and self._desktop is not None:
             await self._send_desktop(alert.title, body)
+
+    async def _wait_message_gone(self, client: str) -> None:
+        until = self._message_until.pop(client, None)
+        if until is None:
+            return
+        left = until - anyio.current_time()
+        # display-time 0 keeps a message until a key is pressed: not worth waiting for.
+        if 0 < left <= MESSAGE_WAIT_MAX_S:
+            self._stats.osc_deferred += 1
+            await anyio.sleep(left + 0.05)
 
     async def _write_tty(self, tty: str, data: bytes) -> None:
         try:

@@ -503,6 +503,7 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
         f"#{{?{alert},#[reverse bold],#[bold]}}#{{@paneward_badge}}"
         "#{?@paneward_age, #{@paneward_age},}#[default] ,}"
     )
+    pane_label = "#{pane_index}: #{pane_current_command}"
     program = paneward or "paneward"
     # `|| true`: the command tells the client itself what went wrong (display-message); tmux
     # would otherwise also open a "returned 1" view over the pane.
@@ -522,9 +523,9 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
             "# and globally @paneward_summary, e.g. '2 need you · 3 working' (empty: nothing).",
             "# A pane without an agent has none of them, so its border shows no badge.",
             "set -g pane-border-status top",
-            f'set -g pane-border-format " {badge}#{{pane_index}}: #{{pane_current_command}} "',
+            f'set -g pane-border-format " {badge}{pane_label} "',
             "# For durations on the badge ('▲ needs you 2m'), use instead:",
-            f'# set -g pane-border-format " {badge_age}#{{pane_index}}: #{{pane_current_command}} "',
+            f'# set -g pane-border-format " {badge_age}{pane_label} "',
             'set -g status-right "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M "',
             "set -g status-right-length 80",
             "# prefix a: jump to the agent that needs you (oldest needs_input first, then failed,",
