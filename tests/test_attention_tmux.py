@@ -167,7 +167,7 @@ async def test_next_pick_and_notifications_on_a_real_server(
             await badge(server, b, "▲ needs you")
 
             async def skipped() -> bool:
-                return int((await counters())["watched"]) == before + 1
+                return bool(int((await counters())["watched"]) == before + 1)
 
             await poll_until(skipped, "the focused pane's alert to be skipped")
             assert await messages_of(control, user) == want
