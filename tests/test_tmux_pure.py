@@ -397,3 +397,14 @@ def test_pane_table_names_each_unreaped_dead_pane_once() -> None:
     table.update("s1", [_row("%0"), _row("%1", 300, dead=True), _row("%2", 400, dead=True)], t)
     assert table.take_unreaped() == ["%1", "%2"]
     assert table.statistics().unreaped == 3
+
+
+def test_the_snippet_binds_next_and_pick_to_this_paneward() -> None:
+    from actors.sinks.tmux import tmux_config_snippet
+
+    lines = tmux_config_snippet("/opt/pw/bin/paneward").splitlines()
+    assert 'bind-key a run-shell -b "/opt/pw/bin/paneward next -q --client \'#{client_name}\'' \
+        ' || true"' in lines
+    assert 'bind-key A run-shell -b "/opt/pw/bin/paneward pick -q --client \'#{client_name}\'' \
+        ' || true"' in lines
+    assert any("#{@paneward_age}" in line for line in lines)

@@ -460,8 +460,8 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     from messages import Activity
 
     try:
-        line = next(iter(_request(args, {"op": "status"})))
-    except (OSError, StopIteration) as exc:
+        line = _status_line(args)
+    except OSError as exc:
         _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
         return EXIT_NO_DAEMON, []
     body = json.loads(line)
@@ -471,6 +471,25 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     activities = msgspec.convert(body["activities"], list[Activity])
     queue = [a for a in attention_queue(activities, args.kind) if a.pane is not None]
     return EXIT_OK, queue
+
+
+def _status_line(args: argparse.Namespace) -> bytes:
+    """One status request on a plain socket: ``next`` sits on a key, so it does not import the
+    control server (and anyio with it) to read one line.
+
+    :raises OSError: no daemon, or it closed without answering.
+    """
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5.0)
+        sock.connect(str(_control_path(args)))
+        sock.sendall(b'{"op": "status"}\n')
+        with sock.makefile("rb") as reader:
+            line = reader.readline()
+    if not line.endswith(b"\n"):
+        raise OSError("the daemon closed the connection without an answer")
+    return line
 
 
 def _tell(args: argparse.Namespace, prog: str, client: str | None, text: str) -> None:
