@@ -498,7 +498,7 @@ async def test_status_table_json_and_watch_since_without_gap_or_duplicate(
     ]
     rows = {line.split()[2]: line.split() for line in lines[1:4]}
     assert rows["tbl-a"][:5] == ["-", "claude-code", "tbl-a", "running", "working"]
-    assert rows["tbl-b"][:6] == ["-", "claude-code", "tbl-b", "running", "idle", "turn_done:"]
+    assert rows["tbl-b"][:7] == ["-", "claude-code", "tbl-b", "running", "idle", "done", "<1m:"]
     assert rows["tbl-c"][:6] == ["-", "claude-code", "tbl-c", "running", "unknown", "-"]
     # the age of evidence stamped in the future (these synthetic hooks) is clamped to 0s
     assert all(r[-2:] == ["claude_hook", "0s"] for r in rows.values())

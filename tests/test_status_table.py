@@ -78,3 +78,23 @@ def test_only_old_sessions_says_so_rather_than_no_sessions() -> None:
     table = format_table([SESSIONS[2]], NOW)
     assert table.splitlines()[1:] == ["(1 more ended more than a day ago: paneward status --all)"]
     assert format_table([], NOW).splitlines()[1:] == ["(no sessions yet)"]
+
+
+def test_the_attention_queue_comes_first_with_how_long_it_has_been_open() -> None:
+    def open_for(sid: str, kind: str, minutes: int) -> Activity:
+        a = row(sid, "running", "idle", 0, attention=kind)
+        assert a.attention is not None
+        since = NOW - minutes * 60_000
+        return msgspec.structs.replace(
+            a, attention=msgspec.structs.replace(a.attention, since_ms=since)
+        )
+
+    table = format_table(
+        [open_for("done", "turn_done", 3), row("busy", "running", "working", 0),
+         open_for("new", "needs_input", 1), open_for("old", "needs_input", 62)],
+        NOW,
+    )
+    lines = table.splitlines()[1:]
+    assert [line.split()[2] for line in lines] == ["old", "new", "done", "busy"]
+    assert "needs you 1h: r" in lines[0] and "needs you 1m: r" in lines[1]
+    assert "done 3m: r" in lines[2]

@@ -38,7 +38,7 @@ from messages import (
     Transition,
     revalidate,
 )
-from tests.tmux_helpers import activity
+from tests.tmux_helpers import T0, activity
 
 # -- control-mode parser ---------------------------------------------------------------------
 
@@ -133,17 +133,21 @@ def test_badge_word(kwargs: dict[str, str], word: str) -> None:
 
 
 def test_pane_options_are_the_full_set() -> None:
-    options = pane_options(activity("s", "%1", turn="idle", attention="turn_done", harness="codex"))
+    done = activity("s", "%1", turn="idle", attention="turn_done", harness="codex")
+    options = pane_options(done, T0 + 2 * 60_000 + 5)
     assert options.as_dict() == {
         "@paneward_presence": "running",
         "@paneward_turn": "idle",
         "@paneward_attention": "turn_done",
         "@paneward_harness": "codex",
         "@paneward_badge": BADGES["done"],
+        "@paneward_reason": "test",
+        "@paneward_age": "2m",
     }
     assert list(options.as_dict()) == list(OPTION_NAMES)
-    # no attention open: the option is set, empty
-    assert pane_options(activity("s", "%1")).attention == ""
+    # no attention open: the options are set, empty
+    idle = pane_options(activity("s", "%1"))
+    assert (idle.attention, idle.reason, idle.age) == ("", "", "")
 
 
 def _t(seq: int, **kwargs: object) -> Transition:
@@ -393,3 +397,14 @@ def test_pane_table_names_each_unreaped_dead_pane_once() -> None:
     table.update("s1", [_row("%0"), _row("%1", 300, dead=True), _row("%2", 400, dead=True)], t)
     assert table.take_unreaped() == ["%1", "%2"]
     assert table.statistics().unreaped == 3
+
+
+def test_the_snippet_binds_next_and_pick_to_this_paneward() -> None:
+    from actors.sinks.tmux import tmux_config_snippet
+
+    lines = tmux_config_snippet("/opt/pw/bin/paneward").splitlines()
+    assert 'bind-key a run-shell -b "/opt/pw/bin/paneward next -q --client \'#{client_name}\'' \
+        ' || true"' in lines
+    assert 'bind-key A run-shell -b "/opt/pw/bin/paneward pick -q --client \'#{client_name}\'' \
+        ' || true"' in lines
+    assert any("#{@paneward_age}" in line for line in lines)

@@ -5,12 +5,19 @@ Each :class:`TmuxServer` talks to its own server only and kills only that server
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
+import os
+import pty
 import secrets
+import struct
 import subprocess
-from collections.abc import Awaitable, Callable
+import termios
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
+import anyio.abc
 
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
 from tests.polling import poll_until
@@ -63,6 +70,85 @@ class TmuxServer:
 
     def kill(self) -> None:
         subprocess.run(self.argv("kill-server"), capture_output=True, check=False)
+
+
+class AttachedClient:
+    """A real ``tmux attach`` in a PTY the test holds, as a user's terminal would run it.
+
+    ``name`` is the client's name (its tty); :attr:`output` is every byte tmux drew on that
+    terminal (status-line messages, menus, passthrough OSC sequences); :meth:`type` sends key
+    bytes as the user's keyboard would.
+    """
+
+    def __init__(self, name: str, master: int, process: anyio.abc.Process) -> None:
+        self.name = name
+        self.output = bytearray()
+        self._master = master
+        self._process = process
+        self._changed = anyio.Event()
+
+    async def _read(self) -> None:
+        while True:
+            await anyio.wait_readable(self._master)
+            try:
+                data = os.read(self._master, 65536)
+            except OSError:
+                return  # the client went away (EIO)
+            if not data:
+                return
+            self.output += data
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def wait_output(self, check: Callable[[bytes], bool], what: str) -> None:
+        """Until ``check(output)`` holds (callers bound it with ``fail_after``)."""
+        while not check(bytes(self.output)):
+            await self._changed.wait()
+        del what
+
+    async def type(self, keys: bytes) -> None:
+        await anyio.to_thread.run_sync(os.write, self._master, keys)
+
+
+@contextlib.asynccontextmanager
+async def attached_client(
+    server: TmuxServer, session: str, *, width: int = 160, height: int = 50
+) -> AsyncIterator[AttachedClient]:
+    """Attach a real client to ``session`` of ``server`` in a PTY; detach it at the end."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+    name = os.ttyname(slave)
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["TERM"] = "xterm-256color"
+    try:
+        process = await anyio.open_process(
+            server.argv("attach-session", "-t", session),
+            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+        )
+    finally:
+        os.close(slave)
+    client = AttachedClient(name, master, process)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client._read)
+
+            async def attached() -> bool:
+                out = await server.arun("list-clients", "-F", "#{client_name}")
+                return name in out.split()
+
+            await poll_until(attached, f"client {name} attached")
+            try:
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.terminate()
+            with anyio.fail_after(10):
+                await process.wait()
+            await process.aclose()
+            os.close(master)
 
 
 

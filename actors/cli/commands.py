@@ -8,6 +8,7 @@ exit 2 when no daemon is listening.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -18,14 +19,20 @@ if TYPE_CHECKING:
     from messages import Activity
 
 __all__ = [
+    "add_next",
+    "add_pick",
     "add_run",
     "add_status",
     "add_tmux_config",
+    "add_wait",
     "add_watch",
     "format_table",
+    "run_next",
+    "run_pick",
     "run_run",
     "run_status",
     "run_tmux_config",
+    "run_wait",
     "run_watch",
 ]
 
@@ -63,7 +70,55 @@ def add_run(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not watch Claude/Codex/Hermes files (hooks and injected messages only)",
     )
+    parser.add_argument(
+        "--notify",
+        metavar="KINDS",
+        default="all",
+        type=_kinds,
+        help="notify when these attention kinds open for a pane you are not looking at: "
+        "needs_input,failed,turn_done (default all; none: off)",
+    )
+    parser.add_argument(
+        "--notify-via",
+        metavar="CHANNELS",
+        default="tmux,osc9,desktop",
+        type=_channels,
+        help="where: tmux (display-message), osc9 / osc777 (outer terminal, through tmux "
+        "passthrough), desktop (freedesktop notifications over D-Bus); default "
+        "tmux,osc9,desktop; none: off",
+    )
+    parser.add_argument(
+        "--notify-interval",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="at most one notification per session within this many seconds (default 30)",
+    )
+    parser.add_argument(
+        "--full-text",
+        action="store_true",
+        help="show attention reasons in full in tmux options and notifications too "
+        "(default: the tool and a shortened command; status and watch always show all)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    from actors.core.attention import parse_kinds
+
+    try:
+        return parse_kinds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _channels(text: str) -> tuple[str, ...]:
+    from actors.core.notify import parse_channels
+
+    try:
+        return parse_channels(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -73,6 +128,7 @@ def run_run(args: argparse.Namespace) -> int:
 
     from actors.cli.daemon import DaemonAlreadyRunning, DaemonConfig, run_daemon
     from actors.core import paths
+    from actors.core.notify import NotifySettings
     from messages.errors import PanewardError
 
     logging.basicConfig(
@@ -91,6 +147,13 @@ def run_run(args: argparse.Namespace) -> int:
         tmux_socket_name=args.tmux_socket_name,
         tmux_socket_path=args.tmux_socket_path,
         discovery=not args.no_discovery,
+        notify=NotifySettings(
+            kinds=args.notify,
+            channels=args.notify_via,
+            min_interval_ms=max(0, int(args.notify_interval * 1000)),
+            full_text=args.full_text,
+        ),
+        full_text=args.full_text,
     )
 
     def ready(sup: object) -> None:
@@ -176,12 +239,16 @@ def format_table(
     activities: Sequence[Activity], now_ms: int, *, show_all: bool = False
 ) -> str:
     """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
-    source, age (of the evidence), most urgent first (:func:`actors.core.reducer.attention_order`).
+    source, age (of the evidence), most urgent first (:func:`actors.core.reducer.attention_order`:
+    the attention queue, :func:`actors.core.attention.attention_queue`, comes first, in its
+    order). The attention reads ``needs you 2m: permission: Bash``: its word, how long it has
+    been open, its reason (in full: this is the user's own view).
 
     Sessions settled for more than a day (:func:`actors.core.reducer.hidden_after`) are left out
     (and counted in a last line) unless ``show_all``. A session bound to a pane that shows
     another one (:func:`actors.core.reducer.pane_winners`) has its pane in parentheses.
     """
+    from actors.core.attention import attention_label
     from actors.core.reducer import attention_order, hidden_after, pane_winners
 
     hidden = 0
@@ -194,7 +261,7 @@ def format_table(
     rows = [header]
     for a in sorted(activities, key=attention_order):
         att = a.attention
-        attention = f"{att.kind}: {att.reason}" if att else "-"
+        attention = f"{attention_label(a, now_ms)}: {att.reason}" if att else "-"
         pane = a.pane or "-"
         if a.pane is not None and shown[a.pane].key != a.key:
             pane = f"({a.pane})"
@@ -206,7 +273,7 @@ def format_table(
                 a.key.session_id[:13],
                 a.presence,
                 a.turn,
-                attention[:40],
+                attention[:48],
                 evidence.source,
                 _age(now_ms, evidence.at_ms or evidence.observed_at_ms),
             )
@@ -292,7 +359,344 @@ def add_tmux_config(parser: argparse.ArgumentParser) -> None:
 
 
 def run_tmux_config(args: argparse.Namespace) -> int:
+    import os
+    import shlex
+
     from actors.sinks.tmux import tmux_config_snippet
 
-    print(tmux_config_snippet(), end="")
+    # The key bindings run this paneward: tmux's run-shell may not have its venv on $PATH.
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    program = None
+    if os.path.basename(script) == "paneward" and os.access(script, os.X_OK):
+        program = shlex.quote(script)
+    print(tmux_config_snippet(program), end="")
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- next, pick
+
+
+def _add_tmux_target(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-L", dest="tmux_socket_name", metavar="NAME", help="tmux socket name")
+    group.add_argument("-S", dest="tmux_socket_path", metavar="PATH", help="tmux socket path")
+
+
+def _add_jump(parser: argparse.ArgumentParser) -> None:
+    _add_socket(parser)
+    _add_tmux_target(parser)
+    parser.add_argument(
+        "--kind",
+        metavar="KINDS",
+        type=_kinds,
+        default=None,
+        help="only these attention kinds (needs_input,failed,turn_done; default all)",
+    )
+    parser.add_argument(
+        "--client",
+        metavar="NAME",
+        help="the tmux client to move (default: the one you are in, else the attached client "
+        "used last); the key bindings pass #{client_name}",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing (tell the client instead)"
+    )
+    parser.add_argument(
+        "--full-text", action="store_true", help="show reasons unredacted (pick's menu)"
+    )
+
+
+def add_next(parser: argparse.ArgumentParser) -> None:
+    _add_jump(parser)
+    parser.add_argument(
+        "--pane", metavar="%N", help="jump to this pane's attention item (what pick's menu runs)"
+    )
+
+
+def add_pick(parser: argparse.ArgumentParser) -> None:
+    _add_jump(parser)
+
+
+class _TmuxFailed(Exception):
+    pass
+
+
+def _tmux(args: argparse.Namespace, *commands: Sequence[str]) -> str:
+    """Run tmux commands (``;``-separated, one process) on the chosen server; their stdout.
+
+    Never starts a server (``-N``; none of these commands would anyway).
+    """
+    import os
+    import subprocess
+
+    from actors.core.tmux_protocol import TmuxTarget
+
+    argv = TmuxTarget(args.tmux_socket_name, args.tmux_socket_path).argv()
+    argv.append("-N")
+    for i, command in enumerate(commands):
+        if i:
+            argv.append(";")
+        argv += command
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ))
+    except OSError as exc:
+        raise _TmuxFailed(f"cannot run tmux: {exc}") from None
+    if done.returncode != 0:
+        raise _TmuxFailed(done.stderr.strip() or f"tmux exited {done.returncode}")
+    return done.stdout
+
+
+def _inside_tmux(args: argparse.Namespace) -> bool:
+    import os
+
+    return bool(os.environ.get("TMUX")) and not (args.tmux_socket_name or args.tmux_socket_path)
+
+
+def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
+    """(exit code, the attention queue's items that have a pane)."""
+    import msgspec
+
+    from actors.core.attention import attention_queue
+    from messages import Activity
+
+    try:
+        line = _status_line(args)
+    except OSError as exc:
+        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
+        return EXIT_NO_DAEMON, []
+    body = json.loads(line)
+    if "error" in body:
+        _tell(args, prog, args.client, str(body["error"]))
+        return EXIT_INVALID, []
+    activities = msgspec.convert(body["activities"], list[Activity])
+    queue = [a for a in attention_queue(activities, args.kind) if a.pane is not None]
+    return EXIT_OK, queue
+
+
+def _status_line(args: argparse.Namespace) -> bytes:
+    """One status request on a plain socket: ``next`` sits on a key, so it does not import the
+    control server (and anyio with it) to read one line.
+
+    :raises OSError: no daemon, or it closed without answering.
+    """
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5.0)
+        sock.connect(str(_control_path(args)))
+        sock.sendall(b'{"op": "status"}\n')
+        with sock.makefile("rb") as reader:
+            line = reader.readline()
+    if not line.endswith(b"\n"):
+        raise OSError("the daemon closed the connection without an answer")
+    return line
+
+
+def _tell(args: argparse.Namespace, prog: str, client: str | None, text: str) -> None:
+    """An error or a note: on stderr, and on the client when one is named."""
+    from actors.core.jump import message_command
+
+    if not args.quiet or client is None:
+        print(f"paneward {prog}: {text}", file=sys.stderr)
+    if client is not None:
+        with contextlib.suppress(_TmuxFailed):
+            _tmux(args, message_command(client, f"paneward: {text}"))
+
+
+def _user_client(args: argparse.Namespace) -> tuple[str | None, bool]:
+    """(the client named or the one to move, whether tmux's current client is meant)."""
+    from actors.core.jump import CLIENTS_COMMAND, choose_client, parse_jump_clients
+
+    if args.client:
+        return args.client, False
+    if _inside_tmux(args):
+        return None, True
+    return choose_client(parse_jump_clients(_tmux(args, CLIENTS_COMMAND))), False
+
+
+def _acknowledge(args: argparse.Namespace, pane: str) -> None:
+    """A jump to a ``turn_done`` closes it, as looking at the pane does."""
+    import messages
+    from actors.cli.hook_client import send_frame
+    from actors.core import paths
+    from actors.core.clock import now_ms
+
+    frame = messages.encode(messages.Acknowledge(at_ms=now_ms(), pane=pane)) + b"\n"
+    send_frame(frame, getattr(args, "socket", None) or paths.socket_path(), timeout=5.0)
+
+
+def run_next(args: argparse.Namespace) -> int:
+    from actors.core.attention import attention_label
+    from actors.core.clock import now_ms
+    from actors.core.jump import jump_commands
+
+    code, queue = _queue(args, "next")
+    if code != EXIT_OK:
+        return code
+    if args.pane is not None:
+        queue = [a for a in queue if a.pane == args.pane]
+    try:
+        if not queue:
+            if args.pane is not None:
+                # pick's menu named a pane whose item closed meanwhile: still go there.
+                client, current = _user_client(args)
+                _tmux(args, *jump_commands(args.pane, client, current=current))
+            _tell(args, "next", args.client, "nothing needs you")
+            return EXIT_INVALID
+        client, current = _user_client(args)
+        item = queue[0]
+        assert item.pane is not None
+        _tmux(args, *jump_commands(item.pane, client, current=current))
+    except _TmuxFailed as exc:
+        _tell(args, "next", args.client, f"tmux: {exc}")
+        return EXIT_INVALID
+    if item.attention is not None and item.attention.kind == "turn_done":
+        try:
+            _acknowledge(args, item.pane)
+        except OSError as exc:
+            print(f"paneward next: could not acknowledge: {exc}", file=sys.stderr)
+    if not args.quiet:
+        where = f" on {client}" if client else ""
+        print(f"{item.pane}{where}: {item.key} {attention_label(item, now_ms())}")
+    return EXIT_OK
+
+
+def _self_argv(args: argparse.Namespace) -> list[str]:
+    """How tmux's ``run-shell`` runs this paneward again, with the same daemon and server."""
+    import os
+
+    from actors.core import paths
+
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) == "paneward" and os.access(script, os.X_OK):
+        argv = [script]
+    else:
+        argv = [sys.executable, "-m", "actors.cli.main"]
+    argv += ["next", "-q", "--socket", getattr(args, "socket", None) or paths.socket_path()]
+    if args.tmux_socket_name:
+        argv += ["-L", args.tmux_socket_name]
+    elif args.tmux_socket_path:
+        argv += ["-S", args.tmux_socket_path]
+    elif _inside_tmux(args):
+        import os
+
+        argv += ["-S", os.environ["TMUX"].split(",", 1)[0]]
+    return argv
+
+
+def run_pick(args: argparse.Namespace) -> int:
+    from actors.core.clock import now_ms
+    from actors.core.jump import LOCATIONS_COMMAND, menu_command, parse_locations
+
+    code, queue = _queue(args, "pick")
+    if code != EXIT_OK:
+        return code
+    try:
+        client, current = _user_client(args)
+        if client is None and current:
+            client = _tmux(args, ["display-message", "-p", "#{client_name}"]).strip() or None
+        if client is None:
+            print("paneward pick: no attached tmux client to show the menu on", file=sys.stderr)
+            return EXIT_INVALID
+        if not queue:
+            _tell(args, "pick", client, "nothing needs you")
+            return EXIT_INVALID
+        locations = parse_locations(_tmux(args, LOCATIONS_COMMAND))
+        jump = [*_self_argv(args), "--client", client]
+        _tmux(args, menu_command(client, queue, locations, jump, now_ms(),
+                                 full_text=args.full_text))
+    except _TmuxFailed as exc:
+        _tell(args, "pick", args.client, f"tmux: {exc}")
+        return EXIT_INVALID
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- wait
+
+
+def add_wait(parser: argparse.ArgumentParser) -> None:
+    from actors.core.attention import PREDICATE_HELP
+
+    _add_socket(parser)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--session", metavar="ID", help="a session id (or harness:id)")
+    group.add_argument("--pane", metavar="%N", help="a pane (judged by the session it shows)")
+    parser.add_argument(
+        "--until",
+        metavar="PREDICATE",
+        action="append",
+        required=True,
+        type=_predicate,
+        help=f"what must hold (repeat: all of them): {PREDICATE_HELP}",
+    )
+    parser.add_argument(
+        "--timeout", metavar="S", type=float, default=None, help="give up after S seconds (exit 1)"
+    )
+
+
+def _predicate(text: str) -> Any:
+    from actors.core.attention import parse_predicate
+
+    try:
+        return parse_predicate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    """Exit 0 with the matching Activity as JSON, 1 on timeout, 2 without a daemon."""
+    import socket
+    import time
+
+    import messages
+    from actors.core.attention import WaitTarget
+    from messages.activity import Overflow, Snapshot, Transition
+
+    deadline: float | None = None
+    if args.timeout is not None:
+        deadline = time.monotonic() + float(args.timeout)
+    target = WaitTarget(args.until, session=args.session, pane=args.pane)
+
+    def remaining() -> float | None:
+        if deadline is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return left
+
+    try:
+        while True:  # a new subscription (snapshot first) after an overflow
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(5.0 if deadline is None else min(5.0, remaining() or 5.0))
+                try:
+                    sock.connect(str(_control_path(args)))
+                except OSError as exc:
+                    print(f"paneward wait: no daemon at {_control_path(args)} ({exc})",
+                          file=sys.stderr)
+                    return EXIT_NO_DAEMON
+                sock.sendall(b'{"op": "watch", "snapshot": true}\n')
+                with sock.makefile("rb") as reader:
+                    while True:
+                        sock.settimeout(remaining())
+                        line = reader.readline()
+                        if not line:
+                            print("paneward wait: the daemon went away", file=sys.stderr)
+                            return EXIT_NO_DAEMON
+                        item = messages.decode_outbound(line)
+                        found = None
+                        if isinstance(item, Snapshot):
+                            found = target.snapshot(item.activities)
+                        elif isinstance(item, Transition):
+                            found = target.update(item.after)
+                        elif isinstance(item, Overflow):
+                            break
+                        if found is not None:
+                            sys.stdout.buffer.write(messages.encode(found) + b"\n")
+                            sys.stdout.flush()
+                            return EXIT_OK
+    except TimeoutError:
+        print("paneward wait: timed out", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        return EXIT_INVALID

@@ -10,7 +10,8 @@ Order of start (dependencies first) and of shutdown (reverse):
    reducer), subscribe the store (a ``states`` subscription: it records every transition with
    the reducer state behind it), publish the corrections;
 4. start the actors: control socket, hook listener (+ http), pid watcher, pane
-   mapper, Claude registry, Codex rollouts, Hermes ledger, tmux bridge (``--tmux``);
+   mapper, Claude registry, Codex rollouts, Hermes ledger, tmux bridge (``--tmux``),
+   notifications (unless ``--notify none``);
 5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush
    the store, release the lock.
 """
@@ -31,6 +32,7 @@ import anyio
 import msgspec
 
 from actors.core import paths
+from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
@@ -64,6 +66,10 @@ class DaemonConfig:
     tmux_socket_name: str | None = None
     tmux_socket_path: str | None = None
     discovery: bool = True
+    #: Notifications when attention opens (``None``: off); ``full_text`` also applies to the
+    #: tmux options (``@paneward_reason``).
+    notify: NotifySettings | None = field(default_factory=NotifySettings)
+    full_text: bool = False
     claude_sessions: Path | None = None
     codex_home: Path | None = None
     hermes_home: Path | None = None
@@ -242,12 +248,29 @@ def _start_actors(
         sup.start_actor(claude, name="claude-registry")
         sup.start_actor(codex, name="codex-rollouts")
         sup.start_actor(hermes, name="hermes-ledger")
+    bridge = None
     if config.tmux:
         from actors.sinks.tmux import TmuxBridge
 
         bridge = TmuxBridge(
-            socket_name=config.tmux_socket_name, socket_path=config.tmux_socket_path
+            socket_name=config.tmux_socket_name,
+            socket_path=config.tmux_socket_path,
+            full_text=config.full_text,
         )
         parts["tmux"] = bridge
         sup.start_actor(bridge, name="tmux")
+    notify = config.notify
+    if notify is not None and notify.kinds and notify.channels:
+        from actors.sinks.notify import DesktopNotifications, Notifier
+
+        desktop = None
+        if "desktop" in notify.channels:
+            if DesktopNotifications.available():
+                desktop = DesktopNotifications()
+            else:
+                logger.info("desktop notifications: no session bus, skipped")
+        if bridge is not None or desktop is not None:
+            notifier = Notifier(notify, tmux=bridge, desktop=desktop)
+            parts["notify"] = notifier
+            sup.start_actor(notifier, name="notify")
     return parts

@@ -6,7 +6,8 @@ stdlib-only :mod:`actors.cli.hook_client` / :mod:`actors.core.paths`. Every othe
 imports what it needs inside its own function.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
-side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``) is added there by its owner.
+side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``) is
+added there by its owner.
 Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error.
 """
 
@@ -156,6 +157,11 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
              _add_wrap, _run_wrap),
     "tmux-config": ("print the tmux snippet that shows paneward badges",
                     *_daemon_side("tmux_config")),
+    "next": ("focus the tmux pane of the agent that needs you first (the attention queue)",
+             *_daemon_side("next")),
+    "pick": ("choose from the attention queue in a tmux menu", *_daemon_side("pick")),
+    "wait": ("block until a session matches a predicate; print its Activity as JSON",
+             *_daemon_side("wait")),
 }
 
 

@@ -15,6 +15,9 @@ Options set on a bound pane (pane user options, ``set-option -p``):
 ``@paneward_attention``  ``needs_input`` / ``failed`` / ``turn_done``, or empty
 ``@paneward_harness``    ``claude-code`` / ``codex`` / ``cursor`` / ``hermes`` / ``terminal``
 ``@paneward_badge``      a glyph and a word, see :data:`BADGES`
+``@paneward_reason``     the open attention's reason, redacted (:mod:`actors.core.redact`)
+``@paneward_age``        how long the open attention has been open (``<1m``, ``2m``, ``3h``),
+                        rewritten only when its text changes: at most once a minute
 
 plus the global ``@paneward_summary`` (e.g. ``2 need you · 3 working``). A pane with no bound
 session carries none of them.
@@ -23,11 +26,14 @@ session carries none of them.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, NamedTuple
 
 import msgspec
 
+from actors.core.attention import elapsed, next_change_ms
+from actors.core.clock import now_ms as _now_ms
+from actors.core.redact import shown_reason
 from actors.core.reducer import pane_rank
 from actors.core.tmux_protocol import quote
 from messages import Activity, SessionKey, Snapshot, Transition
@@ -52,6 +58,8 @@ TURN_OPTION: Final = "@paneward_turn"
 ATTENTION_OPTION: Final = "@paneward_attention"
 HARNESS_OPTION: Final = "@paneward_harness"
 BADGE_OPTION: Final = "@paneward_badge"
+REASON_OPTION: Final = "@paneward_reason"
+AGE_OPTION: Final = "@paneward_age"
 SUMMARY_OPTION: Final = "@paneward_summary"
 OPTION_NAMES: Final = (
     PRESENCE_OPTION,
@@ -59,6 +67,8 @@ OPTION_NAMES: Final = (
     ATTENTION_OPTION,
     HARNESS_OPTION,
     BADGE_OPTION,
+    REASON_OPTION,
+    AGE_OPTION,
 )
 
 #: word -> badge text. Glyphs are single-width in every common terminal font (no emoji
@@ -112,39 +122,61 @@ def badge_word(activity: Activity) -> str:
 
 
 class PaneOptions(NamedTuple):
-    """The values of the pane options, in :data:`OPTION_NAMES` order (``attention``: ``""``
-    when none is open)."""
+    """The values of the pane options, in :data:`OPTION_NAMES` order (``attention``,
+    ``reason`` and ``age``: ``""`` when none is open)."""
 
     presence: str
     turn: str
     attention: str
     harness: str
     badge: str
+    reason: str = ""
+    age: str = ""
 
     def as_dict(self) -> dict[str, str]:
         """Option name -> value."""
         return dict(zip(OPTION_NAMES, self, strict=True))
 
 
-# (presence, turn, attention kind, harness) -> the pane's options, and options -> their
-# ``name "value"`` command words. Every field is a closed literal set, so these hold at most a
-# few hundred entries; they make a transition one dict lookup on the badge writer's hot path.
-_OPTIONS_CACHE: dict[tuple[str, str, str, str], PaneOptions] = {}
+# (presence, turn, attention kind, harness, reason, age, full text) -> the pane's options, and
+# options -> their ``name "value"`` command words. Without attention every field is a closed
+# literal set (a few hundred entries); reasons are free text, so the caches are bounded. They
+# make a transition one dict lookup on the badge writer's hot path.
+_OPTIONS_CACHE: dict[tuple[str, str, str, str, str, str, bool], PaneOptions] = {}
 _SHOWN_ASSIGNMENTS: dict[PaneOptions, tuple[str, ...]] = {}
+_OPTIONS_LIMIT: Final = 4096
 
 
-def pane_options(activity: Activity) -> PaneOptions:
-    """The full set of pane options for a pane showing ``activity``."""
+def pane_options(
+    activity: Activity, now_ms: int | None = None, *, full_text: bool = False
+) -> PaneOptions:
+    """The full set of pane options for a pane showing ``activity`` at ``now_ms`` (default:
+    the clock; only the age depends on it). The reason is redacted unless ``full_text``."""
     attention = activity.attention
+    reason = age = ""
+    if attention is not None:
+        reason = attention.reason
+        age = elapsed(attention.since_ms, _now_ms() if now_ms is None else now_ms)
     cache_key = (
         activity.presence,
         activity.turn,
         attention.kind if attention is not None else "",
         activity.key.harness,
+        reason,
+        age,
+        full_text,
     )
     options = _OPTIONS_CACHE.get(cache_key)
     if options is None:
-        options = _OPTIONS_CACHE[cache_key] = PaneOptions(*cache_key, BADGES[badge_word(activity)])
+        if len(_OPTIONS_CACHE) >= _OPTIONS_LIMIT:
+            _OPTIONS_CACHE.clear()
+            _SHOWN_ASSIGNMENTS.clear()
+        options = _OPTIONS_CACHE[cache_key] = PaneOptions(
+            *cache_key[:4],
+            BADGES[badge_word(activity)],
+            shown_reason(reason, full_text=full_text) if reason else "",
+            age,
+        )
         _SHOWN_ASSIGNMENTS[options] = _render_assignments(options)
     return options
 
@@ -182,9 +214,20 @@ class BadgeBook:
 
     :meth:`apply` takes the items of a ``latest`` subscription in order and returns the panes
     whose options changed, each with its full option set (``None``: clear every option).
+    :meth:`tick` rewrites the age of panes with open attention when its text changes;
+    :meth:`next_tick_ms` says when that is next due (``None``: no pane has attention open,
+    nothing to wake up for). ``clock`` gives the time (epoch ms); ``full_text`` shows reasons
+    unredacted.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], int] = _now_ms, full_text: bool = False) -> None:
+        self._clock = clock
+        self._full_text = full_text
+        # Panes whose shown session has attention open: pane -> its since_ms.
+        self._aging: dict[str, int] = {}
+        #: Bumped whenever a pane starts, stops or restarts showing open attention: when it did
+        #: not move, :meth:`next_tick_ms` did not move earlier either.
+        self.aging_changes = 0
         self._sessions: dict[SessionKey, tuple[int, Activity]] = {}
         self._by_pane: dict[str, set[SessionKey]] = {}
         self._shown: dict[str, PaneOptions] = {}
@@ -225,7 +268,7 @@ class BadgeBook:
                     self._stats.transitions += 1
                     self._sessions[key] = (item.seq, after)
                     if len(self._by_pane[pane]) == 1:
-                        return self._show(pane, pane_options(after))
+                        return self._show(pane, after)
                     return self._recompute((pane,))
             self._stats.transitions += 1
             return self._recompute(self._put(item.seq, item.after))
@@ -259,7 +302,15 @@ class BadgeBook:
             self._by_pane.setdefault(activity.pane, set()).add(key)
         return affected
 
-    def _show(self, pane: str, options: PaneOptions) -> list[PaneChange]:
+    def _show(self, pane: str, activity: Activity) -> list[PaneChange]:
+        attention = activity.attention
+        if attention is None:
+            if self._aging.pop(pane, None) is not None:
+                self.aging_changes += 1
+        elif self._aging.get(pane) != attention.since_ms:
+            self._aging[pane] = attention.since_ms
+            self.aging_changes += 1
+        options = pane_options(activity, self._clock(), full_text=self._full_text)
         old = self._shown.get(pane)
         if old == options:
             return []
@@ -277,11 +328,31 @@ class BadgeBook:
                 _seq, winner = max(
                     (self._sessions[k] for k in keys), key=lambda pair: pane_rank(pair[1])
                 )
-                changes += self._show(pane, pane_options(winner))
+                changes += self._show(pane, winner)
             elif pane in self._shown:
                 self._badge_counts[self._shown.pop(pane).badge] -= 1
+                if self._aging.pop(pane, None) is not None:
+                    self.aging_changes += 1
                 changes.append(PaneChange(pane, None))
         return changes
+
+    def next_tick_ms(self) -> int | None:
+        """When the first shown age changes its text (epoch ms), or ``None``: no pane has
+        attention open. One deadline for every pane: the caller needs one timer at most."""
+        if not self._aging:
+            return None
+        now = self._clock()
+        return min(next_change_ms(since, now) for since in self._aging.values())
+
+    def tick(self) -> list[PaneChange]:
+        """The panes whose age text changed by now (their full option sets)."""
+        now = self._clock()
+        due = [
+            pane
+            for pane, since in self._aging.items()
+            if self._shown[pane].age != elapsed(since, now)
+        ]
+        return self._recompute(due) if due else []
 
     def statistics(self) -> BadgeStatistics:
         """A point-in-time copy of the counters (see :class:`BadgeStatistics`)."""

@@ -16,6 +16,11 @@ Who sends and handles what:
   after each (re)connect the badges are re-applied from the book's current state, options we
   left on panes that are no longer bound are removed, and the pane listing is diffed again.
 - On shutdown (cancellation, or the end of the subscription) every option it set is removed.
+- Durations: ``@paneward_age`` of a pane with open attention is rewritten when its text
+  changes (``<1m`` -> ``1m`` -> ... -> ``1h``), so at most once a minute per pane; one timer,
+  for the next such change over all panes, and none while no attention is open.
+- :meth:`TmuxBridge.run_batch` lends the one control-mode client to the notification sink
+  (:mod:`actors.sinks.notify`: where clients look, ``display-message``).
 
 :func:`tmux_config_snippet` is what ``paneward tmux-config`` prints.
 """
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
 
 import anyio
@@ -53,6 +58,7 @@ from actors.core.tmux_panes import (
 )
 from actors.core.tmux_protocol import (
     Notification,
+    Reply,
     TmuxConnectionLost,
     TmuxError,
     TmuxTarget,
@@ -97,6 +103,8 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     commands: int = 0
     badge_batches: int = 0  # writes carrying badge changes (one per tick at most)
     badge_commands: int = 0
+    age_ticks: int = 0  # wake-ups of the durations timer (one per due age change, at most)
+    lent_batches: int = 0  # batches run for another sink (run_batch)
     command_errors: int = 0  # tmux answered %error (other than a vanished pane)
     missing_panes: int = 0  # option writes for a pane that no longer exists
     notifications: int = 0
@@ -116,7 +124,8 @@ class TmuxBridge:
     ``socket_name`` / ``socket_path`` select the server as ``tmux -L`` / ``-S`` do (neither:
     the server of ``$TMUX``, else tmux's default). ``session`` picks the session the control
     client attaches to (default: tmux's choice); it only matters for which notifications
-    arrive first — panes of every session are followed.
+    arrive first — panes of every session are followed. ``full_text`` shows attention reasons
+    unredacted in ``@paneward_reason`` (default: redacted, :mod:`actors.core.redact`).
     """
 
     def __init__(
@@ -131,6 +140,7 @@ class TmuxBridge:
         backoff_max: float = 2.0,
         reply_timeout: float = 10.0,
         clock: Callable[[], int] = now_ms,
+        full_text: bool = False,
     ) -> None:
         self._target = TmuxTarget(socket_name, socket_path)
         self._target.argv()  # reject -L together with -S now, not at the first connect
@@ -141,7 +151,9 @@ class TmuxBridge:
         self._backoff_max = backoff_max
         self._reply_timeout = reply_timeout
         self._clock = clock
-        self._book = BadgeBook()
+        self._book = BadgeBook(clock=clock, full_text=full_text)
+        # Set when the book changed: the durations timer re-reads its deadline.
+        self._ages_changed = anyio.Event()
         self._table = PaneTable()
         # What tmux holds, as far as we know, on the current connection.
         self._written: dict[str, PaneOptions] = {}
@@ -176,6 +188,7 @@ class TmuxBridge:
         async with anyio.create_task_group() as tg:
             if items is not None:
                 tg.start_soon(self._consume, items, tg.cancel_scope)
+                tg.start_soon(self._age_loop)
             await self._connection_loop(sink)
 
     # -- subscription side -------------------------------------------------------------------
@@ -197,9 +210,33 @@ class TmuxBridge:
         scope.cancel()
 
     def _take(self, item: object) -> None:
-        for change in self._book.apply(item):
+        book = self._book
+        aging = book.aging_changes
+        for change in book.apply(item):
             self._dirty.add(change.pane)
+        if book.aging_changes != aging:
+            self._ages_changed.set()
         self._applied += 1
+
+    async def _age_loop(self) -> None:
+        """Rewrite ``@paneward_age`` when a pane's text is due to change: one timer for the
+        first due change over all panes; none while no pane has attention open (then it waits
+        for the book to change)."""
+        while True:
+            deadline = self._book.next_tick_ms()
+            changed = self._ages_changed = anyio.Event()
+            if deadline is None:
+                await changed.wait()
+                continue
+            with anyio.move_on_after(max(0, deadline - self._clock()) / 1000):
+                await changed.wait()
+                continue
+            self._stats.age_ticks += 1
+            for change in self._book.tick():
+                self._dirty.add(change.pane)
+            client = self._ready
+            if client is not None and self._dirty:
+                await self._flush(client)
 
     async def _settle(self, drain: Callable[[], Any]) -> None:
         """Take everything the subscription has for this tick: what is queued now, then what
@@ -410,6 +447,20 @@ class TmuxBridge:
                     self._stats.injected += 1
             reap = bool(self._table.take_unreaped())
 
+    # -- lent to other sinks -----------------------------------------------------------------
+
+    async def run_batch(self, commands: Sequence[str]) -> list[Reply]:
+        """Run ``commands`` over the current control-mode connection (one write) and return
+        their replies; for the notification sink, which must not open a client of its own.
+
+        :raises TmuxConnectionLost: not connected now, or the connection ended meanwhile.
+        """
+        client = self._client
+        if client is None:
+            raise TmuxConnectionLost("not connected to tmux")
+        self._stats.lent_batches += 1
+        return await client.run_batch(commands)
+
     # -- introspection -----------------------------------------------------------------------
 
     async def wait_badge_batch(self) -> float:
@@ -435,8 +486,9 @@ class TmuxBridge:
         )
 
 
-def tmux_config_snippet() -> str:
-    """The ``~/.tmux.conf`` lines ``paneward tmux-config`` prints.
+def tmux_config_snippet(paneward: str | None = None) -> str:
+    """The ``~/.tmux.conf`` lines ``paneward tmux-config`` prints (``paneward``: the command
+    the key bindings run; default ``paneward`` from ``$PATH``).
 
     See README.md, Reference > tmux.
     """
@@ -446,6 +498,17 @@ def tmux_config_snippet() -> str:
         "#{?@paneward_badge,"
         f"#{{?{alert},#[reverse bold],#[bold]}}#{{@paneward_badge}}#[default] ,}}"
     )
+    badge_age = (
+        "#{?@paneward_badge,"
+        f"#{{?{alert},#[reverse bold],#[bold]}}#{{@paneward_badge}}"
+        "#{?@paneward_age, #{@paneward_age},}#[default] ,}"
+    )
+    pane_label = "#{pane_index}: #{pane_current_command}"
+    program = paneward or "paneward"
+    # `|| true`: the command tells the client itself what went wrong (display-message); tmux
+    # would otherwise also open a "returned 1" view over the pane.
+    next_cmd = f"{program} next -q --client '#{{client_name}}' || true"
+    pick_cmd = f"{program} pick -q --client '#{{client_name}}' || true"
     return "\n".join(
         [
             "# paneward: agent badges per pane (run `paneward run --tmux` to maintain them).",
@@ -455,12 +518,23 @@ def tmux_config_snippet() -> str:
             "#   @paneward_turn       unknown | idle | working | needs_input",
             "#   @paneward_attention  needs_input | failed | turn_done | (empty)",
             "#   @paneward_harness    claude-code | codex | cursor | hermes | terminal",
+            "#   @paneward_reason     why attention is open, e.g. 'permission: Bash' (redacted)",
+            "#   @paneward_age        how long it has been open: <1m, 2m, 3h (once a minute)",
             "# and globally @paneward_summary, e.g. '2 need you · 3 working' (empty: nothing).",
             "# A pane without an agent has none of them, so its border shows no badge.",
             "set -g pane-border-status top",
-            f'set -g pane-border-format " {badge}#{{pane_index}}: #{{pane_current_command}} "',
+            f'set -g pane-border-format " {badge}{pane_label} "',
+            "# For durations on the badge ('▲ needs you 2m'), use instead:",
+            f'# set -g pane-border-format " {badge_age}{pane_label} "',
             'set -g status-right "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M "',
             "set -g status-right-length 80",
+            "# prefix a: jump to the agent that needs you (oldest needs_input first, then failed,",
+            "# then done); prefix A: choose from all of them in a menu.",
+            f"bind-key a run-shell -b {quote(next_cmd)}",
+            f"bind-key A run-shell -b {quote(pick_cmd)}",
+            "# OSC 9 notifications to your terminal (iTerm2, WezTerm, kitty, Ghostty, ...) pass",
+            "# through tmux only with passthrough on (it lets any program in a pane do so):",
+            "# set -g allow-passthrough on",
             "",
         ]
     )

@@ -8,7 +8,11 @@ sends one JSON request line and reads JSON lines back:
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given, then live, with no gap and no duplicate; a client that cannot keep up
-  gets one :class:`~messages.Overflow` line and is disconnected.
+  gets one :class:`~messages.Overflow` line and is disconnected. With
+  ``"snapshot": true`` the first line is the subscription's :class:`~messages.Snapshot`
+  (every session's activity as of its ``seq``), then the live transitions after it: the
+  stream ``paneward wait`` reads, so an edge just before it started is in the snapshot and
+  one just after is a transition.
 
 Sent by the CLI (:mod:`actors.cli.main`); served by :class:`ControlServer`, an actor the
 daemon starts under the supervisor.
@@ -124,7 +128,10 @@ class ControlServer:
                     since = request.get("since")
                     if since is not None and (not isinstance(since, int) or since < 0):
                         raise ValueError("since must be a non-negative integer or null")
-                    await self._watch(stream, since)
+                    snapshot = request.get("snapshot", False)
+                    if not isinstance(snapshot, bool):
+                        raise ValueError("snapshot must be true or false")
+                    await self._watch(stream, since, snapshot=snapshot)
                 else:
                     self._stats.bad_requests += 1
                     await _send_json(stream, {"error": f"unknown op {op!r}"})
@@ -142,11 +149,15 @@ class ControlServer:
         }
         await stream.send(msgspec.json.encode(body) + b"\n")
 
-    async def _watch(self, stream: anyio.abc.SocketStream, since: int | None) -> None:
+    async def _watch(
+        self, stream: anyio.abc.SocketStream, since: int | None, *, snapshot: bool = False
+    ) -> None:
         subscription = self._host.subscribe("all", snapshot=True, buffer=4096)
         with subscription:
             async for item in subscription:
                 if isinstance(item, Snapshot):
+                    if snapshot:
+                        await stream.send(messages.encode(item) + b"\n")
                     if since is not None and since < item.seq:
                         # Replay what happened before we subscribed: journal rows up to
                         # the snapshot, then the live ones (all > snapshot.seq).

@@ -1,0 +1,217 @@
+"""Acting on attention, pure: the attention queue, elapsed times and ``paneward wait`` predicates.
+
+Who uses what:
+
+- :func:`attention_queue` is the one ordered queue over all sessions (DESIGN §9, "Acting on
+  attention"): ``paneward status`` prints it, ``paneward next`` jumps to its first item,
+  ``paneward pick`` lists it in a tmux menu. The order is the reducer's
+  (:func:`actors.core.reducer.attention_order`: ``needs_input``, then ``failed``, then
+  ``turn_done``, oldest first within a kind); a pane appears once, through the session it
+  shows (:func:`actors.core.reducer.pane_winners`), so the queue, the badges and ``status``
+  never disagree about a pane.
+- :func:`elapsed` / :func:`attention_label` are the durations ``status`` and the badges show
+  (``needs you 2m``), from the attention's ``since_ms``.
+- :func:`parse_predicate` / :class:`WaitTarget` decide when ``paneward wait`` is done, over the
+  same snapshot-then-transitions stream ``watch`` reads.
+
+Nothing here does I/O or reads a clock: callers pass ``now_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final, get_args
+
+from actors.core.reducer import ATTENTION_PRIORITY, attention_order, pane_winners
+from messages.activity import Activity
+from messages.common import AttentionKind, Presence, SessionKey, Turn
+
+__all__ = [
+    "ATTENTION_WORDS",
+    "PREDICATE_HELP",
+    "Predicate",
+    "WaitTarget",
+    "attention_label",
+    "attention_queue",
+    "elapsed",
+    "next_change_ms",
+    "parse_kinds",
+    "parse_predicate",
+]
+
+#: The word each attention kind is shown with (the badge word, ``actors.core.badges``).
+ATTENTION_WORDS: Final[Mapping[AttentionKind, str]] = {
+    "needs_input": "needs you",
+    "failed": "failed",
+    "turn_done": "done",
+}
+
+_TURNS: Final = frozenset(get_args(Turn))
+_PRESENCES: Final = frozenset(get_args(Presence))
+_KINDS: Final = frozenset(ATTENTION_PRIORITY)
+
+PREDICATE_HELP: Final = (
+    "attention (any open item), needs_input | failed | turn_done (that kind), "
+    "attention=none, turn=unknown|idle|working|needs_input, "
+    "presence=persisted|running|shutting_down"
+)
+
+Predicate = Callable[[Activity], bool]
+
+
+def attention_queue(
+    activities: Iterable[Activity], kinds: Iterable[AttentionKind] | None = None
+) -> list[Activity]:
+    """Every session with open attention, most urgent first, oldest first within a kind.
+
+    A session bound to a pane that shows another session (the pane winner rule) is left
+    out: its pane is represented by the session it shows. ``kinds`` keeps only those kinds.
+    """
+    items = list(activities)
+    shown = pane_winners(items)
+    wanted = _KINDS if kinds is None else frozenset(kinds)
+    queue = [
+        a
+        for a in items
+        if a.attention is not None
+        and a.attention.kind in wanted
+        and (a.pane is None or shown[a.pane].key == a.key)
+    ]
+    queue.sort(key=attention_order)
+    return queue
+
+
+def elapsed(since_ms: int, now_ms: int) -> str:
+    """How long ago ``since_ms`` was, in whole minutes: ``<1m``, ``2m``, ``3h``, ``4d``.
+
+    Minutes below an hour, hours below a day, then days: the text changes at most once a
+    minute (the badges rely on that, see :func:`next_change_ms`).
+    """
+    minutes = max(0, now_ms - since_ms) // 60_000
+    if minutes < 1:
+        return "<1m"
+    if minutes < 60:
+        return f"{minutes}m"
+    if minutes < 24 * 60:
+        return f"{minutes // 60}h"
+    return f"{minutes // (24 * 60)}d"
+
+
+def next_change_ms(since_ms: int, now_ms: int) -> int:
+    """The first time after ``now_ms`` at which :func:`elapsed` changes its text."""
+    age = max(0, now_ms - since_ms)
+    minutes = age // 60_000
+    if minutes < 60:
+        step = 60_000
+    elif minutes < 24 * 60:
+        step = 3_600_000
+    else:
+        step = 86_400_000
+    return since_ms + (age // step + 1) * step
+
+
+def attention_label(activity: Activity, now_ms: int) -> str:
+    """``needs you 2m``: the attention's word and how long it has been open (``""``: none)."""
+    attention = activity.attention
+    if attention is None:
+        return ""
+    return f"{ATTENTION_WORDS[attention.kind]} {elapsed(attention.since_ms, now_ms)}"
+
+
+def parse_kinds(text: str) -> tuple[AttentionKind, ...]:
+    """``needs_input,failed`` -> the kinds, in priority order (``all``: every kind;
+    ``none`` or empty: no kind).
+
+    :raises ValueError: naming an unknown kind.
+    """
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if words == ["all"]:
+        return ATTENTION_PRIORITY
+    if words == ["none"]:
+        return ()
+    unknown = [w for w in words if w not in _KINDS]
+    if unknown:
+        raise ValueError(
+            f"unknown attention kind {unknown[0]!r} (expected {', '.join(ATTENTION_PRIORITY)},"
+            " all or none)"
+        )
+    return tuple(k for k in ATTENTION_PRIORITY if k in words)
+
+
+def parse_predicate(text: str) -> Predicate:
+    """One ``paneward wait --until`` predicate (see :data:`PREDICATE_HELP`).
+
+    :raises ValueError: with what was expected.
+    """
+    word = text.strip()
+    if word == "attention":
+        return lambda a: a.attention is not None
+    if word in _KINDS:
+        return lambda a: a.attention is not None and a.attention.kind == word
+    name, sep, value = word.partition("=")
+    if sep:
+        if name == "turn" and value in _TURNS:
+            return lambda a: a.turn == value
+        if name == "presence" and value in _PRESENCES:
+            return lambda a: a.presence == value
+        if name == "attention" and value == "none":
+            return lambda a: a.attention is None
+        if name == "attention" and value in _KINDS:
+            return lambda a: a.attention is not None and a.attention.kind == value
+    raise ValueError(f"unknown predicate {text!r}: expected {PREDICATE_HELP}")
+
+
+class WaitTarget:
+    """What ``paneward wait`` waits for: every predicate holding for one session.
+
+    ``session`` names a session (its id, or ``harness:id``); ``pane`` a pane, judged through
+    the session that pane shows (the pane winner rule); neither: any session. Feed it the
+    activities of a snapshot (:meth:`snapshot`), then each transition's ``after``
+    (:meth:`update`); each returns the first matching activity, or ``None``.
+    """
+
+    def __init__(
+        self,
+        predicates: Sequence[Predicate],
+        *,
+        session: str | None = None,
+        pane: str | None = None,
+    ) -> None:
+        if session is not None and pane is not None:
+            raise ValueError("give --session or --pane, not both")
+        self._predicates = tuple(predicates)
+        self._session = session
+        self._pane = pane
+        self._current: dict[SessionKey, Activity] = {}
+
+    def _selected(self, activity: Activity) -> bool:
+        if self._session is None:
+            return True
+        key = activity.key
+        return self._session in (key.session_id, str(key))
+
+    def _holds(self, activity: Activity) -> bool:
+        return self._selected(activity) and all(p(activity) for p in self._predicates)
+
+    def _pane_match(self) -> Activity | None:
+        assert self._pane is not None
+        winner = pane_winners(self._current.values()).get(self._pane)
+        return winner if winner is not None and self._holds(winner) else None
+
+    def snapshot(self, activities: Iterable[Activity]) -> Activity | None:
+        """Start from a snapshot; the first session that already matches (in queue order)."""
+        self._current = {a.key: a for a in activities}
+        if self._pane is not None:
+            return self._pane_match()
+        for activity in sorted(self._current.values(), key=attention_order):
+            if self._holds(activity):
+                return activity
+        return None
+
+    def update(self, activity: Activity) -> Activity | None:
+        """One transition's ``after``: it, when it now matches."""
+        self._current[activity.key] = activity
+        if self._pane is not None:
+            # Any session's change can change which session the pane shows.
+            return self._pane_match()
+        return activity if self._holds(activity) else None

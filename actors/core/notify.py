@@ -1,0 +1,283 @@
+"""Notifications, pure: who to tell when attention opens, how often, and with what text.
+
+Who calls what: the notification sink (:class:`actors.sinks.notify.Notifier`) reads a ``latest``
+subscription and feeds every item to :meth:`NotifyBook.opened`, which returns an
+:class:`Alert` for each attention item that *opened* (a new kind or a new ``since_ms``) with a
+kind the user asked for. The sink then asks tmux which pane each attached client is looking at
+(:data:`LIST_CLIENTS_COMMAND`, parsed by :func:`parse_clients`); :func:`watched` says whether
+the alert's pane is the active pane of an attached client (then nothing is sent), and
+:meth:`NotifyBook.admit` applies the per-session rate limit. The texts come from here too:
+:func:`message_text` (tmux ``display-message``), :func:`osc_notification` (OSC 9 / 777 for the
+outer terminal, wrapped for tmux passthrough), :attr:`Alert.title` / :attr:`Alert.body` (the
+desktop notification). Reasons are redacted (:mod:`actors.core.redact`) unless ``full_text``.
+
+A snapshot (the daemon starting, the sink reconnecting) records what is open without
+alerting: only an edge seen live is news. Nothing here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+import msgspec
+
+from actors.core.attention import ATTENTION_WORDS
+from actors.core.redact import shown_reason
+from actors.core.reducer import ATTENTION_PRIORITY
+from actors.core.tmux_protocol import quote
+from messages.activity import Activity, Snapshot, Transition
+from messages.common import AttentionKind, SessionKey
+
+__all__ = [
+    "CHANNELS",
+    "DEFAULT_CHANNELS",
+    "LIST_CLIENTS_COMMAND",
+    "Alert",
+    "Client",
+    "NotifyBook",
+    "NotifySettings",
+    "NotifyStatistics",
+    "display_commands",
+    "location_command",
+    "message_text",
+    "osc_notification",
+    "parse_channels",
+    "parse_clients",
+    "watched",
+]
+
+#: Where a notification can go: a tmux message on every attached client, an OSC 9 or OSC 777
+#: notification to the outer terminal (through tmux passthrough), the desktop (freedesktop
+#: notification service over D-Bus; macOS Notification Center).
+CHANNELS: Final = ("tmux", "osc9", "osc777", "desktop")
+DEFAULT_CHANNELS: Final = ("tmux", "osc9", "desktop")
+
+#: Every client of the server: control mode or not, its name, the pane it shows (the active
+#: pane of its session's current window) and that pane's tty (where passthrough is written).
+LIST_CLIENTS_COMMAND: Final = (
+    f"list-clients -F {quote('#{client_control_mode}|#{client_name}|#{pane_id}|#{pane_tty}')}"
+)
+_LOCATION_FORMAT: Final = "#{session_name}:#{window_index}.#{pane_index}"
+
+
+class NotifySettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What the user asked for (``paneward run --notify KINDS --notify-via CHANNELS``)."""
+
+    kinds: tuple[AttentionKind, ...] = ATTENTION_PRIORITY
+    channels: tuple[str, ...] = DEFAULT_CHANNELS
+    #: At most one notification per session within this window (a session that asks again
+    #: and again, e.g. one permission after another, is told about once).
+    min_interval_ms: int = 30_000
+    #: Show reasons in full (default: redacted, see actors.core.redact).
+    full_text: bool = False
+
+
+class NotifyStatistics(msgspec.Struct, kw_only=True):
+    """Counters of a :class:`NotifyBook` (decisions) and of the sink that uses it (deliveries):
+    one record, copied by ``statistics()``."""
+
+    opened: int = 0  # attention edges of a wanted kind
+    ignored_kind: int = 0  # edges of a kind the user did not ask for
+    watched: int = 0  # not sent: the pane is the active pane of an attached client
+    rate_limited: int = 0
+    alerts: int = 0  # admitted: sent to every channel
+    tmux_messages: int = 0
+    osc_writes: int = 0
+    osc_failures: int = 0
+    osc_deferred: int = 0  # waited for our previous tmux message to go (it blocks passthrough)
+    desktop_sent: int = 0
+    desktop_failures: int = 0
+    desktop_unavailable: int = 0  # no session bus / notification service: skipped
+    queue_drops: int = 0  # alerts dropped because delivery fell behind
+    tmux_errors: int = 0
+    last_error: str | None = None
+
+
+class Alert(NamedTuple):
+    """One attention item that opened and may be worth telling the user about."""
+
+    key: SessionKey
+    pane: str | None
+    kind: AttentionKind
+    reason: str  # already redacted unless full_text
+    since_ms: int
+
+    @property
+    def title(self) -> str:
+        """``claude-code needs you``."""
+        return f"{self.key.harness} {ATTENTION_WORDS[self.kind]}"
+
+    def body(self, location: str | None = None) -> str:
+        """``permission: Bash · main:1.0 (%3)``."""
+        where = self.pane or ""
+        if location and self.pane:
+            where = f"{location} ({self.pane})"
+        return " · ".join(part for part in (self.reason, where) if part)
+
+
+class Client(NamedTuple):
+    """One row of :data:`LIST_CLIENTS_COMMAND`."""
+
+    control: bool
+    name: str
+    pane: str
+    pane_tty: str
+
+
+def parse_clients(lines: Iterable[str]) -> list[Client]:
+    """Parse :data:`LIST_CLIENTS_COMMAND` output; malformed rows are skipped."""
+    clients: list[Client] = []
+    for line in lines:
+        parts = line.split("|")
+        if len(parts) != 4 or parts[0] not in ("0", "1"):
+            continue
+        clients.append(Client(parts[0] == "1", parts[1], parts[2], parts[3]))
+    return clients
+
+
+def watched(pane: str | None, clients: Iterable[Client]) -> bool:
+    """The pane is the active pane of an attached (non control-mode) client: the user sees it."""
+    return pane is not None and any(not c.control and c.pane == pane for c in clients)
+
+
+def location_command(pane: str) -> str:
+    """``session:window.pane`` of ``pane`` (for the message texts)."""
+    return f"display-message -p -t {quote(pane)} {quote(_LOCATION_FORMAT)}"
+
+
+def message_text(alert: Alert, location: str | None) -> str:
+    """The tmux status-line message: ``paneward: claude-code needs you in main:1.0 (%3):
+    permission: Bash``."""
+    where = ""
+    if alert.pane is not None:
+        where = f" in {location} ({alert.pane})" if location else f" in {alert.pane}"
+    reason = f": {alert.reason}" if alert.reason else ""
+    return f"paneward: {alert.title}{where}{reason}"
+
+
+def display_commands(text: str, clients: Iterable[Client]) -> list[str]:
+    """``display-message`` on every attached client that is not in control mode (those have no
+    status line). The text is a tmux format: ``#`` is doubled so it is shown as written."""
+    escaped = quote(text.replace("#", "##"))
+    return [
+        f"display-message -c {quote(c.name)} {escaped}" for c in clients if not c.control
+    ]
+
+
+_CONTROLS: Final = str.maketrans({chr(c): " " for c in (*range(0x20), 0x7F)})
+
+
+def osc_notification(channel: str, title: str, body: str) -> bytes:
+    """The OSC notification for the outer terminal, wrapped for tmux passthrough.
+
+    ``osc9``: ``ESC ] 9 ; title: body BEL`` (iTerm2, WezTerm, kitty, Ghostty, Windows
+    Terminal); ``osc777``: ``ESC ] 777 ; notify ; title ; body BEL`` (urxvt, foot, Ghostty).
+    Written to the tty of the pane a client shows, tmux passes it to that client's terminal
+    when ``allow-passthrough`` is on (``ESC P tmux ; ... ESC \\``, every ESC inside doubled).
+    Control characters in the texts become spaces (they would end the sequence); so do ``;``
+    in OSC 777's title, its field separator.
+    """
+    title = title.translate(_CONTROLS)
+    body = body.translate(_CONTROLS)
+    if channel == "osc9":
+        inner = f"\x1b]9;{title}: {body}\x07"
+    elif channel == "osc777":
+        inner = f"\x1b]777;notify;{title.replace(';', ' ')};{body}\x07"
+    else:
+        raise ValueError(f"not an OSC channel: {channel!r}")
+    return b"\x1bPtmux;" + inner.replace("\x1b", "\x1b\x1b").encode() + b"\x1b\\"
+
+
+def parse_channels(text: str) -> tuple[str, ...]:
+    """``tmux,desktop`` -> the channels (``all``: every one; ``none``/empty: none).
+
+    :raises ValueError: naming an unknown channel.
+    """
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if words == ["all"]:
+        return CHANNELS
+    if words == ["none"]:
+        return ()
+    unknown = [w for w in words if w not in CHANNELS]
+    if unknown:
+        raise ValueError(
+            f"unknown notification channel {unknown[0]!r} (expected {', '.join(CHANNELS)},"
+            " all or none)"
+        )
+    return tuple(c for c in CHANNELS if c in words)
+
+
+# The rate limiter forgets sessions it last told about longer ago than the window once it
+# holds this many: memory follows recent alerts, not history.
+_RATE_MEMORY: Final = 1024
+
+
+class NotifyBook:
+    """Attention edges in, alerts out: which opened, and which may be sent now."""
+
+    def __init__(self, settings: NotifySettings) -> None:
+        self._settings = settings
+        self._kinds = frozenset(settings.kinds)
+        self._open: dict[SessionKey, tuple[str, int]] = {}
+        self._last_sent: dict[SessionKey, int] = {}
+        self._stats = NotifyStatistics()
+
+    @property
+    def stats(self) -> NotifyStatistics:
+        """The live counters (the sink adds its delivery counts to the same record)."""
+        return self._stats
+
+    def opened(self, item: object) -> list[Alert]:
+        """The attention items ``item`` opened (a Snapshot opens none: it records)."""
+        if isinstance(item, Snapshot):
+            self._open = {
+                a.key: (a.attention.kind, a.attention.since_ms)
+                for a in item.activities
+                if a.attention is not None
+            }
+            return []
+        if not isinstance(item, Transition):
+            return []
+        after = item.after
+        attention = after.attention
+        if attention is None:
+            self._open.pop(item.key, None)
+            return []
+        mark = (attention.kind, attention.since_ms)
+        if self._open.get(item.key) == mark:
+            return []
+        self._open[item.key] = mark
+        if attention.kind not in self._kinds:
+            self._stats.ignored_kind += 1
+            return []
+        self._stats.opened += 1
+        return [self._alert(after)]
+
+    def _alert(self, activity: Activity) -> Alert:
+        attention = activity.attention
+        assert attention is not None
+        reason = shown_reason(attention.reason, full_text=self._settings.full_text)
+        return Alert(activity.key, activity.pane, attention.kind, reason, attention.since_ms)
+
+    def still_open(self, alert: Alert) -> bool:
+        """The alert's attention item is still the open one (it may have closed while the
+        sink asked tmux where the user looks)."""
+        return self._open.get(alert.key) == (alert.kind, alert.since_ms)
+
+    def admit(self, alert: Alert, now_ms: int) -> bool:
+        """Whether to send ``alert`` now (the per-session rate limit); records the send."""
+        last = self._last_sent.get(alert.key)
+        if last is not None and now_ms - last < self._settings.min_interval_ms:
+            self._stats.rate_limited += 1
+            return False
+        if len(self._last_sent) >= _RATE_MEMORY:
+            window = self._settings.min_interval_ms
+            self._last_sent = {k: t for k, t in self._last_sent.items() if now_ms - t < window}
+        self._last_sent[alert.key] = now_ms
+        self._stats.alerts += 1
+        return True
+
+    def statistics(self) -> NotifyStatistics:
+        """A point-in-time copy of the counters."""
+        return msgspec.structs.replace(self._stats)

@@ -1,0 +1,285 @@
+"""The notification sink: tell the user when an agent needs them and they are looking elsewhere.
+
+Who sends and handles what:
+
+- :class:`Notifier` is one actor. It holds a ``latest`` subscription of the supervisor's
+  broadcast hub and feeds every item to :class:`~actors.core.notify.NotifyBook`, which decides
+  which attention items opened (kind, per-session rate limit, redaction: all pure, in
+  :mod:`actors.core.notify`). It never re-decides an :class:`~messages.Activity`.
+- For each alert it asks tmux, over the bridge's one control-mode client
+  (:meth:`actors.sinks.tmux.TmuxBridge.run_batch`), which pane every attached client shows;
+  when one shows the alert's pane the user is looking at it and nothing is sent. Otherwise
+  it sends to every channel asked for: ``display-message`` on every attached client (one
+  control-mode write), an OSC 9 / OSC 777 notification written to the tty of the pane each
+  client shows (tmux passes it to the outer terminal when ``allow-passthrough`` is on), and a
+  desktop notification through :class:`DesktopNotifications` (the ``desktop-notifier``
+  library: the freedesktop notification service over D-Bus with ``dbus-fast`` on Linux,
+  Notification Center on macOS).
+- Delivery runs in its own task behind a bounded queue: a slow tmux or D-Bus never blocks the
+  subscription (``latest``: it coalesces per session anyway), a full queue drops the alert
+  (counted), every send has a deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Final, Protocol
+
+import anyio
+import msgspec
+
+from actors.core.clock import now_ms
+from actors.core.notify import (
+    LIST_CLIENTS_COMMAND,
+    Alert,
+    Client,
+    NotifyBook,
+    NotifySettings,
+    NotifyStatistics,
+    display_commands,
+    location_command,
+    message_text,
+    osc_notification,
+    parse_clients,
+    watched,
+)
+from actors.core.tmux_protocol import Reply, TmuxError
+from actors.runtime.mailbox import Host
+
+__all__ = ["DesktopNotifications", "Notifier", "TmuxChannel"]
+
+logger = logging.getLogger("paneward.notify")
+
+#: Each send (a tmux batch, a D-Bus call, a tty write) gets this long.
+SEND_TIMEOUT_S: Final = 5.0
+QUEUE: Final = 64
+#: The longest our own status-line message is waited out before an OSC write.
+MESSAGE_WAIT_MAX_S: Final = 5.0
+DISPLAY_TIME_COMMAND: Final = "show-options -gv display-time"
+
+
+class TmuxChannel(Protocol):
+    """What the notifier needs of tmux: :meth:`actors.sinks.tmux.TmuxBridge.run_batch`."""
+
+    async def run_batch(self, commands: Sequence[str]) -> list[Reply]: ...
+
+
+class DesktopBackend(Protocol):
+    """Sends one desktop notification; ``True`` when the service took it."""
+
+    async def send(self, title: str, body: str) -> bool: ...
+
+
+class DesktopNotifications:
+    """Desktop notifications through ``desktop-notifier`` (never a hand-written D-Bus client).
+
+    On Linux it needs a session bus: :meth:`available` is false without one (then the channel
+    is skipped, counted). The library connects lazily, on the running asyncio loop, at the
+    first send, and reconnects after a failure.
+    """
+
+    def __init__(self, app_name: str = "paneward") -> None:
+        from desktop_notifier import DesktopNotifier
+
+        # The library logs every failed send with a traceback; the sink counts them instead.
+        logging.getLogger("desktop_notifier").setLevel(logging.CRITICAL)
+        self._notifier = DesktopNotifier(app_name=app_name, app_icon=None)
+
+    @staticmethod
+    def available(environ: dict[str, str] | None = None) -> bool:
+        """A session bus to talk to (Linux), else whatever the platform offers.
+
+        With no ``DBUS_SESSION_BUS_ADDRESS`` but the user's bus socket in
+        ``$XDG_RUNTIME_DIR/bus`` (a daemon started outside the desktop session), the address
+        is set to that socket for the library.
+        """
+        env = os.environ if environ is None else environ
+        if not sys.platform.startswith("linux"):
+            return True
+        if env.get("DBUS_SESSION_BUS_ADDRESS"):
+            return True
+        runtime = env.get("XDG_RUNTIME_DIR")
+        if runtime and os.path.exists(os.path.join(runtime, "bus")):
+            env["DBUS_SESSION_BUS_ADDRESS"] = f"unix:path={os.path.join(runtime, 'bus')}"
+            return True
+        return False
+
+    async def send(self, title: str, body: str) -> bool:
+        from desktop_notifier import Notification
+
+        dispatched: list[bool] = []
+        notification = Notification(
+            title, body, on_dispatched=lambda: dispatched.append(True)
+        )
+        # The library never raises for a failed send (it logs): dispatch is the proof.
+        await self._notifier.send_notification(notification)
+        return bool(dispatched)
+
+
+class Notifier:
+    """The notification actor. ``tmux``: the bridge (``None``: no tmux, so no focus knowledge,
+    no tmux messages, no OSC); ``desktop``: the desktop backend (``None``: off)."""
+
+    def __init__(
+        self,
+        settings: NotifySettings,
+        *,
+        tmux: TmuxChannel | None = None,
+        desktop: DesktopBackend | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._settings = settings
+        self._tmux = tmux
+        self._desktop = desktop
+        self._clock = clock
+        self._book = NotifyBook(settings)
+        self._stats: NotifyStatistics = self._book.stats
+        self._handled = anyio.Event()
+        self._handled_count = 0
+        # client name -> until when (anyio clock) our last display-message shows on it
+        self._message_until: dict[str, float] = {}
+
+    async def run(self, host: Host) -> None:
+        """Run under the supervisor (``Supervisor.start_actor``)."""
+        async with host.subscribe(mode="latest", snapshot=True) as items:
+            await self.serve(items)
+
+    async def serve(self, items: AsyncIterator[Any]) -> None:
+        """Run until ``items`` ends (or cancelled)."""
+        send, receive = anyio.create_memory_object_stream[Alert](QUEUE)
+        async with anyio.create_task_group() as tg, send:
+            tg.start_soon(self._deliver_all, receive)
+            async for item in items:
+                for alert in self._book.opened(item):
+                    try:
+                        send.send_nowait(alert)
+                    except anyio.WouldBlock:
+                        self._stats.queue_drops += 1
+                        self._mark_handled()
+
+    async def _deliver_all(self, receive: anyio.abc.ObjectReceiveStream[Alert]) -> None:
+        async with receive:
+            async for alert in receive:
+                try:
+                    await self._deliver(alert)
+                finally:
+                    self._mark_handled()
+
+    def _mark_handled(self) -> None:
+        self._handled_count += 1
+        self._handled.set()
+        self._handled = anyio.Event()
+
+    async def _tmux_batch(self, commands: list[str]) -> list[Reply] | None:
+        if self._tmux is None or not commands:
+            return None
+        try:
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                return await self._tmux.run_batch(commands)
+        except (TmuxError, TimeoutError) as exc:
+            self._stats.tmux_errors += 1
+            self._stats.last_error = f"tmux: {exc or 'timed out'}"
+            return None
+
+    async def _deliver(self, alert: Alert) -> None:
+        channels = self._settings.channels
+        clients: list[Client] = []
+        location: str | None = None
+        display_s = 0.0
+        query = [LIST_CLIENTS_COMMAND, DISPLAY_TIME_COMMAND]
+        if alert.pane is not None:
+            query.append(location_command(alert.pane))
+        replies = await self._tmux_batch(query)
+        if replies is not None:
+            if replies[0].ok:
+                clients = parse_clients(replies[0].lines)
+            if replies[1].ok and replies[1].lines and replies[1].lines[0].isdigit():
+                display_s = int(replies[1].lines[0]) / 1000
+            if len(replies) > 2 and replies[2].ok and replies[2].lines:
+                location = replies[2].lines[0]
+        if watched(alert.pane, clients):
+            self._stats.watched += 1
+            return
+        if not self._book.still_open(alert) or not self._book.admit(alert, self._clock()):
+            return
+        users = [c for c in clients if not c.control]
+        body = alert.body(location)
+        # OSC before display-message: while a client shows a status-line message tmux
+        # freezes its terminal and drops passthrough (tmux 3.3); a message of ours still up
+        # from the previous alert is waited out (once, bounded).
+        for channel in ("osc9", "osc777"):
+            if channel in channels and users:
+                data = osc_notification(channel, alert.title, body)
+                for client in users:
+                    if client.pane_tty:
+                        await self._wait_message_gone(client.name)
+                        await self._write_tty(client.pane_tty, data)
+        if "tmux" in channels and users:
+            text = message_text(alert, location)
+            answered = await self._tmux_batch(display_commands(text, users))
+            if answered is not None:
+                self._stats.tmux_messages += sum(1 for r in answered if r.ok)
+                shown_until = anyio.current_time() + display_s
+                for client, reply in zip(users, answered, strict=False):
+                    if reply.ok:
+                        self._message_until[client.name] = shown_until
+        if "desktop" in channels and self._desktop is not None:
+            await self._send_desktop(alert.title, body)
+
+    async def _wait_message_gone(self, client: str) -> None:
+        until = self._message_until.pop(client, None)
+        if until is None:
+            return
+        left = until - anyio.current_time()
+        # display-time 0 keeps a message until a key is pressed: not worth waiting for.
+        if 0 < left <= MESSAGE_WAIT_MAX_S:
+            self._stats.osc_deferred += 1
+            await anyio.sleep(left + 0.05)
+
+    async def _write_tty(self, tty: str, data: bytes) -> None:
+        try:
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                await anyio.to_thread.run_sync(_write_tty, tty, data, abandon_on_cancel=True)
+        except (OSError, TimeoutError) as exc:
+            self._stats.osc_failures += 1
+            self._stats.last_error = f"osc: {tty}: {exc or 'timed out'}"
+        else:
+            self._stats.osc_writes += 1
+
+    async def _send_desktop(self, title: str, body: str) -> None:
+        assert self._desktop is not None
+        ok = False
+        try:
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                ok = await self._desktop.send(title, body)
+        except Exception as exc:  # a broken bus or library must never stop the sink
+            self._stats.last_error = f"desktop: {exc!r}"
+        if ok:
+            self._stats.desktop_sent += 1
+        else:
+            self._stats.desktop_failures += 1
+
+    async def wait_handled(self, count: int) -> None:
+        """Until ``count`` alerts were handled in total (sent, skipped or dropped)."""
+        while self._handled_count < count:
+            await self._handled.wait()
+
+    def statistics(self) -> NotifyStatistics:
+        """A point-in-time copy of the counters."""
+        return msgspec.structs.replace(self._stats)
+
+
+def _write_tty(tty: str, data: bytes) -> None:
+    """Worker thread: write ``data`` to a pane's tty (non-blocking, never our controlling
+    terminal, never through a symlink)."""
+    if not tty.startswith("/dev/"):
+        raise OSError(f"not a terminal device: {tty!r}")
+    fd = os.open(tty, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError("short write")  # a full tty buffer: the sequence would be cut
+    finally:
+        os.close(fd)

@@ -1,0 +1,97 @@
+"""Desktop notifications on a real session bus: a ``dbus-daemon --session`` the test starts and
+a notification server the test provides on it (tests/dbus_helpers.py); paneward sends through
+desktop-notifier (dbus-fast), in process and from the daemon."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+import messages
+from actors.core.notify import NotifySettings
+from actors.sinks.notify import DesktopNotifications, Notifier
+from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
+from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until
+from tests.dbus_helpers import notification_server, session_bus
+from tests.test_wait import blocked, spawned
+
+NOW = time.time_ns() // 1_000_000
+
+
+REASON = "approve Bash: curl -s https://x.test/?t=1"
+
+
+def needs(sid: str, since: int, reason: str = REASON) -> Activity:
+    return Activity(
+        key=SessionKey("claude-code", sid), presence="running", turn="needs_input",
+        evidence=Evidence(source="claude_hook", at_ms=since),
+        attention=Attention("needs_input", reason, since), pane="%3",
+    )
+
+
+async def test_desktop_notifications_through_a_real_session_bus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with anyio.fail_after(30):
+        async with session_bus(tmp_path) as address, notification_server(address) as server:
+            monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", address)
+            assert DesktopNotifications.available()
+            for full_text, body in ((False, "approve Bash: curl … · %3"),
+                                    (True, "approve Bash: curl -s https://x.test/?t=1 · %3")):
+                before = len(server.received)
+                notifier = Notifier(
+                    NotifySettings(channels=("desktop",), full_text=full_text,
+                                   min_interval_ms=60_000),
+                    desktop=DesktopNotifications(),
+                )
+                send, receive = anyio.create_memory_object_stream[object](10)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(notifier.serve, receive)
+                    # The snapshot's open item is not news; the live edge is.
+                    send.send_nowait(Snapshot(seq=1, activities=(needs("old", NOW),)))
+                    first = needs("s", NOW + 1)
+                    send.send_nowait(Transition(seq=2, key=first.key, after=first, cause="t"))
+                    await server.wait_for(before + 1)
+                    # Asked again within the session's window: not told again.
+                    again = needs("s", NOW + 2)
+                    send.send_nowait(Transition(seq=3, key=again.key, after=again, cause="t"))
+                    await notifier.wait_handled(2)
+                    send.close()
+                receive.close()
+                stats = notifier.statistics()
+                assert (stats.desktop_sent, stats.rate_limited, stats.desktop_failures) == (1, 1, 0)
+                [got] = server.received[before:]
+                assert (got.app_name, got.summary, got.body) == (
+                    "paneward", "claude-code needs you", body,
+                )
+
+
+def test_no_session_bus_no_desktop_channel() -> None:
+    assert not DesktopNotifications.available({"HOME": "/nonexistent"})
+    env = {"XDG_RUNTIME_DIR": "/nonexistent-runtime"}
+    assert not DesktopNotifications.available(env)
+
+
+async def test_the_daemon_notifies_the_desktop(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with session_bus(tmp_path) as address, notification_server(address) as server:
+            state = tmp_path / "state"
+            env = daemon_env(state, DBUS_SESSION_BUS_ADDRESS=address)
+            async with Daemon(state, env=env, extra_args=["--notify-via", "desktop"]) as daemon:
+                for message in (spawned("s1"), blocked("s1", "approve Bash: rm -rf /srv/data")):
+                    await anyio.run_process(
+                        [os.fspath(PANEWARD), "inject", messages.encode(message).decode()],
+                        env=env,
+                    )
+                await server.wait_for(1)
+
+                async def counted() -> bool:
+                    return int((await daemon.counters())["notify"]["desktop_sent"]) == 1
+
+                await poll_until(counted, "the daemon's desktop counter")
+    [got] = server.received
+    assert (got.summary, got.body) == ("terminal needs you", "approve Bash: rm …")
