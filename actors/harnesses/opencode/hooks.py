@@ -10,9 +10,10 @@ reply?, error?}`` (``session_id`` = ``properties.sessionID``), stamped with its 
 ``session.status`` busy is a running turn (it stays busy during a permission wait);
 ``permission.asked`` / ``permission.replied`` are the wait and its answer; ``session.idle`` ends
 the turn -- the plugin adds ``error`` when a ``session.error`` came first in that turn
-(``MessageAbortedError`` is an Esc interrupt), which is then not a completion;
-``server.instance.disposed`` (the exit) names no session: the plugin sends one per session it
-has seen.
+(``MessageAbortedError`` is an Esc interrupt), which is then not a completion, and sends one
+``session.idle`` per run (OpenCode repeats it after an Esc); ``server.instance.disposed`` names
+no session: the plugin sends one per session it has seen. (On the TUI's ``/exit`` it did not
+reach the plugin before the process ended: the exit is then proven by the process's death.)
 """
 
 from __future__ import annotations

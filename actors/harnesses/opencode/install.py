@@ -26,9 +26,11 @@ PLUGIN_NAME: Final = "paneward.js"
 _HANDLING: Final = """\
 
 // OpenCode: one payload per forwarded bus event (actors/harnesses/opencode/hooks.py reads it).
-const pwSeen = (globalThis.__panewardSeen ??= new Set()); // event ids: one frame per event
-const pwSessions = new Set();
-const pwErrors = new Map();
+// OpenCode may load a plugin twice in one process: the state is shared, each event sent once.
+const pwSeen = (globalThis.__panewardSeen ??= new Set()); // event ids already sent
+const pwSessions = (globalThis.__panewardSessions ??= new Set());
+const pwErrors = (globalThis.__panewardErrors ??= new Map());
+const pwRunning = (globalThis.__panewardRunning ??= new Set()); // a run since the last idle
 
 function pwEvent(event) {
   const type = event?.type;
@@ -50,7 +52,10 @@ function pwEvent(event) {
   const payload = { hook_event_name: type, session_id: id };
   if (type === "session.status") {
     payload.status = p.status?.type ?? null;
-    if (payload.status === "busy") pwErrors.delete(id); // a new (or retried) run
+    if (payload.status === "busy") {
+      if (!pwRunning.has(id)) pwErrors.delete(id); // a new run
+      pwRunning.add(id);
+    }
   } else if (type === "permission.asked") {
     payload.permission = p.permission ?? null;
     payload.patterns = Array.isArray(p.patterns) ? p.patterns.slice(0, 8) : null;
@@ -59,6 +64,10 @@ function pwEvent(event) {
     pwErrors.set(id, p.error?.name ?? "error");
     payload.error = p.error?.name ?? "error";
   } else if (type === "session.idle") {
+    // OpenCode repeats session.idle after an Esc: a run ends once, so an idle with no busy
+    // since the last one is not sent (it would read as a second, completed turn).
+    if (!pwRunning.has(id)) return undefined;
+    pwRunning.delete(id);
     if (pwErrors.has(id)) payload.error = pwErrors.get(id);
     pwErrors.delete(id);
   }
