@@ -263,9 +263,17 @@ class _Chat(_Handler):
         last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
         tools = [t.get("function", {}) for t in body.get("tools") or [] if isinstance(t, dict)]
         shell = next((t for n in _SHELL_TOOLS for t in tools if t.get("name") == n), None)
-        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-        word = _keyword(_texts(users[-1].get("content")) if users else "")
-        if last.get("role") == "tool":
+        users = [
+            i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        word = _keyword(_texts(messages[users[-1]].get("content")) if users else "")
+        # A tool result after the last prompt: the command ran, the turn can end. (Hermes can add
+        # messages after the tool result, so "the last message is a tool result" is not enough.)
+        answered = any(
+            isinstance(m, dict) and m.get("role") == "tool"
+            for m in messages[(users[-1] if users else 0) :]
+        )
+        if answered or last.get("role") == "tool":
             self._answer(body, text="Done: the command ran.")
         elif word == "SLOW" and tools:
             self._answer(body, text="slow answer", stall=True)
@@ -294,7 +302,8 @@ class _Chat(_Handler):
     ) -> None:
         call = None
         if tool is not None:
-            call = {"id": "call_mock1", "type": "function",
+            # A fresh id per call: Hermes drops a tool call whose id it has seen before.
+            call = {"id": f"call_mock{len(self.mock.requests)}", "type": "function",
                     "function": {"name": tool[0], "arguments": json.dumps(tool[1])}}
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text}

@@ -7,7 +7,8 @@ process itself (the hook's parent is the owner: ``--owner parent``), synchronous
 starts with ``pre_llm_call`` and ends with ``on_session_end`` (per turn: ``extra.completed``,
 ``extra.interrupted``); ``pre_approval_request`` on the ``cli`` (or ``gateway``) surface is a
 wait for the user, ``post_approval_response`` its answer (the ``smart`` surface is Hermes's own
-auxiliary model deciding, not the user); ``on_session_finalize`` is the exit. The cron
+auxiliary model deciding, not the user; both approval hooks name their session in
+``extra.session_key``, with an empty ``session_id``); ``on_session_finalize`` is the exit. The cron
 ledger (:mod:`.ledger`) is another source of the same harness.
 """
 
@@ -45,13 +46,14 @@ _USER_SURFACES: Final = frozenset({"cli", "gateway"})
 def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     """Map one Hermes shell-hook payload to a :class:`HookHint` (pure)."""
     payload = hook.payload
+    raw_extra = payload.get("extra")
+    extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
     event = first_str(payload, "hook_event_name")
-    session_id = first_str(payload, "session_id")
+    # The approval hooks carry an empty session_id; their session is extra.session_key.
+    session_id = first_str(payload, "session_id") or first_str(extra, "session_key")
     hint = EVENT_HINTS.get(event) if event is not None else None
     if event is None or session_id is None or hint is None:
         return unmapped("hermes", payload, event, hook.at_ms)
-    raw_extra = payload.get("extra")
-    extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
     tool = first_str(payload, "tool_name", limit=200)
     summary: str | None = None
     if event == "pre_approval_request":
