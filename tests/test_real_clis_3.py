@@ -163,7 +163,7 @@ class Lab:
         """Press ``key`` every 2 s until the pane shows ``turn`` / ``attention``."""
         for _ in range(15):
             await self.keys(key)
-            with anyio.move_on_after(2):
+            with suppress(AssertionError):  # not yet: press again
                 await self.shows(turn, attention, within=2)
                 return
         raise AssertionError(f"{key!r} never led to turn {turn} / attention {attention!r}")
@@ -186,13 +186,16 @@ class Lab:
         await self.activity(harness)  # remember the key while the pane still shows it
         await self.keys(command, literal=True)
         await self.wait_text(command)
+        async def ended() -> bool:
+            presence: str = (await self.activity(harness))["presence"]
+            return presence == "persisted"
+
         for _ in range(15):
             with suppress(subprocess.CalledProcessError):
                 await self.keys("Enter")  # the pane may be gone already
-            with anyio.move_on_after(2):
-                while (ended := await self.activity(harness))["presence"] != "persisted":
-                    await anyio.sleep(0.05)
-                return ended
+            with suppress(AssertionError):  # not yet: press again
+                await poll_until(ended, "the session's end", within=2, interval=0.05)
+                return await self.activity(harness)
         raise AssertionError(f"{command!r} never ended the session")
 
 
