@@ -31,7 +31,8 @@ PROVES = (
     Proof("turn_done", ("claude_hook", "claude_registry", "pty_status"),
           "Stop for the turn's prompt_id; registry busy -> idle of a session without hooks; "
           "OSC 7501 done (an Esc is registry busy -> idle without Stop: no turn_done)"),
-    Proof("failed", (), "only from process evidence: death while working, a non-zero PTY exit"),
+    Proof("failed", ("pid_probe", "pty_host"),
+          "process evidence: death while working, a non-zero PTY exit or a signal"),
 )
 
 SPEC = HarnessSpec(

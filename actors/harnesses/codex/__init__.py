@@ -31,7 +31,8 @@ PROVES = (
     Proof("turn_done", ("codex_rollout", "codex_hook", "codex_notify", "pty_status"),
           "rollout task_complete; Stop; notify agent-turn-complete; OSC 7501 done "
           "(turn_aborted is an interrupt: no turn_done)"),
-    Proof("failed", (), "only from process evidence: death while working, a non-zero PTY exit"),
+    Proof("failed", ("pid_probe", "pty_host"),
+          "process evidence: death while working, a non-zero PTY exit or a signal"),
 )
 
 SPEC = HarnessSpec(

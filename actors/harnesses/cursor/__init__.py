@@ -23,7 +23,7 @@ PROVES = (
     Proof("idle", ("cursor_hook",), "stop (any status), sessionEnd"),
     Proof("needs_input", (), "Cursor hooks have no permission event: a wait shows as working"),
     Proof("turn_done", ("cursor_hook",), "stop with status completed (aborted: no turn_done)"),
-    Proof("failed", (), "no process evidence"),
+    Proof("failed", (), "no owner process is known, so no death can be seen"),
 )
 
 SPEC = HarnessSpec(

@@ -26,7 +26,7 @@ PROVES = (
     Proof("turn_done", ("gemini_hook",),
           "AfterAgent -- but an Esc interrupt is an AfterAgent too, with no flag: an "
           "interrupted turn also shows as done"),
-    Proof("failed", (), "only from process evidence: death while working"),
+    Proof("failed", ("pid_probe",), "process evidence: the owner died while working"),
 )
 
 SPEC = HarnessSpec(

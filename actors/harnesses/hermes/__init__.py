@@ -30,7 +30,8 @@ PROVES = (
           "post_approval_response (the smart surface is Hermes's own model, not a wait)"),
     Proof("turn_done", ("hermes_hook",),
           "on_session_end with completed and not interrupted (Ctrl+C: interrupted)"),
-    Proof("failed", ("hermes_executions",), "a cron fire whose status is failed"),
+    Proof("failed", ("hermes_executions", "pid_probe"),
+          "a cron fire whose status is failed; the hermes process died while working"),
 )
 
 SPEC = HarnessSpec(

@@ -27,7 +27,7 @@ PROVES = (
           "permission.asked, answered by permission.replied"),
     Proof("turn_done", ("opencode_plugin",),
           "session.idle with no session.error in that turn (MessageAbortedError is an Esc)"),
-    Proof("failed", (), "only from process evidence: death while working"),
+    Proof("failed", ("pid_probe",), "process evidence: the owner died while working"),
 )
 
 SPEC = HarnessSpec(

@@ -23,7 +23,7 @@ PROVES = (
     Proof("needs_input", (), "Pi has no permission prompt and no permission event"),
     Proof("turn_done", ("pi_extension",),
           "agent_end whose last message did not stop as aborted (Esc) or error"),
-    Proof("failed", (), "only from process evidence: death while working"),
+    Proof("failed", ("pid_probe",), "process evidence: the owner died while working"),
 )
 
 SPEC = HarnessSpec(
