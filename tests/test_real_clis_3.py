@@ -153,11 +153,32 @@ class Lab:
                          interval=0.05)
 
     async def submit(self, text: str, turn: str, attention: str = "") -> None:
-        """Type ``text``, then press Enter until the pane shows ``turn`` / ``attention`` (a TUI
-        can take an Enter right after typed text as part of a paste)."""
+        """Type ``text``, press Enter until the turn has started, then wait for the pane to show
+        ``turn`` / ``attention``. (A TUI can take an Enter right after typed text as part of a
+        paste, so Enter is repeated -- but only until the daemon has seen the turn start: one
+        more could answer the dialog the turn opens.)"""
+        before = await self._evidence()
         await self.keys(text, literal=True)
         await self.wait_text(text)
-        await self.press_until("Enter", turn, attention)
+
+        async def started() -> bool:
+            return await self._evidence() != before
+
+        for _ in range(15):
+            await self.keys("Enter")
+            with suppress(AssertionError):  # not yet: press again
+                await poll_until(started, "the turn's start", within=2, interval=0.05)
+                break
+        else:
+            raise AssertionError(f"{text!r} never started a turn")
+        await self.shows(turn, attention)
+
+    async def _evidence(self) -> tuple[object, ...] | None:
+        """What the daemon last published for the pane's session (``None``: nothing yet)."""
+        for a in (await self.daemon.status())["activities"]:
+            if a["pane"] == self.pane or (self.key is not None and a["key"] == self.key):
+                return (a["turn"], a["attention"], a["evidence"]["at_ms"])
+        return None
 
     async def press_until(self, key: str, turn: str, attention: str = "") -> None:
         """Press ``key`` every 2 s until the pane shows ``turn`` / ``attention``."""
