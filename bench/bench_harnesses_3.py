@@ -18,7 +18,9 @@ Run: ``.venv/bin/python bench/bench_harnesses_3.py [--events 200] [--runs 40]``
      extension loaded, which, per line written to its FIFO, calls the plugin's handler with the
      event -- as the CLI does; timed from just before the line is written.
    The turn alternates working / done (every event is a transition). "Visible" is read by a
-   control-mode client polling ``show-options -p`` every 1 ms.
+   control-mode client polling ``show-options -p`` every 1 ms. The baseline, in the same run and
+   the same way: Claude Code's command hook (``--owner env:CLAUDE_PID``, UserPromptSubmit / Stop),
+   whose figure is the budget.
 """
 
 from __future__ import annotations
@@ -47,19 +49,22 @@ from actors.harnesses.pi.install import extension_text
 from actors.sinks.tmux_client import ControlClient
 from actors.sources.hook_listener import HookListener
 from messages import Inbound
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env
+from tests.daemon_helpers import PANEWARD, Daemon, claude_hook_payload, daemon_env
 from tests.tmux_helpers import TmuxServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "harnesses-3"
 
 _OWNER = r"""
-import json, subprocess, sys
+import json, os, subprocess, sys
 fifo = sys.argv[1]
 while True:
     with open(fifo) as f:
         for line in f:
             req = json.loads(line)
-            subprocess.run(req["argv"], input=req["stdin"].encode(), env=req["env"])
+            env = dict(req["env"])
+            if req.get("claude_pid"):
+                env["CLAUDE_PID"] = str(os.getpid())  # as Claude Code exports its own pid
+            subprocess.run(req["argv"], input=req["stdin"].encode(), env=env)
 """
 
 _NODE = r"""
@@ -144,6 +149,14 @@ def gemini_startup(runs: int, tmp: Path) -> dict[str, float]:
 def _frames(harness: str, hook_env: dict[str, str]) -> tuple[list[str], list[dict[str, Any]]]:
     """The two alternating inputs (working, done) for ``harness``'s pane process."""
     hook = [os.fspath(PANEWARD), "hook", "--harness", harness, "--owner", "parent"]
+    if harness == "claude-code":
+        hook[-1] = "env:CLAUDE_PID"
+        pair = [claude_hook_payload(e, 0, session="bench-claude")
+                for e in ("UserPromptSubmit", "Stop")]
+        return ["● working", "✔ done"], [
+            {"argv": hook, "stdin": json.dumps(p), "env": hook_env, "claude_pid": True}
+            for p in pair
+        ]
     if harness == "gemini":
         path = FIXTURES / "gemini" / "interactive_hooks.jsonl"
         pair = [_captured(path, "BeforeAgent"), _captured(path, "AfterAgent")]
@@ -175,7 +188,7 @@ async def hook_to_pane(server: TmuxServer, harness: str, events: int) -> list[fl
         env = daemon_env(state)
         fifo = tmp / "fire"
         os.mkfifo(fifo)
-        if harness in ("gemini", "hermes"):
+        if harness in ("claude-code", "gemini", "hermes"):
             (tmp / "owner.py").write_text(_OWNER)
             command = [sys.executable, os.fspath(tmp / "owner.py"), os.fspath(fifo)]
         else:
@@ -209,9 +222,12 @@ async def hook_to_pane(server: TmuxServer, harness: str, events: int) -> list[fl
             with open(fifo, "w") as writer:  # noqa: ASYNC230 - a FIFO the pane reads at once
                 for i in range(events + 1):
                     item = inputs[i % 2]
-                    if harness == "hermes":  # each turn its own id (a repeated one is no news)
-                        payload = json.loads(item["stdin"])
-                        payload["extra"]["turn_id"] = f"bench-{i // 2}"
+                    if harness in ("hermes", "claude-code"):  # a turn id per turn (a repeated
+                        payload = json.loads(item["stdin"])  # one completes nothing new)
+                        if harness == "hermes":
+                            payload["extra"]["turn_id"] = f"bench-{i // 2}"
+                        else:
+                            payload["prompt_id"] = f"p{i // 2}"
                         item = {**item, "stdin": json.dumps(payload)}
                     line = json.dumps(item) + "\n"
                     begin = time.perf_counter()
@@ -229,7 +245,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--only", nargs="*", default=["gemini", "hermes", "opencode", "pi"],
+    parser.add_argument("--only", nargs="*",
+                        default=["claude-code", "gemini", "hermes", "opencode", "pi"],
                         help="these harnesses only (part 2)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
@@ -247,8 +264,8 @@ def main() -> None:
         print(f"\n## hook fired -> badge visible to another tmux client ({args.events} events)")
         for harness in args.only:
             values = anyio.run(hook_to_pane, server, harness, args.events)
-            kind = "command hook" if harness in ("gemini", "hermes") else "in-process"
-            print(f"  {harness:9s} {kind:13s} p50 {pct(values, 0.5):7.2f} ms  "
+            kind = "in-process" if harness in ("opencode", "pi") else "command hook"
+            print(f"  {harness:11s} {kind:13s} p50 {pct(values, 0.5):7.2f} ms  "
                   f"p99 {pct(values, 0.99):7.2f} ms  max {max(values):7.2f} ms")
     finally:
         subprocess.run(server.argv("kill-server"), check=False, capture_output=True)
