@@ -28,6 +28,7 @@ listeners that accept their type; transitions go out through :meth:`subscribe`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import deque
@@ -50,7 +51,7 @@ from actors.core.reducer import (
     restored,
 )
 from actors.core.routing import Delivery, RoutingIndex
-from actors.harnesses.catalog import normalize
+from actors.harnesses.catalog import PROOFS, normalize
 from actors.runtime.hub import (
     DEFAULT_BUFFER,
     BroadcastHub,
@@ -79,6 +80,10 @@ __all__ = [
 logger = logging.getLogger("paneward.supervisor")
 
 _RECENT_RECORDS: Final = 32
+#: The default session reducer: :func:`actors.core.reducer.reduce` handed what each harness can
+#: prove (:data:`actors.harnesses.catalog.PROOFS`), so nothing a harness cannot prove is ever
+#: published as proven.
+CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proves=PROOFS)
 
 ActorState = Literal["running", "restarting", "stopped", "done"]
 
@@ -125,7 +130,8 @@ class Supervisor:
     :param linger: seconds an ended session's actor waits for new evidence before it
         stops (its last activity stays in the catalog).
     :param grace: seconds shutdown waits for mailboxes to drain before cancelling.
-    :param reducer: the session reducer (tests inject a faulty one).
+    :param reducer: the session reducer (default :data:`CATALOG_REDUCER`; tests inject a faulty
+        one).
     :param clock: monotonic seconds (restart intensity); ``wall_ms`` epoch milliseconds.
     """
 
@@ -137,7 +143,7 @@ class Supervisor:
         restart_window: float = 10.0,
         linger: float = 10.0,
         grace: float = 5.0,
-        reducer: Reducer = reduce,
+        reducer: Reducer = CATALOG_REDUCER,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = now_ms,
     ) -> None:

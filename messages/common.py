@@ -30,8 +30,12 @@ __all__ = [
     "Turn",
 ]
 
-Harness = Literal["claude-code", "codex", "cursor", "hermes", "terminal"]
-HARNESSES: tuple[Harness, ...] = ("claude-code", "codex", "cursor", "hermes", "terminal")
+Harness = Literal[
+    "claude-code", "codex", "cursor", "hermes", "gemini", "opencode", "pi", "terminal"
+]
+HARNESSES: tuple[Harness, ...] = (
+    "claude-code", "codex", "cursor", "hermes", "gemini", "opencode", "pi", "terminal"
+)
 
 Presence = Literal["persisted", "running", "shutting_down"]
 Turn = Literal["unknown", "idle", "working", "needs_input"]
@@ -44,6 +48,10 @@ Source = Literal[
     "codex_hook",
     "cursor_hook",
     "hermes_executions",
+    "hermes_hook",
+    "gemini_hook",
+    "opencode_plugin",
+    "pi_extension",
     "pty_host",
     "pty_status",
     "pid_probe",
@@ -68,7 +76,9 @@ class SessionKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``(harness, session_id)``: the identity of one agent session.
 
     Claude Code: the registry ``sessionId`` / hook ``session_id``; Codex: the
-    thread id; Hermes: the cron session id; ``terminal``: an id the host chose.
+    thread id; Hermes: the cron session id, or ``HERMES_SESSION_ID`` of an interactive run;
+    Gemini CLI: ``GEMINI_SESSION_ID``; OpenCode: ``ses_…``; Pi: the session manager's id;
+    ``terminal``: an id the host chose.
     """
 
     harness: Harness

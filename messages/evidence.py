@@ -163,7 +163,8 @@ class RolloutReleased(EvidenceMessage, frozen=True, kw_only=True):
 
 
 class NotifyHook(EvidenceMessage, frozen=True, kw_only=True):
-    """A raw hook payload as the harness sent it (Claude/Codex hooks, Codex notify, Cursor).
+    """A raw hook payload as the harness sent it (Claude/Codex/Cursor/Hermes/Gemini hooks, Codex
+    notify, the OpenCode plugin and the Pi extension, which build the same frame themselves).
 
     Sent by the hook listener (socket or http) and ``paneward inject``. The
     supervisor normalizes it at the edge with the harness module into a
@@ -204,7 +205,16 @@ class HookHint(EvidenceMessage, frozen=True, kw_only=True):
     """
 
     key: SessionKey
-    source: Literal["claude_hook", "codex_notify", "codex_hook", "cursor_hook"]
+    source: Literal[
+        "claude_hook",
+        "codex_notify",
+        "codex_hook",
+        "cursor_hook",
+        "hermes_hook",
+        "gemini_hook",
+        "opencode_plugin",
+        "pi_extension",
+    ]
     event: str
     hint: HintKind
     at_ms: TimeMs

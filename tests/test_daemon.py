@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import messages
 from actors.cli.hook_client import MAX_FRAME_BYTES
 from actors.core.frames import MAX_DEPTH
-from actors.harnesses.catalog import normalize
+from actors.harnesses.catalog import PROOFS, normalize
 from actors.runtime.table import SessionTable
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
@@ -152,7 +152,7 @@ async def test_real_captures_through_hook_processes_match_the_in_process_replay(
                     key=lambda pair: pair[0].at_ms,
                 )
             )
-            table = SessionTable(normalize)
+            table = SessionTable(normalize, PROOFS)
             reference = [t for message, _ in plan for t in table.apply(message)]
             notify_argv = _codex_notify_argv()
             async with watching(daemon) as watcher:
@@ -691,7 +691,7 @@ def test_ten_thousand_hostile_frames_leave_the_daemon_exact(tmp_path: Path) -> N
     assert listener["frames_received"] == 10_000 + len(valid)
     assert stats["supervisor"]["rejected"] == 0
     assert stats["supervisor"]["messages"] == len(valid) + stats["pid_watcher"]["seen_sent"]
-    table = SessionTable(normalize)
+    table = SessionTable(normalize, PROOFS)
     for hook in valid:
         table.apply(hook)
     want = {k.session_id: table.activity(k) for k in table.states}

@@ -27,6 +27,14 @@ from actors.harnesses.codex import hooks as codex_hooks
 from actors.harnesses.codex import install as codex_install
 from actors.harnesses.cursor import hooks as cursor_hooks
 from actors.harnesses.cursor import install as cursor_install
+from actors.harnesses.gemini import hooks as gemini_hooks
+from actors.harnesses.gemini import install as gemini_install
+from actors.harnesses.hermes import hooks as hermes_hooks
+from actors.harnesses.hermes import install as hermes_install
+from actors.harnesses.opencode import hooks as opencode_hooks
+from actors.harnesses.opencode import install as opencode_install
+from actors.harnesses.pi import hooks as pi_hooks
+from actors.harnesses.pi import install as pi_install
 from actors.sources.hook_listener import HookListener
 from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
@@ -80,7 +88,11 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("CODEX_HOME", os.fspath(codex))
     monkeypatch.setenv("PANEWARD_STATE_DIR", os.fspath(state))
     monkeypatch.setenv("HOME", os.fspath(tmp_path / "home"))
-    return {"claude": claude, "codex": codex, "state": state, "home": tmp_path / "home"}
+    monkeypatch.setenv("HERMES_HOME", os.fspath(tmp_path / "hermes-home"))
+    for name in ("GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return {"claude": claude, "codex": codex, "state": state, "home": tmp_path / "home",
+            "hermes": tmp_path / "hermes-home"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -543,25 +555,60 @@ def _minimal_payload(harness: str, event: str) -> dict[str, Any]:
     return {"hook_event_name": event, session: "s-1"}
 
 
-@pytest.mark.parametrize(
-    ("harness", "events", "normalize"),
-    [
-        ("claude-code", claude_hooks.INSTALLED_EVENTS, claude_hooks.normalize),
-        ("codex", codex_hooks.INSTALLED_EVENTS, codex_hooks.normalize),
-        ("cursor", cursor_hooks.INSTALLED_EVENTS, cursor_hooks.normalize),
-    ],
-)
-def test_installed_events_are_the_hooks_modules_and_all_normalize(
-    homes: dict[str, Path], harness: Harness, events: tuple[str, ...], normalize: Normalizer
-) -> None:
-    assert run_cli(harness) == 0
+def _installed(harness: str, homes: dict[str, Path]) -> list[str]:
+    """The events a fresh install-hooks made the harness send, read from what it wrote."""
+    if harness in ("opencode", "pi"):
+        where = {
+            "opencode": homes["home"] / ".config" / "opencode" / "plugin" / "paneward.js",
+            "pi": homes["home"] / ".pi" / "agent" / "extensions" / "paneward.ts",
+        }[harness]
+        line = next(x for x in where.read_text().splitlines() if x.startswith("const PW_EVENTS"))
+        return list(json.loads(line.partition("new Set(")[2].rpartition(");")[0]))
+    if harness == "hermes":
+        import yaml
+
+        return list(yaml.safe_load((homes["hermes"] / "config.yaml").read_text())["hooks"])
     where = {
         "claude-code": homes["claude"] / "settings.json",
         "codex": homes["codex"] / "hooks.json",
         "cursor": homes["home"] / ".cursor" / "hooks.json",
+        "gemini": homes["home"] / ".gemini" / "settings.json",
     }[harness]
-    installed = list(json.loads(where.read_text())["hooks"])
-    assert installed == list(events)  # a fresh file: the same events, in the same order
+    return list(json.loads(where.read_text())["hooks"])
+
+
+#: Every harness with hooks: (id, what its hooks module says install-hooks installs, what it maps).
+HOOKED: list[tuple[Harness, tuple[str, ...], Normalizer, dict[str, Any]]] = [
+    ("claude-code", claude_hooks.INSTALLED_EVENTS, claude_hooks.normalize,
+     {**claude_hooks.EVENT_HINTS, "Notification": None}),
+    ("codex", codex_hooks.INSTALLED_EVENTS, codex_hooks.normalize, codex_hooks.HOOK_HINTS),
+    ("cursor", cursor_hooks.INSTALLED_EVENTS, cursor_hooks.normalize, cursor_hooks.EVENT_HINTS),
+    ("hermes", hermes_hooks.INSTALLED_EVENTS, hermes_hooks.normalize, hermes_hooks.EVENT_HINTS),
+    ("gemini", gemini_hooks.INSTALLED_EVENTS, gemini_hooks.normalize, gemini_hooks.EVENT_HINTS),
+    ("opencode", opencode_hooks.INSTALLED_EVENTS, opencode_hooks.normalize,
+     opencode_hooks.EVENT_HINTS),
+    ("pi", pi_hooks.INSTALLED_EVENTS, pi_hooks.normalize, pi_hooks.EVENT_HINTS),
+]
+
+
+def test_every_harness_with_hooks_is_compared() -> None:
+    assert {h for h, *_ in HOOKED} == set(HOOKS.routes) == set(install_hooks.INSTALLERS)
+
+
+@pytest.mark.parametrize(("harness", "events", "normalize", "mapped"), HOOKED)
+def test_installed_events_are_exactly_the_mapped_ones_and_all_normalize(
+    homes: dict[str, Path],
+    harness: Harness,
+    events: tuple[str, ...],
+    normalize: Normalizer,
+    mapped: dict[str, Any],
+) -> None:
+    assert run_cli(harness) == 0
+    installed = _installed(harness, homes)
+    # A fresh file: the same events, in the same order, and exactly the ones the hooks module
+    # maps (an event it maps but does not install would be dead code; the reverse, a cost).
+    assert installed == list(events)
+    assert set(installed) == set(mapped)
     for event in installed:
         hook = NotifyHook(
             harness=harness,
@@ -580,6 +627,10 @@ def test_installed_event_lists_are_derived_from_the_hook_tables() -> None:
         "claude-code": claude_install.INSTALLER,
         "codex": codex_install.INSTALLER,
         "cursor": cursor_install.INSTALLER,
+        "hermes": hermes_install.INSTALLER,
+        "gemini": gemini_install.INSTALLER,
+        "opencode": opencode_install.INSTALLER,
+        "pi": pi_install.INSTALLER,
     }
     # --http keeps the events Claude Code refuses over http as command hooks.
     wanted = claude_install.entries(

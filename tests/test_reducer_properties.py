@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.harnesses.catalog import normalize
+from actors.harnesses.catalog import PROOFS, normalize
 from actors.runtime.table import SessionTable
 from messages import (
     Acknowledge,
@@ -192,7 +192,7 @@ MESSAGES = st.lists(st.one_of(hook(), registry(), codex(), other()), max_size=80
 
 
 def _replay(messages: list[Inbound]) -> tuple[SessionTable, list[Transition]]:
-    table = SessionTable(normalize)
+    table = SessionTable(normalize, PROOFS)
     out: list[Transition] = []
     for message in messages:
         out.extend(table.apply(message))

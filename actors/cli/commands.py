@@ -188,6 +188,12 @@ def add_status(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also list sessions that ended more than a day ago (the table hides them)",
     )
+    parser.add_argument(
+        "--proofs",
+        action="store_true",
+        help="what each harness can prove, and from which evidence (no daemon needed; "
+        "with --json as JSON)",
+    )
 
 
 def _request(args: argparse.Namespace, request: dict[str, Any]) -> Any:
@@ -196,7 +202,45 @@ def _request(args: argparse.Namespace, request: dict[str, Any]) -> Any:
     return request_lines(_control_path(args), request)
 
 
+def proofs_json() -> dict[str, Any]:
+    """``status --proofs --json``: per harness, its summary and, per axis value, the sources that
+    prove it (``[]``: it cannot, and that value is never shown as proven for it) and how."""
+    from actors.core.harness import axis_of
+    from actors.harnesses.catalog import SPECS
+
+    return {
+        spec.id: {
+            "summary": spec.summary,
+            "proves": [
+                {
+                    "axis": axis_of(proof.value),
+                    "value": proof.value,
+                    "sources": list(proof.sources),
+                    "how": proof.how,
+                }
+                for proof in spec.proves
+            ],
+        }
+        for spec in SPECS.values()
+    }
+
+
+def format_proofs(table: dict[str, Any]) -> str:
+    """``status --proofs``: one line per harness and value; ``-`` where it cannot prove it."""
+    lines = []
+    for harness, entry in table.items():
+        lines.append(f"{harness}: {entry['summary']}")
+        for proof in entry["proves"]:
+            sources = ", ".join(proof["sources"]) or "cannot prove"
+            lines.append(f"  {proof['axis']:<9} {proof['value']:<11} {sources}: {proof['how']}")
+    return "\n".join(lines)
+
+
 def run_status(args: argparse.Namespace) -> int:
+    if args.proofs:
+        table = proofs_json()
+        print(json.dumps(table, indent=2) if args.json else format_proofs(table))
+        return EXIT_OK
     try:
         line = next(iter(_request(args, {"op": "status"})))
     except (OSError, StopIteration) as exc:

@@ -1,7 +1,8 @@
 """``paneward hook``: forward one harness hook payload to the daemon, never failing the agent.
 
 Standard library only, and nothing heavy: this runs once per hook event inside Claude Code,
-Codex and Cursor, so its cost is paid on every tool call. It
+Codex, Cursor, Hermes and Gemini CLI (whose hooks block the agent until they exit), so its cost
+is paid on every tool call. It
 
 1. reads the payload from the last argument (Codex ``notify`` passes the JSON there) or, when
    there is none, from stdin (Claude/Codex/Cursor command hooks);

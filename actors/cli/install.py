@@ -2,8 +2,9 @@
 
 This module is the I/O shell; what each harness's files look like and how they are edited is
 its package's fact (``actors/harnesses/<name>/install.py``: Claude Code ``settings.json``,
-Codex ``config.toml`` ``notify`` + ``hooks.json``, Cursor ``hooks.json``), built on the pure
-helpers of :mod:`actors.core.config_edit`. Each declares one
+Codex ``config.toml`` ``notify`` + ``hooks.json``, Cursor ``hooks.json``, Hermes
+``config.yaml``, Gemini CLI ``settings.json``, the OpenCode plugin, the Pi extension), built
+on the pure helpers of :mod:`actors.core.config_edit`. Each declares one
 :class:`~actors.core.config_edit.Installer`; :data:`INSTALLERS` maps the harness ids (the
 command's choices) to them.
 
@@ -41,6 +42,10 @@ from actors.core.config_edit import HookTarget, Installer, InstallError
 from actors.harnesses.claude_code import install as claude_install
 from actors.harnesses.codex import install as codex_install
 from actors.harnesses.cursor import install as cursor_install
+from actors.harnesses.gemini import install as gemini_install
+from actors.harnesses.hermes import install as hermes_install
+from actors.harnesses.opencode import install as opencode_install
+from actors.harnesses.pi import install as pi_install
 
 if TYPE_CHECKING:
     import argparse
@@ -63,7 +68,15 @@ __all__ = [
 #: Every harness ``install-hooks`` knows, by id (the command's choices, in this order).
 INSTALLERS: Final[Mapping[str, Installer]] = {
     installer.harness: installer
-    for installer in (claude_install.INSTALLER, codex_install.INSTALLER, cursor_install.INSTALLER)
+    for installer in (
+        claude_install.INSTALLER,
+        codex_install.INSTALLER,
+        cursor_install.INSTALLER,
+        hermes_install.INSTALLER,
+        gemini_install.INSTALLER,
+        opencode_install.INSTALLER,
+        pi_install.INSTALLER,
+    )
 }
 DEFAULT_HTTP_PORT: Final = 47501
 BACKUP_INFIX: Final = ".paneward-backup-"
@@ -175,6 +188,8 @@ def plan(
         notes.extend(installer.notes)
         if http:
             notes.extend(installer.http_notes)
+        if target.trust:
+            notes.extend(installer.trust_notes)
     return Plan(tuple(changes), tuple(notes))
 
 
@@ -286,6 +301,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"{_http_titles()} only: use loopback http hooks where the harness sends them",
     )
     parser.add_argument("--http-port", type=int, default=DEFAULT_HTTP_PORT, metavar="PORT")
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help=" and ".join(i.title for i in INSTALLERS.values() if i.trust)
+        + " only: record your consent for paneward's own hook entries in the harness's trust "
+        "record, so it does not stop to ask",
+    )
     parser.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
     parser.add_argument("--uninstall", action="store_true", help="remove paneward's entries")
     parser.add_argument(
@@ -319,6 +341,9 @@ def run(args: argparse.Namespace) -> int:
             raise InstallError(
                 f"--http is only for {_http_titles()} (the only harness with http hooks)"
             )
+        if args.trust and not installer.trust:
+            titles = " and ".join(i.title for i in INSTALLERS.values() if i.trust)
+            raise InstallError(f"--trust is only for {titles} (the only harness that asks)")
         executable = args.executable or default_executable()
         token: str | None = None
         url: str | None = None
@@ -333,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
         config_dir = args.config_dir or installer.default_dir()
         result = plan(
             installer.harness,
-            target=HookTarget(executable, url, token),
+            target=HookTarget(executable, url, token, trust=args.trust and not args.uninstall),
             config_dir=config_dir,
             uninstall=args.uninstall,
             http=args.http,

@@ -47,6 +47,7 @@ __all__ = [
     "load_json",
     "merge_flat",
     "merge_grouped",
+    "own_file_edit",
     "parse_toml",
     "remove_flat",
     "remove_grouped",
@@ -76,7 +77,9 @@ class InstallError(PanewardError):
 
 @dataclass(frozen=True, slots=True)
 class HookTarget:
-    """How the harness should reach paneward: a shell command, and optionally http.
+    """How the harness should reach paneward: a shell command, and optionally http; and whether
+    the user consents, for this run, to the harness trusting paneward's entries (``trust``:
+    ``install-hooks codex --trust`` records Codex's hook trust for them).
 
     Built once per run by :func:`actors.cli.install.run`; the harness install modules call
     :meth:`command` (hook entries run by a shell) or :meth:`argv` (Codex ``notify``).
@@ -85,6 +88,7 @@ class HookTarget:
     executable: str
     http_url: str | None = None
     token: str | None = None
+    trust: bool = False
 
     def command(self, harness: Harness, owner: str) -> str:
         """``paneward hook --harness H --owner OWNER`` as one shell-quoted string."""
@@ -173,7 +177,8 @@ class Installer:
 
     ``default_dir`` is called only when ``--config-dir`` is not given (it reads the
     environment); ``notes`` are printed after planning an install, ``http_notes`` as well with
-    ``--http``; ``http`` says whether ``--http`` is supported at all.
+    ``--http``, ``trust_notes`` with ``--trust``; ``http`` / ``trust`` say whether ``--http`` /
+    ``--trust`` are supported at all.
     """
 
     harness: Harness
@@ -184,6 +189,45 @@ class Installer:
     notes: tuple[str, ...] = ()
     http: bool = False
     http_notes: tuple[str, ...] = ()
+    trust: bool = False  # ``--trust`` is supported (:attr:`HookTarget.trust`)
+    trust_notes: tuple[str, ...] = ()
+
+
+def own_file_edit(path: Path, text: str, marker: str) -> Edit:
+    """An :class:`Edit` for a file that is paneward's alone (the OpenCode plugin, the Pi
+    extension): written whole, recognised by ``marker`` in it, deleted again by ``--uninstall``.
+
+    A file already at ``path`` that lacks ``marker`` is the user's: install refuses to replace it
+    (:class:`InstallError`) and uninstall leaves it alone.
+    """
+    label = str(path)
+
+    def install(before: str | None) -> tuple[str | None, str | None]:
+        if before == text:
+            return None, "paneward's copy is already installed; nothing to do"
+        if before is not None and marker not in before:
+            raise InstallError(
+                f"{label} exists and is not paneward's; move it away first, nothing was changed"
+            )
+        return text, "updated paneward's copy" if before is not None else "created it"
+
+    def uninstall(before: str | None) -> tuple[str | None, str | None]:
+        if before is None:
+            return None, "does not exist; nothing to do"
+        if marker not in before:
+            return None, "is not paneward's; left alone"
+        return "", None
+
+    def same(after: str, original: str | None) -> bool:
+        return after == (original or "")
+
+    return Edit(
+        path=path,
+        install=install,
+        uninstall=uninstall,
+        same=same,
+        has_ours=lambda content: marker in content,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

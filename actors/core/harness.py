@@ -10,17 +10,70 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from actors.core.pane_map import Binding
 from messages.activity import Unmapped
-from messages.common import Harness
+from messages.common import Harness, Source
 from messages.evidence import HookHint, NotifyHook
 
-__all__ = ["HarnessSpec", "HookIngress", "Normalizer", "ProcessClaim", "ProcessClaims"]
+__all__ = [
+    "PROVABLE",
+    "HarnessSpec",
+    "HookIngress",
+    "Normalizer",
+    "ProcessClaim",
+    "ProcessClaims",
+    "Proof",
+    "ProofTable",
+    "Provable",
+    "axis_of",
+]
 
 Normalizer = Callable[[NotifyHook], HookHint | Unmapped]
 #: (pid, comm, argv, start token) -> what that process proves by itself about its session.
 ProcessClaim = Callable[[int, str, Sequence[str], "str | None"], Binding | None]
+
+
+#: The axis values a harness declares it can (or cannot) prove: presence ``running``; turn
+#: ``working``, ``idle``, ``needs_input``; attention ``turn_done``, ``failed``. (``unknown`` and
+#: ``persisted`` need no proof: they are what is shown without one.)
+Provable = Literal["running", "working", "idle", "needs_input", "turn_done", "failed"]
+PROVABLE: Final[tuple[Provable, ...]] = (
+    "running", "working", "idle", "needs_input", "turn_done", "failed"
+)
+_AXIS: Final[Mapping[Provable, str]] = {
+    "running": "presence",
+    "working": "turn",
+    "idle": "turn",
+    "needs_input": "turn",
+    "turn_done": "attention",
+    "failed": "attention",
+}
+#: What the reducer is handed (:func:`actors.core.reducer.reduce`, ``proves``): per harness id,
+#: per :data:`Provable` value, the evidence sources that prove it. Plain data, built by
+#: :mod:`actors.harnesses.catalog` (``PROOFS``) from every package's declaration.
+ProofTable = Mapping[str, Mapping[str, frozenset[str]]]
+
+
+def axis_of(value: Provable) -> str:
+    """The axis a :data:`Provable` value belongs to (``presence``, ``turn``, ``attention``)."""
+    return _AXIS[value]
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """Whether one harness can prove one axis value, and from which evidence.
+
+    ``sources`` are the evidence sources (``messages.common.Source``) that prove ``value`` for
+    this harness; empty: it cannot prove it, and the reducer never publishes it for that
+    harness (it stays ``unknown``). ``how`` says which events or files prove it, or why it
+    cannot (shown by ``paneward status --proofs`` and the README's evidence table).
+    """
+
+    value: Provable
+    sources: tuple[Source, ...]
+    how: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,7 +83,9 @@ class HarnessSpec:
     ``normalize`` maps the harness's native hook payloads to hints (``None``: it sends none);
     ``http_refused`` maps an event name to why it can never arrive as an ``http`` hook;
     ``process_claim`` says what one of its processes (a comm in ``claim_comms``) proves by
-    itself when the pane mapper finds no owner (``None``: nothing).
+    itself when the pane mapper finds no owner (``None``: nothing); ``proves`` declares, for
+    every :data:`PROVABLE` value, whether the harness can prove it and from which source
+    (tests/test_design.py checks that each package declares all of them, once).
     """
 
     id: Harness
@@ -39,6 +94,11 @@ class HarnessSpec:
     http_refused: Mapping[str, str] = field(default_factory=dict)
     claim_comms: frozenset[str] = frozenset()
     process_claim: ProcessClaim | None = None
+    proves: tuple[Proof, ...] = ()
+
+    def proof_table(self) -> Mapping[str, frozenset[str]]:
+        """``proves`` as the reducer reads it: value -> the sources that prove it."""
+        return {proof.value: frozenset(proof.sources) for proof in self.proves}
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ may retire, the table may hide it, the store may forget it), :data:`ATTENTION_PR
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import msgspec
@@ -63,6 +63,7 @@ __all__ = [
     "ATTENTION_PRIORITY",
     "ENDED_SHOWN_MS",
     "ENDED_RETENTION_MS",
+    "UNLIMITED_SOURCES",
     "Reproof",
     "SessionMessage",
     "SessionState",
@@ -101,6 +102,22 @@ _RECENT: Final = 32
 _COMPLETED: Final = 16
 
 _STATE_WORD_SOURCES: Final = frozenset({"claude_registry", "pty_status", "hermes_executions"})
+#: Evidence that is no harness's own -- process identity, the host's PTY and signals, paneward's
+#: own store and supervision -- proves the same for every harness: what a harness declares it
+#: can prove (``reduce(..., proves=...)``) never limits these.
+UNLIMITED_SOURCES: Final = frozenset(
+    {"pid_probe", "pty_host", "host", "persisted_store", "supervisor", "pane_mapper"}
+)
+# The source of the claims each harness-specific message makes (a HookHint names its own).
+_MESSAGE_SOURCE: Final[dict[type, Source]] = {
+    RegistryStatus: "claude_registry",
+    RegistryRemoved: "claude_registry",
+    LifecycleBoundary: "codex_rollout",
+    RolloutOwned: "codex_rollout",
+    RolloutReleased: "codex_rollout",
+    ProgramStatus: "pty_status",
+    LedgerFire: "hermes_executions",
+}
 _RANK: Final[dict[str, int]] = {"unknown": 0, "idle": 1, "working": 2, "needs_input": 3}
 
 
@@ -591,8 +608,19 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
 # --------------------------------------------------------------------------- reduce
 
 
-def reduce(state: SessionState, message: SessionMessage) -> Step:
+def reduce(
+    state: SessionState,
+    message: SessionMessage,
+    proves: Mapping[str, Mapping[str, frozenset[str]]] | None = None,
+) -> Step:
     """Apply one routed message to one session (pure).
+
+    ``proves`` is what each harness can prove (``actors.core.harness.ProofTable``: harness id
+    -> axis value -> the sources that prove it; the supervisor passes
+    ``actors.harnesses.catalog.PROOFS``). A value this message's source cannot prove for the
+    session's harness is never published as proven: a turn stays ``unknown``, a presence, a
+    ``turn_done`` or a ``failed`` is not taken (:func:`_only_proven`). ``None``, or a harness
+    the table does not name: nothing is limited.
 
     :return: the new state, and the activity to publish if it visibly changed.
     """
@@ -603,6 +631,10 @@ def reduce(state: SessionState, message: SessionMessage) -> Step:
             return Step(state, None, "duplicate")
         recent = (*recent, fingerprint)[-_RECENT:]
     new = _dispatch(state, message)
+    if new is not None and proves is not None:
+        limits = proves.get(state.key.harness)
+        if limits:
+            new = _only_proven(state, new, _source_of(message), limits)
     if new is None:
         if recent is state.recent:
             return Step(state, None, "no claim")
@@ -614,6 +646,43 @@ def reduce(state: SessionState, message: SessionMessage) -> Step:
         return Step(new, None, None if activity is None else "repeat")
     new = msgspec.structs.replace(new, recent=recent, activity=activity)
     return Step(new, activity, None)
+
+
+def _source_of(message: SessionMessage) -> str | None:
+    """The evidence source of what ``message`` claims (``None``: no harness's own)."""
+    if isinstance(message, HookHint):
+        return message.source
+    return _MESSAGE_SOURCE.get(type(message))
+
+
+def _only_proven(
+    before: SessionState,
+    after: SessionState,
+    source: str | None,
+    limits: Mapping[str, frozenset[str]],
+) -> SessionState:
+    """``after`` without what ``source`` cannot prove for this harness (DESIGN §4, "What a
+    harness can prove"): a turn it cannot prove becomes ``unknown`` (with no ``needs_input``
+    reason), a ``running``, ``turn_done`` or ``failed`` it cannot prove is not taken."""
+    if source is None or source in UNLIMITED_SOURCES:
+        return after
+
+    def proven(value: str) -> bool:
+        sources = limits.get(value)
+        return sources is None or source in sources
+
+    updates: dict[str, object] = {}
+    if after.presence == "running" and before.presence != "running" and not proven("running"):
+        updates.update(
+            presence=before.presence, owner_pid=before.owner_pid, owner_token=before.owner_token
+        )
+    if after.turn != before.turn and after.turn != "unknown" and not proven(after.turn):
+        updates.update(turn="unknown", needs_reason="", needs_since_ms=0)
+    if after.done is not None and after.done != before.done and not proven("turn_done"):
+        updates["done"] = before.done
+    if after.failed is not None and after.failed != before.failed and not proven("failed"):
+        updates["failed"] = before.failed
+    return msgspec.structs.replace(after, **updates) if updates else after
 
 
 def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | None:

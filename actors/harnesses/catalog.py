@@ -1,7 +1,8 @@
 """The harness catalog: every harness package's :class:`~actors.core.harness.HarnessSpec`.
 
 Who uses it: the supervisor normalizes each raw :class:`~messages.NotifyHook` with
-:func:`normalize` before routing (a hook's session key is inside its payload); the hook listener
+:func:`normalize` before routing (a hook's session key is inside its payload) and hands
+:data:`PROOFS` (what each harness can prove) to the reducer; the hook listener
 serves ``/hook/<harness>`` for the harnesses in :data:`HOOK_ROUTES` and refuses what
 :func:`http_refusal` names. Pure.
 """
@@ -12,10 +13,16 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from actors.core.harness import HarnessSpec, HookIngress, ProcessClaim, ProcessClaims
+from actors.core.harness import (
+    HarnessSpec,
+    HookIngress,
+    ProcessClaim,
+    ProcessClaims,
+    ProofTable,
+)
 from actors.core.hints import first_str, unmapped
 from actors.core.pane_map import Binding
-from actors.harnesses import claude_code, codex, cursor, hermes
+from actors.harnesses import claude_code, codex, cursor, gemini, hermes, opencode, pi
 from messages.activity import Unmapped
 from messages.codec import Inbound
 from messages.common import Harness
@@ -26,6 +33,7 @@ __all__ = [
     "CLAIM_COMMS",
     "HOOKS",
     "HOOK_ROUTES",
+    "PROOFS",
     "SPECS",
     "http_refusal",
     "normalize",
@@ -35,7 +43,23 @@ __all__ = [
 
 #: Every harness with a package, by id.
 SPECS: Final[Mapping[Harness, HarnessSpec]] = MappingProxyType(
-    {spec.id: spec for spec in (claude_code.SPEC, codex.SPEC, cursor.SPEC, hermes.SPEC)}
+    {
+        spec.id: spec
+        for spec in (
+            claude_code.SPEC,
+            codex.SPEC,
+            cursor.SPEC,
+            hermes.SPEC,
+            gemini.SPEC,
+            opencode.SPEC,
+            pi.SPEC,
+        )
+    }
+)
+#: What each harness can prove (its package's ``proves``), as the reducer is handed it
+#: (``actors.core.reducer.reduce(..., proves=PROOFS)``: the supervisor's default reducer).
+PROOFS: Final[ProofTable] = MappingProxyType(
+    {spec.id: MappingProxyType(dict(spec.proof_table())) for spec in SPECS.values() if spec.proves}
 )
 #: Harnesses that send hook payloads (``/hook/<id>`` over http, ``--harness`` of the hook client).
 HOOK_ROUTES: Final[Mapping[str, Harness]] = MappingProxyType(

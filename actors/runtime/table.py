@@ -8,7 +8,7 @@ it; the supervisor's own tests check that it publishes the same transitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from actors.core.reducer import SessionState, initial_state, reduce
@@ -25,10 +25,12 @@ class SessionTable:
     """Every session's reducer state plus the global transition ``seq``.
 
     ``normalize`` is the edge normalization the supervisor applies (pass
-    :func:`actors.harnesses.catalog.normalize`).
+    :func:`actors.harnesses.catalog.normalize`); ``proves`` what each harness can prove, as the
+    supervisor's reducer is handed it (pass :data:`actors.harnesses.catalog.PROOFS`).
     """
 
     normalize: Callable[[Inbound], Inbound | Unmapped]
+    proves: Mapping[str, Mapping[str, frozenset[str]]] | None = None
     states: dict[SessionKey, SessionState] = field(default_factory=dict)
     index: RoutingIndex = field(default_factory=RoutingIndex)
     seq: int = 0
@@ -49,7 +51,7 @@ class SessionTable:
                     continue
                 state = initial_state(delivery.key)
             before = state.activity
-            step = reduce(state, delivery.message)
+            step = reduce(state, delivery.message, self.proves)
             self.states[delivery.key] = step.state
             self.index.update(state, step.state)
             if step.ignored is not None:

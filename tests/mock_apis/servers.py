@@ -1,7 +1,10 @@
-"""Loopback mocks of the Anthropic Messages API and the OpenAI Responses API (SSE).
+"""Loopback mocks of the Anthropic Messages API, the OpenAI Responses and Chat Completions APIs
+and the Gemini API (SSE).
 
-Enough for the real Claude Code 2.1.332 and Codex 0.171.0 CLIs to run a turn. The last user
-message picks the answer (reference/real-harnesses.md §3):
+Enough for the real Claude Code 2.1.332 and Codex 0.171.0 CLIs (Anthropic, Responses), Hermes
+Agent 0.19.0, OpenCode 1.18.33 and Pi 0.73.1 (Chat Completions) and Gemini CLI 0.61.0 (Gemini
+``streamGenerateContent``) to run a turn. For the first two, the last user message picks the
+answer (reference/real-harnesses.md §3):
 
 - ``WRITE``: a shell tool call ``echo hi > hi.txt`` (Claude in ``--permission-mode manual``
   asks permission; Codex is told ``sandbox_permissions: require_escalated``, so it asks too);
@@ -10,7 +13,13 @@ message picks the answer (reference/real-harnesses.md §3):
   Esc meanwhile);
 - anything else: a one-line text answer.
 
-Both run on ``ThreadingHTTPServer`` threads; :meth:`MockServer.close` releases stalled
+For Chat Completions and Gemini (reference/harnesses-3.md, "The mock"): ``TOOL`` -> the offered
+shell tool (found by name: ``bash``, ``run_shell_command``, ``terminal``, ...) with ``echo hi``;
+``DANGER`` -> the same tool with ``rm -rf ./junkdir`` (the command Gemini and Hermes ask about);
+``SLOW`` -> a stream that stalls; a tool result -> a short final answer; anything else, or a
+request offering no tools (titles, summaries), a one-line text answer.
+
+All run on ``ThreadingHTTPServer`` threads; :meth:`MockServer.close` releases stalled
 streams and joins the server thread.
 """
 
@@ -22,7 +31,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["MockServer", "anthropic_server", "openai_server"]
+__all__ = ["MockServer", "anthropic_server", "chat_server", "gemini_server", "openai_server"]
 
 STALL_S = 60.0
 
@@ -209,6 +218,207 @@ class _OpenAI(_Handler):
         yield _sse("response.output_item.done", {"type": "response.output_item.done",
                                                  "output_index": 0, "item": item})
         yield self._completed()
+
+
+_SHELL_TOOLS = ("bash", "run_shell_command", "terminal", "shell", "exec_command", "execute")
+
+
+def _keyword(text: str) -> str | None:
+    for word in ("DANGER", "SLOW", "TOOL"):
+        if word in text:
+            return word
+    return None
+
+
+def _shell_args(name: str, schema: Any, command: str) -> dict[str, Any]:
+    """Arguments for the shell tool ``name`` from its JSON schema: the command goes in
+    ``command`` (or the first required string); other required fields get plain values."""
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    required = schema.get("required", []) if isinstance(schema, dict) else []
+    key = "command" if "command" in props or not props else next(
+        (k for k in required if props.get(k, {}).get("type") == "string"), "command"
+    )
+    args: dict[str, Any] = {key: command}
+    for field in required:
+        if field in args:
+            continue
+        kind = props.get(field, {}).get("type")
+        args[field] = {"string": "run it", "integer": 60, "number": 60, "boolean": False}.get(
+            str(kind), "x"
+        )
+    if "description" in props and "description" not in args:
+        args["description"] = "Run the command"
+    return args
+
+
+class _Chat(_Handler):
+    """OpenAI Chat Completions (``/v1/chat/completions``), streamed or not, with tool calls."""
+
+    def do_POST(self) -> None:
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self.do_GET()
+            return
+        body = self._body()
+        messages = body.get("messages") or []
+        last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+        tools = [t.get("function", {}) for t in body.get("tools") or [] if isinstance(t, dict)]
+        shell = next((t for n in _SHELL_TOOLS for t in tools if t.get("name") == n), None)
+        users = [
+            i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        word = _keyword(_texts(messages[users[-1]].get("content")) if users else "")
+        # A tool result after the last prompt: the command ran, the turn can end. (Hermes can add
+        # messages after the tool result, so "the last message is a tool result" is not enough.)
+        answered = any(
+            isinstance(m, dict) and m.get("role") == "tool"
+            for m in messages[(users[-1] if users else 0) :]
+        )
+        if answered or last.get("role") == "tool":
+            self._answer(body, text="Done: the command ran.")
+        elif word == "SLOW" and tools:
+            self._answer(body, text="slow answer", stall=True)
+        elif word in ("TOOL", "DANGER") and shell is not None:
+            command = "echo hi" if word == "TOOL" else "rm -rf ./junkdir"
+            args = _shell_args(shell["name"], shell.get("parameters"), command)
+            self._answer(body, tool=(shell["name"], args))
+        else:
+            self._answer(body, text="Hello from the mock chat API.")
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1,
+                 "model": "mock-model",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if finish is not None:
+            chunk["usage"] = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    def _answer(
+        self,
+        body: dict[str, Any],
+        *,
+        text: str | None = None,
+        tool: tuple[str, dict[str, Any]] | None = None,
+        stall: bool = False,
+    ) -> None:
+        call = None
+        if tool is not None:
+            # A fresh id per call: Hermes drops a tool call whose id it has seen before.
+            call = {"id": f"call_mock{len(self.mock.requests)}", "type": "function",
+                    "function": {"name": tool[0], "arguments": json.dumps(tool[1])}}
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if call is not None:
+                message["tool_calls"] = [call]
+            reply = {"id": "chatcmpl-mock", "object": "chat.completion", "created": 1,
+                     "model": "mock-model",
+                     "choices": [{"index": 0, "message": message,
+                                  "finish_reason": "tool_calls" if call else "stop"}],
+                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self._stream(self._chunks(text, call, stall))
+
+    def _chunks(
+        self, text: str | None, call: dict[str, Any] | None, stall: bool
+    ) -> Iterator[bytes]:
+        yield self._chunk({"role": "assistant", "content": ""})
+        if stall:
+            yield self._chunk({"content": "slow0 "})
+            self.mock.stalled.set()
+            self.mock.release.wait(STALL_S)
+        if call is not None:
+            yield self._chunk({"tool_calls": [{"index": 0, **call}]})
+            yield self._chunk({}, "tool_calls")
+        else:
+            yield self._chunk({"content": text})
+            yield self._chunk({}, "stop")
+        yield b"data: [DONE]\n\n"
+
+
+class _Gemini(_Handler):
+    """The Gemini API (``/v1beta/models/M:streamGenerateContent?alt=sse``, ``:generateContent``,
+    ``:countTokens``)."""
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if ":countTokens" in path:
+            self._json({"totalTokens": 5})
+            return
+        if ":streamGenerateContent" not in path and ":generateContent" not in path:
+            self.do_GET()
+            return
+        body = self._body()
+        contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+        parts = contents[-1].get("parts", []) if contents else []
+        answered = any(isinstance(p, dict) and "functionResponse" in p for p in parts)
+        texts = [
+            " ".join(str(p.get("text", "")) for p in c.get("parts", []) if isinstance(p, dict))
+            for c in contents
+            if c.get("role") == "user"
+        ]
+        prompt = next((t for t in reversed(texts) if t.strip()), "")
+        decls = [
+            d
+            for tool in body.get("tools") or []
+            if isinstance(tool, dict)
+            for d in tool.get("functionDeclarations") or []
+        ]
+        shell = next((d for n in _SHELL_TOOLS for d in decls if d.get("name") == n), None)
+        word = _keyword(prompt)
+        part: dict[str, Any]
+        stall = False
+        if answered:
+            part = {"text": "Done: the command ran."}
+        elif word in ("TOOL", "DANGER") and shell is not None:
+            command = "echo hi" if word == "TOOL" else "rm -rf ./junkdir"
+            schema = shell.get("parametersJsonSchema") or shell.get("parameters")
+            part = {"functionCall": {"name": shell["name"],
+                                     "args": _shell_args(shell["name"], schema, command)}}
+        elif word == "SLOW" and decls:
+            part, stall = {"text": "slow1 "}, True
+        else:
+            part = {"text": "Hello from the mock Gemini API."}
+        if ":generateContent" in path:
+            self._json(self._response(part))
+            return
+        self._stream(self._events(part, stall))
+
+    def _response(self, part: dict[str, Any]) -> dict[str, Any]:
+        return {"candidates": [{"content": {"role": "model", "parts": [part]},
+                                "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3,
+                                  "totalTokenCount": 8},
+                "modelVersion": "gemini-2.5-flash"}
+
+    def _events(self, part: dict[str, Any], stall: bool) -> Iterator[bytes]:
+        if stall:
+            first = {"candidates": [{"content": {"role": "model", "parts": [{"text": "slow0 "}]},
+                                     "index": 0}]}
+            yield f"data: {json.dumps(first)}\r\n\r\n".encode()
+            self.mock.stalled.set()
+            self.mock.release.wait(STALL_S)
+        yield f"data: {json.dumps(self._response(part))}\r\n\r\n".encode()
+
+    def _json(self, value: dict[str, Any]) -> None:
+        data = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def chat_server() -> MockServer:
+    return MockServer(_Chat)
+
+
+def gemini_server() -> MockServer:
+    return MockServer(_Gemini)
 
 
 def anthropic_server() -> MockServer:

@@ -11,10 +11,29 @@ parent is ``/bin/sh``): :mod:`.install` writes ``--owner env:CLAUDE_PID`` into t
 
 from __future__ import annotations
 
-from actors.core.harness import HarnessSpec
+from actors.core.harness import HarnessSpec, Proof
 from actors.harnesses.claude_code import hooks
 
-__all__ = ["SPEC"]
+__all__ = ["PROVES", "SPEC"]
+
+#: What Claude Code can prove, and from what (reference/real-harnesses.md §4).
+PROVES = (
+    Proof("running", ("claude_registry", "claude_hook", "pty_host"),
+          "sessions/<pid>.json of a live pid with its procStart; a command hook's $CLAUDE_PID"),
+    Proof("working", ("claude_registry", "claude_hook", "pty_status"),
+          "registry busy; UserPromptSubmit, PreToolUse, PostToolUse; OSC 7501 working"),
+    Proof("idle", ("claude_registry", "claude_hook", "pty_status"),
+          "registry idle/shell; Stop; OSC 7501 done/idle"),
+    Proof("needs_input", ("claude_registry", "claude_hook", "pty_status"),
+          "registry waiting (waitingFor); PermissionRequest, Elicitation; OSC 7501 blocked. "
+          "An answered permission is proven only by the registry (waiting -> busy) or the next "
+          "tool event: the answer itself has no hook"),
+    Proof("turn_done", ("claude_hook", "claude_registry", "pty_status"),
+          "Stop for the turn's prompt_id; registry busy -> idle of a session without hooks; "
+          "OSC 7501 done (an Esc is registry busy -> idle without Stop: no turn_done)"),
+    Proof("failed", ("pid_probe", "pty_host"),
+          "process evidence: death while working, a non-zero PTY exit or a signal"),
+)
 
 SPEC = HarnessSpec(
     id="claude-code",
@@ -25,4 +44,5 @@ SPEC = HarnessSpec(
         "Claude Code never sends it as an http hook and it needs CLAUDE_PID: keep a command "
         "hook (`paneward hook --harness claude-code`) for it",
     ),
+    proves=PROVES,
 )

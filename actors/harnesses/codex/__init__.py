@@ -12,10 +12,28 @@ is the hook's parent, the ``codex`` process that runs it.
 
 from __future__ import annotations
 
-from actors.core.harness import HarnessSpec
+from actors.core.harness import HarnessSpec, Proof
 from actors.harnesses.codex import hooks, tui
 
-__all__ = ["SPEC"]
+__all__ = ["PROVES", "SPEC"]
+
+#: What Codex can prove, and from what (reference/real-harnesses.md §5, real-harnesses-2.md §2).
+PROVES = (
+    Proof("running", ("codex_rollout", "codex_hook", "codex_notify", "pty_host"),
+          "a `codex` process holding the rollout open; the hook's parent (--owner parent)"),
+    Proof("working", ("codex_rollout", "codex_hook", "pty_status"),
+          "rollout task_started; UserPromptSubmit, PreToolUse, PostToolUse; OSC 7501 working"),
+    Proof("idle", ("codex_rollout", "codex_hook", "codex_notify", "pty_status"),
+          "rollout task_complete/turn_aborted; Stop; notify agent-turn-complete; OSC 7501"),
+    Proof("needs_input", ("codex_hook", "pty_status"),
+          "PermissionRequest hook (once its hooks are trusted); OSC 7501 blocked. An approval "
+          "wait leaves no rollout trace"),
+    Proof("turn_done", ("codex_rollout", "codex_hook", "codex_notify", "pty_status"),
+          "rollout task_complete; Stop; notify agent-turn-complete; OSC 7501 done "
+          "(turn_aborted is an interrupt: no turn_done)"),
+    Proof("failed", ("pid_probe", "pty_host"),
+          "process evidence: death while working, a non-zero PTY exit or a signal"),
+)
 
 SPEC = HarnessSpec(
     id="codex",
@@ -23,4 +41,5 @@ SPEC = HarnessSpec(
     normalize=hooks.normalize,
     claim_comms=tui.CLAIM_COMMS,
     process_claim=tui.process_claim,
+    proves=PROVES,
 )

@@ -7,13 +7,26 @@
   '<your argv>'``, so the hook client sends its frame and then ``exec``s the user's command with
   the same payload. :func:`uninstall_config` puts the original lines back byte for byte.
 - ``$CODEX_HOME/hooks.json``: one command hook per event in :data:`.hooks.INSTALLED_EVENTS`.
+  Codex runs a hooks.json entry only once it is trusted: the TUI stops at "Hooks need review"
+  on the first prompt until the user reviews them (``/hooks``). Its persisted trust record is a
+  ``[hooks.state."<hooks.json path>:<event>:<group>:<handler>"]`` table with ``trusted_hash``
+  in ``config.toml``; the hash is :func:`trusted_hash` (Codex's ``command_hook_hash``:
+  codex-rs/hooks/src/engine/discovery.rs, checked against Codex 0.171.0's ``hooks/list``
+  ``currentHash`` in tests/test_harnesses_3.py). ``--trust`` records the user's consent for
+  paneward's own entries only, as one marked block at the end of ``config.toml`` (never a
+  table Codex or the user already wrote; ``--uninstall`` removes it).
 
-:mod:`actors.cli.install` reads and writes the files; everything here is text in, text out.
+:mod:`actors.cli.install` reads and writes the files; everything here is text in, text out
+(:func:`edits` alone reads where ``$CODEX_HOME`` links to: Codex names its trust keys by the
+resolved path).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,12 +39,15 @@ from actors.core.config_edit import (
     Installer,
     InstallError,
     has_ours,
+    is_ours,
     is_paneward_command,
     json_same,
+    load_json,
     merge_grouped,
     parse_toml,
     remove_grouped,
     toml_array,
+    toml_string,
     top_level_insert_at,
     top_level_span,
     transform_json,
@@ -44,9 +60,15 @@ __all__ = [
     "NOTIFY_MARKER",
     "ORIGINAL_PREFIX",
     "OWNER",
+    "TIMEOUTS",
+    "TRUST_BEGIN",
+    "TRUST_END",
     "edits",
     "install_config",
     "install_hooks_json",
+    "trust_block",
+    "trust_keys",
+    "trusted_hash",
     "uninstall_config",
     "uninstall_hooks_json",
 ]
@@ -58,6 +80,15 @@ NOTIFY_MARKER: Final = (
 )
 ORIGINAL_PREFIX: Final = "# paneward-original: "
 _FORWARD: Final = "--forward-json"  # the hook client's chaining option
+#: Per-event ``timeout`` (seconds) where it differs from ``COMMAND_TIMEOUT_S``: Codex clamps a
+#: SessionEnd hook to 3 s (it warns "clamping SessionEnd hook timeout to 3s") and hashes the
+#: clamped value, so paneward writes what Codex will use.
+TIMEOUTS: Final[dict[str, int]] = {"SessionEnd": 3}
+TRUST_BEGIN: Final = (
+    "# paneward-trust: begin -- your consent (`paneward install-hooks codex --trust`) for "
+    "paneward's own hooks.json entries; `--uninstall` removes it"
+)
+TRUST_END: Final = "# paneward-trust: end"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,12 +238,14 @@ def install_hooks_json(
     label: str = "hooks.json",
 ) -> str | None:
     """The new hooks.json text with paneward's command hooks merged in, or ``None``."""
-    entry = {
-        "type": "command",
-        "command": target.command("codex", OWNER),
-        "timeout": COMMAND_TIMEOUT_S,
+    wanted = {
+        event: {
+            "type": "command",
+            "command": target.command("codex", OWNER),
+            "timeout": TIMEOUTS.get(event, COMMAND_TIMEOUT_S),
+        }
+        for event in events
     }
-    wanted = {event: dict(entry) for event in events}
     return transform_json(text, label, lambda d: merge_grouped(d, wanted, label))
 
 
@@ -223,32 +256,175 @@ def uninstall_hooks_json(text: str | None, label: str = "hooks.json") -> str | N
     return transform_json(text, label, remove_grouped)
 
 
+# ---------------------------------------------------------------------------------------------
+# Hook trust (config.toml [hooks.state."<key>"] trusted_hash)
+
+
+def _event_label(event: str) -> str:
+    """Codex's key label of an event: ``PreToolUse`` -> ``pre_tool_use``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
+
+
+def trusted_hash(event: str, command: str, timeout_s: int, matcher: str | None = None) -> str:
+    """The ``trusted_hash`` Codex computes for one command hook (its ``command_hook_hash``).
+
+    The hashed identity is ``{event_name, matcher?, hooks: [{type: "command", command, timeout,
+    async: false}]}`` -- absent optional fields are left out, as Codex's TOML serialisation
+    drops ``None`` -- serialised as compact JSON with every object's keys sorted (Codex's
+    ``version_for_toml``), then SHA-256: ``"sha256:<hex>"``.
+    """
+    group: dict[str, Any] = {
+        "event_name": _event_label(event),
+        "hooks": [{"type": "command", "command": command, "timeout": timeout_s, "async": False}],
+    }
+    if matcher is not None:
+        group["matcher"] = matcher
+    text = json.dumps(group, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def trust_keys(hooks_text: str | None, key_paths: Sequence[str]) -> dict[str, str]:
+    """``{trust key: trusted_hash}`` for every paneward entry of a hooks.json text, named by
+    each of ``key_paths`` (how Codex may spell the hooks.json path)."""
+    data = load_json(hooks_text, "hooks.json")
+    hooks = data.get("hooks")
+    out: dict[str, str] = {}
+    if not isinstance(hooks, dict):
+        return out
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            continue
+        for g, group in enumerate(groups):
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(inner, list):
+                continue
+            for h, entry in enumerate(inner):
+                if not is_ours(entry) or entry.get("type") != "command":
+                    continue
+                timeout = entry.get("timeout")
+                if not isinstance(timeout, int):
+                    continue
+                digest = trusted_hash(event, str(entry["command"]), timeout, group.get("matcher"))
+                for path in key_paths:
+                    out[f"{path}:{_event_label(event)}:{g}:{h}"] = digest
+    return out
+
+
+def _without_trust_block(lines: list[str]) -> tuple[list[str], bool]:
+    try:
+        start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == TRUST_BEGIN)
+    except StopIteration:
+        return lines, False
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i].rstrip("\n") == TRUST_END), None
+    )
+    if end is None:
+        raise InstallError(
+            "config.toml: paneward's trust block has lost its end marker; remove it by hand"
+        )
+    # Drop the blank line paneward put before its block, too.
+    if start > 0 and not lines[start - 1].strip():
+        start -= 1
+    return [*lines[:start], *lines[end + 1 :]], True
+
+
+def trust_block(
+    text: str | None, states: dict[str, str], label: str = "config.toml"
+) -> tuple[str | None, str]:
+    """``text`` with paneward's trust block set to ``states`` (keys Codex or the user already
+    hold a state for are left out: never overridden), and what was done. Raises
+    :class:`InstallError` if the result would not be valid TOML."""
+    source = text or ""
+    lines, had = _without_trust_block(source.splitlines(keepends=True))
+    base = "".join(lines)
+    existing = parse_toml(base, label).get("hooks", {})
+    held = existing.get("state", {}) if isinstance(existing, dict) else {}
+    held = held if isinstance(held, dict) else {}
+    fresh = {k: v for k, v in states.items() if k not in held}
+    skipped = [k for k in states if k in held]
+    if not fresh:
+        result = base
+    else:
+        block = ["\n", TRUST_BEGIN + "\n"]
+        for key, digest in fresh.items():
+            block += [
+                f"[hooks.state.{toml_string(key)}]\n",
+                f"trusted_hash = {toml_string(digest)}\n",
+            ]
+        block.append(TRUST_END + "\n")
+        if base and not base.endswith("\n"):
+            base += "\n"
+        if not base:
+            block = block[1:]
+        result = base + "".join(block)
+    after = parse_toml(result, label).get("hooks", {}).get("state", {})
+    if any(after.get(k, {}).get("trusted_hash") != v for k, v in fresh.items()):
+        raise InstallError(f"{label}: internal error: the trust record did not parse back")
+    what = f"recorded Codex's trust for paneward's {len(fresh)} hook entries"
+    if skipped:
+        what += f" ({len(skipped)} already had a state in Codex's record: left as they are)"
+    if not had and not fresh:
+        what = "paneward's hook entries already have a state in Codex's record; nothing to do"
+    return (None if result == source else result), what
+
+
 def edits(
     config_dir: Path, target: HookTarget, *, http: bool, events: Sequence[str] | None
 ) -> list[Edit]:
-    """``config.toml`` (notify) then ``hooks.json``; ``http`` is not supported (ignored)."""
+    """``hooks.json``, then ``config.toml`` (notify, and with ``--trust`` the trust record of
+    the hooks.json just planned); ``http`` is not supported (ignored)."""
     config = config_dir / "config.toml"
     config_label = str(config)
     hooks_json = config_dir / "hooks.json"
     hooks_label = hooks_json.name
     chosen = tuple(events or INSTALLED_EVENTS)
+    # Codex names trust keys by the hooks.json path it loaded: $CODEX_HOME resolved, ~/.codex
+    # as it is; both spellings are recorded when they differ.
+    spelled = os.path.abspath(hooks_json)
+    key_paths = list(dict.fromkeys([spelled, os.path.realpath(spelled)]))
+    planned: dict[str, str | None] = {"hooks.json": None}
+
+    def install_hooks(text: str | None) -> tuple[str | None, str | None]:
+        new = install_hooks_json(text, target, events=chosen, label=hooks_label)
+        planned["hooks.json"] = new if new is not None else text
+        return new, None
+
+    def install_toml(text: str | None) -> tuple[str | None, str | None]:
+        new, note = install_config(text, target, config_label)
+        current = new if new is not None else text
+        if target.trust or (current is not None and TRUST_BEGIN in current):
+            states = trust_keys(planned["hooks.json"], key_paths)
+            trusted, what = trust_block(current, states, config_label)
+            if trusted is not None:
+                return trusted, f"{note}; {what}"
+        return new, note
+
+    def uninstall_toml(text: str | None) -> tuple[str | None, str | None]:
+        if text is None:
+            return None, "does not exist; nothing to do"
+        lines, had = _without_trust_block(text.splitlines(keepends=True))
+        rest = "".join(lines)
+        new, note = uninstall_config(rest, config_label)
+        if not had:
+            return new, note
+        if new is None:
+            return rest, "removed paneward's trust record"
+        return new, f"{note}; removed paneward's trust record"
+
     return [
         Edit(
-            path=config,
-            install=lambda t: install_config(t, target, config_label),
-            uninstall=lambda t: uninstall_config(t, config_label),
-            same=_config_same,
-            has_ours=lambda content: NOTIFY_MARKER in content,
-        ),
-        Edit(
             path=hooks_json,
-            install=lambda t: (
-                install_hooks_json(t, target, events=chosen, label=hooks_label),
-                None,
-            ),
+            install=install_hooks,
             uninstall=lambda t: (uninstall_hooks_json(t, hooks_label), None),
             same=json_same(hooks_label),
             has_ours=has_ours,
+        ),
+        Edit(
+            path=config,
+            install=install_toml,
+            uninstall=uninstall_toml,
+            same=_config_same,
+            has_ours=lambda content: NOTIFY_MARKER in content or TRUST_BEGIN in content,
         ),
     ]
 
@@ -260,7 +436,15 @@ INSTALLER: Final = Installer(
     default_dir_help="$CODEX_HOME or ~/.codex",
     edits=edits,
     notes=(
-        "Codex runs hooks.json commands only once they are trusted (Codex asks; "
-        "`--dangerously-bypass-hook-trust` skips it); notify needs no trust",
+        "Codex runs hooks.json commands only once you trust them: the Codex TUI stops at "
+        "\"Hooks need review\" on your first prompt until you review them (/hooks). "
+        "`paneward install-hooks codex --trust` records that consent for paneward's own "
+        "entries instead; notify needs no trust",
+    ),
+    trust=True,
+    trust_notes=(
+        "recorded as Codex records it ([hooks.state.\"<hooks.json>:<event>:<i>:<j>\"] "
+        "trusted_hash in config.toml), for paneward's entries only; any other hook still "
+        "asks",
     ),
 )

@@ -3,14 +3,29 @@
 - :mod:`.hooks` -- its hook payloads to hints;
 - :mod:`.install` -- the ``~/.cursor/hooks.json`` edit of ``install-hooks cursor``.
 
-Its hooks name no owner process, so they prove turns, never presence.
+Its hooks name no owner process, so they prove turns, never presence -- and a turn is shown
+only while its owner is proven, so a Cursor session shows ``persisted`` / ``unknown`` unless a
+host or ``paneward wrap`` proves the process.
 """
 
 from __future__ import annotations
 
-from actors.core.harness import HarnessSpec
+from actors.core.harness import HarnessSpec, Proof
 from actors.harnesses.cursor import hooks
 
-__all__ = ["SPEC"]
+__all__ = ["PROVES", "SPEC"]
 
-SPEC = HarnessSpec(id="cursor", summary="hooks.json hooks", normalize=hooks.normalize)
+#: What Cursor's hooks can prove, and what they cannot.
+PROVES = (
+    Proof("running", (), "its hooks name no owner process (installed with --owner none)"),
+    Proof("working", ("cursor_hook",),
+          "beforeSubmitPrompt, before*/after* tool events, afterAgentResponse"),
+    Proof("idle", ("cursor_hook",), "stop (any status), sessionEnd"),
+    Proof("needs_input", (), "Cursor hooks have no permission event: a wait shows as working"),
+    Proof("turn_done", ("cursor_hook",), "stop with status completed (aborted: no turn_done)"),
+    Proof("failed", (), "no owner process is known, so no death can be seen"),
+)
+
+SPEC = HarnessSpec(
+    id="cursor", summary="hooks.json hooks", normalize=hooks.normalize, proves=PROVES
+)

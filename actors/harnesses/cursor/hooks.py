@@ -3,35 +3,38 @@
 The event name may be in ``hook_event_name``, ``hookEventName``, ``event_name``,
 ``eventName`` or ``event``; the session in ``conversation_id`` (or
 ``session_id``/``sessionId``). ``stop`` carries ``status``/``final_status``.
+Cursor's hooks have no permission event: a wait for the user is not visible in them.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from actors.core.hints import NEEDS_INPUT_NOTIFICATIONS, first_str, text, token, unmapped
+from actors.core.hints import first_str, token, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["INSTALLED_EVENTS", "normalize"]
+__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize"]
 
-#: What ``paneward install-hooks cursor`` writes into ``~/.cursor/hooks.json`` (:mod:`.install`).
-#: :func:`normalize` maps by rules (``before*``/``after*`` prefixes, ``stop``, ``session*``),
-#: not by a table, so this list is the fact; every name in it normalizes to a hint
-#: (tests/test_install_hooks.py checks).
-INSTALLED_EVENTS: Final[tuple[str, ...]] = (
-    "sessionStart",
-    "sessionEnd",
-    "beforeSubmitPrompt",
-    "beforeShellExecution",
-    "beforeMCPExecution",
-    "afterShellExecution",
-    "afterMCPExecution",
-    "afterFileEdit",
-    "afterAgentResponse",
-    "stop",
-)
+#: Every event paneward maps, by Cursor's own names, in the order install-hooks writes them into
+#: ``~/.cursor/hooks.json`` (:mod:`.install`); any other event is counted as unmapped. ``stop``
+#: is ``completed`` unless its status says the turn was aborted (:func:`normalize`).
+EVENT_HINTS: Final[dict[str, HintKind]] = {
+    "sessionStart": "start",
+    "sessionEnd": "idle",
+    "beforeSubmitPrompt": "working",
+    "beforeShellExecution": "working",
+    "beforeMCPExecution": "working",
+    "afterShellExecution": "working",
+    "afterMCPExecution": "working",
+    "afterFileEdit": "working",
+    "afterAgentResponse": "working",
+    "stop": "completed",
+}
+_HINTS_BY_TOKEN: Final = {token(name): hint for name, hint in EVENT_HINTS.items()}
+#: What ``paneward install-hooks cursor`` installs: exactly the events mapped above.
+INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(EVENT_HINTS)
 
 _ABORTED: Final = frozenset({"aborted", "cancelled", "canceled", "interrupted", "error"})
 
@@ -45,24 +48,13 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     session_id = first_str(payload, "conversation_id", "conversationId", "session_id", "sessionId")
     if event is None or session_id is None:
         return unmapped("cursor", payload, event, hook.at_ms)
-    tok = token(event)
-    summary: str | None = None
-    hint: HintKind
-    if tok == "beforesubmitprompt" or tok.startswith(("before", "after")):
-        hint = "working"
-    elif tok == "stop":
-        status = token(first_str(payload, "final_status", "status", "reason") or "")
-        hint = "interrupted" if status in _ABORTED else "completed"
-    elif tok == "sessionend":
-        hint = "idle"
-    elif tok == "sessionstart":
-        hint = "start"
-    elif tok == "notification" or tok in NEEDS_INPUT_NOTIFICATIONS:
-        kind = token(first_str(payload, "notification_type", "type") or tok)
-        hint = "needs_input" if kind in NEEDS_INPUT_NOTIFICATIONS else "info"
-        summary = text(payload.get("message")) or ("input required" if hint != "info" else None)
-    else:
+    hint = _HINTS_BY_TOKEN.get(token(event))
+    if hint is None:
         return unmapped("cursor", payload, event, hook.at_ms)
+    if hint == "completed":
+        status = token(first_str(payload, "final_status", "status", "reason") or "")
+        if status in _ABORTED:
+            hint = "interrupted"
     return HookHint(
         key=SessionKey("cursor", session_id),
         source="cursor_hook",
@@ -71,7 +63,6 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
         at_ms=hook.at_ms,
         observed_at_ms=hook.observed_at_ms,
         tool=first_str(payload, "tool_name", "command", limit=200),
-        summary=summary,
         pid=hook.pid,
         start_token=hook.start_token,
     )

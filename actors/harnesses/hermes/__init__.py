@@ -2,15 +2,41 @@
 
 - :mod:`.paths` -- where its files are (``$HERMES_HOME``, default ``~/.hermes``);
 - :mod:`.ledger` -- the cron execution ledger (``cron/executions.db`` + ``state.db``): the
-  join and the discovery actor.
+  join and the discovery actor;
+- :mod:`.hooks` -- the interactive ``hermes``'s shell hooks and how each payload maps to a hint;
+- :mod:`.install` -- the ``config.yaml`` edit ``paneward install-hooks hermes`` makes.
 
-Facts: reference/hermes.md.
+Facts: reference/hermes.md (the ledger), reference/harnesses-3.md §3 (the hooks). The owner of
+a hook is its parent, the ``hermes`` process (``--owner parent``).
 """
 
 from __future__ import annotations
 
-from actors.core.harness import HarnessSpec
+from actors.core.harness import HarnessSpec, Proof
+from actors.harnesses.hermes import hooks
 
-__all__ = ["SPEC"]
+__all__ = ["PROVES", "SPEC"]
 
-SPEC = HarnessSpec(id="hermes", summary="the cron execution ledger")
+#: What Hermes can prove: the interactive CLI through its shell hooks, cron fires through the
+#: execution ledger.
+PROVES = (
+    Proof("running", ("hermes_hook", "hermes_executions"),
+          "the hook's parent, the hermes process; a fire's pid alive with its start time"),
+    Proof("working", ("hermes_hook", "hermes_executions"),
+          "pre_llm_call, pre/post_tool_call, post_approval_response; a claimed/running fire"),
+    Proof("idle", ("hermes_hook",), "on_session_end (per turn)"),
+    Proof("needs_input", ("hermes_hook",),
+          "pre_approval_request on the cli/gateway surface, answered by "
+          "post_approval_response (the smart surface is Hermes's own model, not a wait)"),
+    Proof("turn_done", ("hermes_hook",),
+          "on_session_end with completed and not interrupted (Ctrl+C: interrupted)"),
+    Proof("failed", ("hermes_executions", "pid_probe"),
+          "a cron fire whose status is failed; the hermes process died while working"),
+)
+
+SPEC = HarnessSpec(
+    id="hermes",
+    summary="interactive shell hooks (config.yaml), the cron execution ledger",
+    normalize=hooks.normalize,
+    proves=PROVES,
+)

@@ -1,0 +1,140 @@
+"""The JavaScript half of an in-process forwarder: paneward's OpenCode plugin and Pi extension.
+
+Both harnesses run their plugins inside the agent's own process (OpenCode on Bun, Pi on Node),
+so there is no hook command to run: the plugin itself sends each event to paneward's hook
+socket, as ONE ``NotifyHook`` JSON line -- the frame :func:`actors.cli.hook_client.build_frame`
+builds -- stamped with its own pid (``process.pid``: the plugin IS the owner) and that pid's start
+token (field 22 of ``/proc/<pid>/stat``, as :mod:`actors.core.procstat` reads it). It never blocks
+the agent: a send queues the line and returns; at most one connection is open at a time (so
+frames arrive in order), each with a 0.5 s deadline; with no daemon the frame is dropped, as
+``paneward hook`` drops it. ``pwFlushed()`` is a promise for the exit events, which a harness
+may await before it exits.
+
+The socket path follows :func:`actors.core.paths.socket_path` (``$PANEWARD_SOCKET`` ->
+``$XDG_RUNTIME_DIR/paneward`` -> the state directory, ``/hook.sock``), read when each frame is
+sent. A rule two harness packages share, so it lives here (harness packages never import each
+other); each package's ``install`` module appends its own event handling to :func:`prelude`.
+Pure: text out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Final
+
+from messages.common import Harness
+
+__all__ = ["MARKER", "MAX_QUEUE", "prelude"]
+
+#: The first line of every file paneward writes this way (how install-hooks knows it is ours).
+MARKER: Final = "// paneward: forwards agent events to paneward's hook socket"
+#: Frames kept while no connection can be made (the oldest are dropped first).
+MAX_QUEUE: Final = 256
+
+_PRELUDE: Final = """\
+{marker} ({harness}).
+// Written by `paneward install-hooks {harness}`; `paneward install-hooks {harness} --uninstall`
+// removes it. Edits are overwritten by the next install-hooks.
+import {{ createConnection }} from "node:net";
+import {{ readFileSync }} from "node:fs";
+import {{ homedir }} from "node:os";
+import {{ join }} from "node:path";
+
+const PW_HARNESS = {harness_json};
+const PW_EVENTS = new Set({events_json});
+const PW_MAX_QUEUE = {max_queue};
+
+// actors/core/paths.py socket_path(), in JavaScript.
+function pwDir(name) {{
+  const value = process.env[name];
+  if (!value) return null;
+  return value === "~" || value.startsWith("~/") ? homedir() + value.slice(1) : value;
+}}
+function pwSocketPath() {{
+  const explicit = pwDir("PANEWARD_SOCKET");
+  if (explicit) return explicit;
+  const xdgRuntime = pwDir("XDG_RUNTIME_DIR");
+  if (xdgRuntime) return join(xdgRuntime, "paneward", "hook.sock");
+  const state = pwDir("PANEWARD_STATE_DIR");
+  if (state) return join(state, "hook.sock");
+  const xdgState = pwDir("XDG_STATE_HOME");
+  if (xdgState) return join(xdgState, "paneward", "hook.sock");
+  return join(homedir(), ".local", "state", "paneward", "hook.sock");
+}}
+
+// Field 22 of /proc/<pid>/stat (the fields after the command's closing parenthesis).
+function pwStartToken(pid) {{
+  try {{
+    const stat = readFileSync(`/proc/${{pid}}/stat`, "latin1");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] || null;
+  }} catch {{
+    return null;
+  }}
+}}
+const PW_PID = process.pid;
+const PW_TOKEN = pwStartToken(PW_PID);
+
+const pwQueue = [];
+let pwBusy = false;
+let pwIdle = [];
+
+function pwSend(payload) {{
+  const now = Date.now();
+  const frame = JSON.stringify({{
+    type: "NotifyHook", harness: PW_HARNESS, payload, at_ms: now, observed_at_ms: now,
+    pid: PW_PID, start_token: PW_TOKEN,
+  }});
+  if (pwQueue.length >= PW_MAX_QUEUE) pwQueue.shift();
+  pwQueue.push(frame + "\\n");
+  if (!pwBusy) pwFlush();
+}}
+
+function pwFlush() {{
+  if (pwQueue.length === 0) {{
+    pwBusy = false;
+    const waiting = pwIdle;
+    pwIdle = [];
+    for (const resolve of waiting) resolve();
+    return;
+  }}
+  pwBusy = true;
+  const batch = pwQueue.splice(0, pwQueue.length).join("");
+  let done = false;
+  const next = () => {{
+    if (done) return;
+    done = true;
+    setImmediate(pwFlush);
+  }};
+  try {{
+    const sock = createConnection(pwSocketPath());
+    sock.setTimeout(500, () => sock.destroy());
+    sock.on("error", next);
+    sock.on("close", next);
+    sock.end(batch);
+  }} catch {{
+    next();
+  }}
+}}
+
+// Resolves once every queued frame was sent (or dropped), at most 0.5 s later.
+function pwFlushed() {{
+  if (!pwBusy) return Promise.resolve();
+  return new Promise((resolve) => {{
+    pwIdle.push(resolve);
+    setTimeout(resolve, 500);
+  }});
+}}
+"""
+
+
+def prelude(harness: Harness, events: Sequence[str]) -> str:
+    """The shared JavaScript: constants, the socket path rule, ``pwSend(payload)`` and
+    ``pwFlushed()``; ``PW_EVENTS`` is the set of event names the plugin forwards."""
+    return _PRELUDE.format(
+        marker=MARKER,
+        harness=harness,
+        harness_json=json.dumps(harness),
+        events_json=json.dumps(list(events)),
+        max_queue=MAX_QUEUE,
+    )

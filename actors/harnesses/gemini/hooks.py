@@ -1,0 +1,75 @@
+"""Gemini CLI: how its hook payloads map to normalized hints.
+
+Facts (reference/harnesses-3.md §1): command hooks in ``~/.gemini/settings.json``, the payload
+on stdin with ``session_id``, ``hook_event_name``, ``cwd``, ``timestamp``; the hook's parent is
+the CLI's inner node process (``--owner parent``; there is no pid in the environment). Hooks
+run **serially and block the agent**, so paneward installs only the events it maps, and never
+``AfterModel`` (once per streamed chunk), ``BeforeModel``, ``BeforeToolSelection``,
+``PreCompress`` or ``BeforeTool`` (the turn is already working; the permission prompt comes
+after it and has its own ``Notification``).
+
+``BeforeAgent`` starts a turn and ``AfterAgent`` ends it -- an Esc interrupt is an
+``AfterAgent`` too, with no flag, so it cannot be told from a completion. ``Notification`` with
+``notification_type: "ToolPermission"`` is a permission wait; its answer has no event: the next
+``AfterTool`` (or ``AfterAgent``) closes it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from actors.core.hints import first_str, text, token, unmapped
+from messages.activity import Unmapped
+from messages.common import SessionKey
+from messages.evidence import HintKind, HookHint, NotifyHook
+
+__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize"]
+
+#: Every event paneward maps, by Gemini's names, in the order install-hooks writes them
+#: (:mod:`.install`); any other event is counted as unmapped. ``Notification`` is
+#: ``needs_input`` only for a ``ToolPermission`` (:func:`normalize`).
+EVENT_HINTS: Final[dict[str, HintKind]] = {
+    "SessionStart": "start",
+    "BeforeAgent": "working",
+    "Notification": "needs_input",
+    "AfterTool": "working",
+    "AfterAgent": "completed",
+    "SessionEnd": "ended",
+}
+#: What ``paneward install-hooks gemini`` installs: exactly the events mapped above (each one
+#: runs before Gemini goes on, so the list is as short as the proof allows).
+INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(EVENT_HINTS)
+_PERMISSION: Final = token("ToolPermission")
+
+
+def normalize(hook: NotifyHook) -> HookHint | Unmapped:
+    """Map one Gemini CLI hook payload to a :class:`HookHint` (pure)."""
+    payload = hook.payload
+    event = first_str(payload, "hook_event_name")
+    session_id = first_str(payload, "session_id")
+    hint = EVENT_HINTS.get(event) if event is not None else None
+    if event is None or session_id is None or hint is None:
+        return unmapped("gemini", payload, event, hook.at_ms)
+    tool = first_str(payload, "tool_name", limit=200)
+    summary: str | None = None
+    if event == "Notification":
+        if token(first_str(payload, "notification_type") or "") == _PERMISSION:
+            details = payload.get("details")
+            what = text(details.get("command")) if isinstance(details, dict) else None
+            summary = f"permission: {what}" if what else text(payload.get("message"))
+        else:
+            hint = "info"
+    elif event == "SessionEnd":
+        summary = text(payload.get("reason"))
+    return HookHint(
+        key=SessionKey("gemini", session_id),
+        source="gemini_hook",
+        event=event,
+        hint=hint,
+        at_ms=hook.at_ms,
+        observed_at_ms=hook.observed_at_ms,
+        tool=tool,
+        summary=summary,
+        pid=hook.pid,
+        start_token=hook.start_token,
+    )
