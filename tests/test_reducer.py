@@ -65,6 +65,7 @@ def hook(
     summary: str | None = None,
     agent: str | None = None,
     key: SessionKey = K,
+    background: tuple[str, ...] | None = None,
 ) -> HookHint:
     source: Literal["claude_hook", "cursor_hook"] = (
         "claude_hook" if key.harness == "claude-code" else "cursor_hook"
@@ -82,6 +83,8 @@ def hook(
         agent_id=agent,
         pid=pid,
         start_token=tok,
+        # Claude Code 2.1.332 lists its in-flight background work in every Stop (empty: none).
+        background=background if background is not None or event != "Stop" else (),
     )
 
 
@@ -391,8 +394,9 @@ CASES = [
         ("running", "idle", "turn_done"),
     ),
     Case(
-        "StopFailure also ends the turn",
-        (reg("busy", 0), hook("StopFailure", "completed", 5)),
+        "StopFailure also ends the turn (it lists no background work: the registry's idle "
+        "edge confirms)",
+        (reg("busy", 0), hook("StopFailure", "completed", 5), reg("idle", 6)),
         ("running", "idle", "turn_done"),
     ),
     Case(
@@ -598,7 +602,7 @@ CASES = [
             osc("blocked", 2, kind="permission", msg="approve Bash: echo hi > hi.txt"),
         ),
         ("running", "needs_input", "needs_input"),
-        reason="approve Bash: echo hi > hi.txt",
+        reason="permission: Bash: echo hi > hi.txt",
     ),
     Case(
         "program status done: completion",

@@ -10,7 +10,8 @@ Order of start (dependencies first) and of shutdown (reverse):
    reducer), subscribe the store (a ``states`` subscription: it records every transition with
    the reducer state behind it), publish the corrections;
 4. start the actors: control socket, hook listener (+ http), pid watcher, pane
-   mapper, Claude registry, Codex rollouts, Hermes ledger, tmux bridge (``--tmux``);
+   mapper, Claude registry, Codex rollouts, the Codex app-server daemon's control socket,
+   Hermes ledger, tmux bridge (``--tmux``);
 5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush
    the store, release the lock.
 """
@@ -33,6 +34,7 @@ import msgspec
 from actors.core import paths
 from actors.harnesses import catalog
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
+from actors.harnesses.codex.daemon import CodexDaemonSource
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
 from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
 from actors.sinks.store import Restored, Store, open_store
@@ -219,7 +221,9 @@ def _start_actors(
         http_port=config.http_port,
     )
     parts["hook_listener"] = listener
-    control = ControlServer(config.control_path, sup, _statistics_of(parts), journal)
+    control = ControlServer(
+        config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note
+    )
     parts["control"] = control
     sup.start_actor(control, name="control")
     sup.start_actor(listener, name="hook-listener")
@@ -237,10 +241,17 @@ def _start_actors(
     if config.discovery:
         claude = ClaudeRegistryWatcher(config.claude_sessions)
         codex = CodexRolloutDiscovery(config.codex_home)
+        codex_daemon = CodexDaemonSource(config.codex_home)
         hermes = HermesLedgerDiscovery(config.hermes_home)
-        parts.update(claude_registry=claude, codex_rollouts=codex, hermes_ledger=hermes)
+        parts.update(
+            claude_registry=claude,
+            codex_rollouts=codex,
+            codex_daemon=codex_daemon,
+            hermes_ledger=hermes,
+        )
         sup.start_actor(claude, name="claude-registry")
         sup.start_actor(codex, name="codex-rollouts")
+        sup.start_actor(codex_daemon, name="codex-daemon")
         sup.start_actor(hermes, name="hermes-ledger")
     if config.tmux:
         from actors.sinks.tmux import TmuxBridge

@@ -12,15 +12,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from actors.core.pane_map import Binding
-from messages.activity import Unmapped
+from messages.activity import Activity, Unmapped
 from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
 
-__all__ = ["HarnessSpec", "HookIngress", "Normalizer", "ProcessClaim", "ProcessClaims"]
+__all__ = [
+    "HarnessSpec",
+    "HookIngress",
+    "Normalizer",
+    "PaneNote",
+    "ProcessClaim",
+    "ProcessClaims",
+]
 
 Normalizer = Callable[[NotifyHook], HookHint | Unmapped]
 #: (pid, comm, argv, start token) -> what that process proves by itself about its session.
 ProcessClaim = Callable[[int, str, Sequence[str], "str | None"], Binding | None]
+#: The activity a pane shows -> why that pane shows less than it could (``None``: nothing to say).
+PaneNote = Callable[[Activity], "str | None"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,7 +39,8 @@ class HarnessSpec:
     ``normalize`` maps the harness's native hook payloads to hints (``None``: it sends none);
     ``http_refused`` maps an event name to why it can never arrive as an ``http`` hook;
     ``process_claim`` says what one of its processes (a comm in ``claim_comms``) proves by
-    itself when the pane mapper finds no owner (``None``: nothing).
+    itself when the pane mapper finds no owner (``None``: nothing); ``pane_note`` says why a
+    pane showing one of its sessions shows less than it could (``paneward status``).
     """
 
     id: Harness
@@ -39,6 +49,7 @@ class HarnessSpec:
     http_refused: Mapping[str, str] = field(default_factory=dict)
     claim_comms: frozenset[str] = frozenset()
     process_claim: ProcessClaim | None = None
+    pane_note: PaneNote | None = None
 
 
 @dataclass(frozen=True, slots=True)
