@@ -69,11 +69,13 @@ def test_claude_interactive_session_exact_sequence() -> None:
         ("d9db7ac4", "HookHint:Stop", "running", "idle", DONE_STOP),
         # AGENT prompt: the subagent starts (its count is part of the published activity);
         # its SubagentStop and the turn's Stop both list it as still running in the
-        # background, so the session stays working through the Stop, the registry's busy and
-        # the <task-notification> turn Claude submits when the agent reports; that turn's Stop
-        # lists nothing in flight: idle + turn_done
+        # background, so the session stays working through the Stop (published: the turn
+        # ended, its work did not), the registry's busy and the <task-notification> turn
+        # Claude submits when the agent reports; that turn's Stop lists nothing in flight:
+        # idle + turn_done
         ("d9db7ac4", "RegistryStatus:busy", "running", "working", None),
         ("d9db7ac4", "HookHint:SubagentStart", "running", "working", None),
+        ("d9db7ac4", "HookHint:Stop", "running", "working", None),
         ("d9db7ac4", "HookHint:Stop", "running", "idle", DONE_STOP),
         # SLOW + Esc: idle from the registry alone, no turn_done
         ("d9db7ac4", "RegistryStatus:busy", "running", "working", None),

@@ -662,6 +662,8 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
             after = turn
         if after != before or needs_reason != state.needs_reason:
             changed = True
+        elif deferred is not None and deferred is not state.deferred:
+            changed = True  # the turn ended while its background work runs: that is news
     # A new native word from the same state-word source is news (registry idle -> shell);
     # event names of hooks are not (every tool call would publish).
     reworded = (

@@ -453,7 +453,10 @@ class CodexDaemonSource:
 
     async def _follow(self, sink: EvidenceSink) -> None:
         path = self.socket_path
-        stream = await anyio.connect_unix(path)
+        # The link's target (/tmp/codex-daemon-<uid>/<hash>) is what the TUIs connect to, and a
+        # deep CODEX_HOME can make the link's own path too long for a unix socket address.
+        target = await anyio.to_thread.run_sync(os.path.realpath, path)
+        stream = await anyio.connect_unix(target)
         async with stream:
             raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
             pid, uid = _peer(raw)
