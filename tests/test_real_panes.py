@@ -38,6 +38,8 @@ from tests.mock_apis.support import WRAP, Tmux, base_env
 from tests.polling import poll_until
 from tests.test_real_clis import API_KEY, CODEX_CONFIG, _agent, _stop_codex_leftovers
 
+#: Codex's marker of the selected line in its dialogs.
+SELECTED = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}"
 #: How long a CLI may take for one step (the first Codex start installs its daemon: ~8 s).
 STEP_S = 60.0
 
@@ -173,8 +175,8 @@ async def _explain(tmux: Tmux, daemon: Daemon, watcher: Watcher) -> None:
             print("transition", item.get("seq"), item.get("cause"), after.get("key"),
                   after.get("pane"), after.get("turn"), after.get("attention"))
         print("daemon stderr:", daemon.stderr()[-3000:])
-        print(subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True,
-                             check=False).stdout[-4000:])
+        ps = await anyio.run_process(["ps", "-eo", "pid,ppid,args"], check=False)
+        print(ps.stdout.decode(errors="replace")[-4000:])
         for line in tmux.run("list-panes", "-a", "-F", "#{pane_id} #{pane_pid}").splitlines():
             pane = line.split()[0]
             text = [row for row in tmux.capture(pane).splitlines() if row.strip()]
@@ -240,14 +242,31 @@ async def _trust_hooks(tmux: Tmux, pane: str) -> None:
     for _ in range(20):  # the dialog takes keys only once it is ready: move until it moved
         tmux.run("send-keys", "-t", pane, "Down")
         with anyio.move_on_after(1):
-            await tmux.wait_text(pane, "› 2. Trust all and continue")
+            await tmux.wait_text(pane, f"{SELECTED} 2. Trust all and continue")
             break
     else:
         raise AssertionError("the hook trust dialog never took a key")
     tmux.run("send-keys", "-t", pane, "Enter")
-    while "Hooks need review" in await anyio.to_thread.run_sync(tmux.capture, pane):
-        await anyio.sleep(0.05)
+
+    async def closed() -> bool:
+        return "Hooks need review" not in await anyio.to_thread.run_sync(tmux.capture, pane)
+
+    await poll_until(closed, "the hook trust dialog to close", within=STEP_S, interval=0.05)
     await tmux.wait_text(pane, "Ask Codex to do anything")
+
+
+def _codex_processes(home: Path) -> list[int]:
+    """Pids of the processes whose command line names ``home`` (a Codex daemon copied there)."""
+    marker = str(home).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def _thread_at_exit(screen: str) -> str:
@@ -273,6 +292,13 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
         async with paneward(tmux, tmp_path, home) as panes:
             env = _agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
             with anyio.fail_after(600):
+                # No Codex daemon yet: paneward looks for one and never starts one.
+                async def looked() -> bool:
+                    return int((await panes.daemon.counters())["codex_daemon"]
+                               ["connect_failures"]) >= 1
+
+                await poll_until(looked, "a first look for the Codex daemon", within=STEP_S)
+                assert not _codex_processes(home)
                 # Pane A: no -c override, so the TUI hands its thread to the shared daemon.
                 a = panes.tmux.start([str(codex)], env, width=160, height=50, cwd=work)
                 await tmux.wait_text(a, "Ask Codex to do anything")
@@ -329,6 +355,29 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 await panes.wait(c, turn="idle", attention="turn_done")
                 view = await panes.view(c)
                 assert view is not None and view["note"] is None
+
+                # The daemon stops: its threads end; the TUI in pane B is alive (reconnecting)
+                # but nothing proves a thread for it any more, and status says why. (Pane C's
+                # command line still names its thread, which has ended.)
+                await anyio.run_process([str(codex), "app-server", "daemon", "stop"], env=env)
+                await panes.wait(b, turn="unknown", what="pane B without its daemon")
+                view = await panes.view(b)
+                assert view is not None and "thread not bound" in (view["note"] or "")
+
+                async def c_ended() -> bool:
+                    return (await panes.shown(c)).presence == "persisted"
+
+                await poll_until(c_ended, "pane C's thread ended", within=STEP_S)
+                # A new TUI starts a new daemon; paneward reconnects, and the TUIs of panes B
+                # and C, which reconnect too and reload their threads, are bound to them again.
+                d = panes.tmux.start([str(codex)], env, width=160, height=50, cwd=work)
+                await tmux.wait_text(d, "Ask Codex to do anything")
+                await panes.wait(d, turn="idle", what="pane D bound through the new daemon")
+                await panes.wait(b, turn="idle", attention="turn_done", what="pane B bound again")
+                assert (await panes.shown(b)).key == thread_b
+                assert (await panes.shown(c)).key == thread_a
+                assert (await panes.shown(c)).presence == "running"
+                assert int((await panes.daemon.counters())["codex_daemon"]["connects"]) == 2
     finally:
         _stop_codex_leftovers(home)
 

@@ -169,7 +169,18 @@ class PaneMap:
         elif isinstance(m, messages.RegistryRemoved | messages.RolloutReleased):
             self._drop_owner(m.pid, m.key, None)
         elif isinstance(m, messages.ProcessGone):
+            # What the dead process ran is shown by no client any more (a Codex daemon that
+            # stopped: its TUIs show themselves until they reattach to a new one).
+            ran = {
+                o.key
+                for o in self.owners.get(m.pid, ())
+                if not o.client and (m.start_token is None or o.token in (None, m.start_token))
+            }
             self._drop_owner(m.pid, None, m.start_token)
+            for pid in list(self.owners):
+                if pid in self.owners and any(o.client and o.key in ran for o in self.owners[pid]):
+                    for key in ran:
+                        self._drop_owner(pid, key, None)
             # The session a dead client showed lives on elsewhere: that pane no longer shows it.
             gone = [p for p, b in self.bindings.items() if b.client == m.pid]
             out: list[messages.PaneUnbound] = []

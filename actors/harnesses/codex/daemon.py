@@ -549,14 +549,16 @@ class CodexDaemonSource:
                 continue
             self._attach(sink, threads[0], client, now)
 
-    async def _read(self, rpc: _Rpc, thread_id: str) -> Thread | None:
+    async def _read(
+        self, rpc: _Rpc, thread_id: str, *, with_status: bool = True
+    ) -> Thread | None:
         try:
             result = await rpc.call("thread/read", {"threadId": thread_id})
         except DaemonProtocolError:
             return None  # closed meanwhile
         raw = result.get("thread")
         thread = self._view.learn(raw)
-        if thread is not None and isinstance(raw, dict):
+        if thread is not None and with_status and isinstance(raw, dict):
             status = raw.get("status")
             if isinstance(status, dict) and status.get("type") in _STATES:
                 thread.status = status["type"]
@@ -623,7 +625,10 @@ class CodexDaemonSource:
                 self._stats.ignored_notifications += 1
                 return
             if thread_id not in self._view.threads:
-                await self._read(rpc, thread_id)  # loaded before we knew it (or a child)
+                # Loaded since we connected without a thread/started (a TUI that reconnected
+                # to a new daemon reloads its thread): learn what it is; its first loaded
+                # status is its attachment.
+                await self._read(rpc, thread_id, with_status=False)
             word, attach = self._view.status(thread_id, params.get("status"), at, seen)
             if word is None and thread_id not in self._view.threads:
                 self._stats.ignored_notifications += 1
