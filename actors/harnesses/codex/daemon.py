@@ -407,11 +407,13 @@ class CodexDaemonSource:
         codex_home: str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], int] = now_ms,
+        retry_min: float = _RETRY_MIN_S,
         retry_max: float = _RETRY_MAX_S,
         resolve: Callable[[int], tuple[int, str] | None] = _resolve_client,
     ) -> None:
         self._home = Path(codex_home) if codex_home is not None else paths.home()
         self._clock = clock
+        self._retry_min = retry_min
         self._retry_max = retry_max
         self._resolve = resolve
         self._view = DaemonView()
@@ -439,11 +441,11 @@ class CodexDaemonSource:
 
     async def run(self, sink: EvidenceSink) -> None:
         """Connect, follow, reconnect, until cancelled."""
-        delay = _RETRY_MIN_S
+        delay = self._retry_min
         while True:
             try:
                 await self._follow(sink)
-                delay = _RETRY_MIN_S  # it was up: the next daemon may come at once
+                delay = self._retry_min  # it was up: the next daemon may come at once
             except OSError:
                 self._stats.connect_failures += 1
             except (DaemonProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
