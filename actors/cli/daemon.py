@@ -66,6 +66,8 @@ class DaemonConfig:
     tmux_socket_name: str | None = None
     tmux_socket_path: str | None = None
     discovery: bool = True
+    #: Follow the Codex app-server daemon's control socket (with ``discovery``).
+    codex_daemon: bool = True
     claude_sessions: Path | None = None
     codex_home: Path | None = None
     hermes_home: Path | None = None
@@ -241,17 +243,14 @@ def _start_actors(
     if config.discovery:
         claude = ClaudeRegistryWatcher(config.claude_sessions)
         codex = CodexRolloutDiscovery(config.codex_home)
-        codex_daemon = CodexDaemonSource(config.codex_home)
         hermes = HermesLedgerDiscovery(config.hermes_home)
-        parts.update(
-            claude_registry=claude,
-            codex_rollouts=codex,
-            codex_daemon=codex_daemon,
-            hermes_ledger=hermes,
-        )
+        parts.update(claude_registry=claude, codex_rollouts=codex, hermes_ledger=hermes)
         sup.start_actor(claude, name="claude-registry")
         sup.start_actor(codex, name="codex-rollouts")
-        sup.start_actor(codex_daemon, name="codex-daemon")
+        if config.codex_daemon:
+            codex_daemon = CodexDaemonSource(config.codex_home)
+            parts["codex_daemon"] = codex_daemon
+            sup.start_actor(codex_daemon, name="codex-daemon")
         sup.start_actor(hermes, name="hermes-ledger")
     if config.tmux:
         from actors.sinks.tmux import TmuxBridge
