@@ -323,3 +323,17 @@ async def test_without_a_daemon_the_source_waits_and_starts_nothing(tmp_path: Pa
                 await source.wait_connected()
             assert source.statistics().connect_failures == 1
             tg.cancel_scope.cancel()
+
+
+async def test_a_wait_already_open_when_the_source_connects_is_reported(tmp_path: Path) -> None:
+    home = tmp_path / "codex-home"
+    sink = ListSink()
+    with anyio.fail_after(20):
+        async with fake_daemon(home) as fake, anyio.create_task_group() as tg:
+            fake.threads["t1"]["status"] = {"type": "active", "activeFlags": ["waitingOnApproval"]}
+            source = CodexDaemonSource(home, resolve=_resolver({40001: (4242, "77")}))
+            tg.start_soon(source.run, sink)
+            await source.wait_connected()
+            (status,) = sink.of(messages.ThreadStatus)
+            assert (status.status, status.flags) == ("active", ("waitingOnApproval",))
+            tg.cancel_scope.cancel()

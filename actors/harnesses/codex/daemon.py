@@ -147,6 +147,7 @@ class Thread:
     hidden: bool  # an ephemeral thread (the TUI's title thread): never reported
     version: str | None
     status: ThreadState = "notLoaded"
+    flags: tuple[str, ...] = ()
 
 
 @dataclass
@@ -195,8 +196,8 @@ class DaemonView:
             return None, False
         word: ThreadState = status.type  # type: ignore[assignment]  # checked just above
         reloaded = thread.status == "notLoaded" and word != "notLoaded"
-        thread.status = word
-        evidence = self.evidence(thread, word, tuple(status.active_flags), at_ms, observed_at_ms)
+        thread.status, thread.flags = word, tuple(status.active_flags)
+        evidence = self.evidence(thread, word, thread.flags, at_ms, observed_at_ms)
         return evidence, reloaded and thread.root is None and not thread.hidden
 
     def closed(
@@ -540,7 +541,7 @@ class CodexDaemonSource:
             thread = await self._read(rpc, thread_id)
             if thread is None:
                 continue
-            self._send(sink, self._view.evidence(thread, thread.status, (), now, now))
+            self._send(sink, self._view.evidence(thread, thread.status, thread.flags, now, now))
             if thread.root is None and not thread.hidden:
                 client = await self._client_of(rpc, thread_id)
                 if client is not None:
@@ -561,9 +562,13 @@ class CodexDaemonSource:
         raw = result.get("thread")
         thread = self._view.learn(raw)
         if thread is not None and with_status and isinstance(raw, dict):
-            status = raw.get("status")
-            if isinstance(status, dict) and status.get("type") in _STATES:
-                thread.status = status["type"]
+            try:
+                status = msgspec.convert(raw.get("status"), _Status)
+            except msgspec.ValidationError:
+                return thread
+            if status.type in _STATES:
+                thread.status = status.type  # type: ignore[assignment]  # checked just above
+                thread.flags = tuple(status.active_flags)
         return thread
 
     async def _client_of(self, rpc: _Rpc, thread_id: str) -> tuple[int, str] | None:
