@@ -14,8 +14,8 @@ every other decision about what is shown: :func:`crashed` (an actor stopped afte
 crashes: attention ``failed``), :func:`reprove` (a state restored after a restart, re-proven
 against its owner's live start token), :func:`settled` (ended with nothing to act on: the actor
 may retire, the table may hide it, the store may forget it), :data:`ATTENTION_PRIORITY`, and
-:func:`pane_rank` (which session a pane shows when several are bound to it). Sinks render an
-``Activity``; they never re-decide it.
+:func:`pane_rank` (which session a pane shows when several are bound to it; :func:`pane_winners`
+and :func:`pane_views` apply it). Sinks render an ``Activity``; they never re-decide it.
 """
 
 from __future__ import annotations
@@ -71,12 +71,12 @@ __all__ = [
     "Step",
     "attention_order",
     "attention_rank",
+    "background_items",
     "crashed",
     "derive",
     "from_activity",
     "hidden_after",
     "initial_state",
-    "background_items",
     "pane_rank",
     "pane_views",
     "pane_winners",
