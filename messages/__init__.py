@@ -10,6 +10,7 @@ from __future__ import annotations
 from messages.activity import (
     Activity,
     Overflow,
+    PaneView,
     Rejected,
     Snapshot,
     Transition,
@@ -44,6 +45,7 @@ from messages.control import (
 )
 from messages.errors import MessageError, PanewardError
 from messages.evidence import (
+    ClientAttached,
     HookHint,
     LedgerFire,
     LifecycleBoundary,
@@ -57,12 +59,14 @@ from messages.evidence import (
     RegistryStatus,
     RolloutOwned,
     RolloutReleased,
+    ThreadStatus,
 )
 
 __all__ = [
     "Acknowledge",
     "Activity",
     "Attention",
+    "ClientAttached",
     "Evidence",
     "ExitInfo",
     "Harness",
@@ -80,6 +84,7 @@ __all__ = [
     "PaneFocused",
     "PaneOpened",
     "PaneUnbound",
+    "PaneView",
     "PanewardError",
     "Presence",
     "ProcessGone",
@@ -95,6 +100,7 @@ __all__ = [
     "SessionKey",
     "SessionMessage",
     "Snapshot",
+    "ThreadStatus",
     "Transition",
     "Turn",
     "Unmapped",

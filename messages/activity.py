@@ -27,6 +27,7 @@ __all__ = [
     "Activity",
     "OutboundMessage",
     "Overflow",
+    "PaneView",
     "Rejected",
     "Snapshot",
     "Transition",
@@ -69,6 +70,24 @@ class Activity(OutboundMessage, frozen=True, kw_only=True):
             self.exit,
             self.subagents,
         )
+
+
+class PaneView(OutboundMessage, frozen=True, kw_only=True):
+    """Which session one pane shows: ``key`` (its turn ``turn``), the winner among the
+    sessions bound to the pane by :func:`actors.core.reducer.pane_rank`, the same rule the
+    badges and the status table use; ``hidden`` are the others bound to it, best first.
+    ``note`` says why the pane shows less than it could (e.g. ``codex daemon: thread not bound
+    to this pane ...``), else ``None``.
+
+    Made by :func:`actors.core.reducer.pane_views` for ``paneward status --json --panes`` (the
+    control socket's ``status`` answer carries them as ``panes``).
+    """
+
+    pane: Id
+    key: SessionKey
+    turn: Turn
+    hidden: tuple[SessionKey, ...] = ()
+    note: str | None = None
 
 
 class Transition(OutboundMessage, frozen=True, kw_only=True):

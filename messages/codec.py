@@ -12,7 +12,15 @@ from typing import Any, Final, Union
 
 import msgspec
 
-from messages.activity import Activity, Overflow, Rejected, Snapshot, Transition, Unmapped
+from messages.activity import (
+    Activity,
+    Overflow,
+    PaneView,
+    Rejected,
+    Snapshot,
+    Transition,
+    Unmapped,
+)
 from messages.control import (
     Acknowledge,
     HostSignal,
@@ -24,6 +32,7 @@ from messages.control import (
 )
 from messages.errors import MessageError
 from messages.evidence import (
+    ClientAttached,
     HookHint,
     LedgerFire,
     LifecycleBoundary,
@@ -37,6 +46,7 @@ from messages.evidence import (
     RegistryStatus,
     RolloutOwned,
     RolloutReleased,
+    ThreadStatus,
 )
 
 __all__ = [
@@ -63,6 +73,7 @@ SessionMessage = Union[  # noqa: UP007 - a runtime union object is what msgspec 
     LifecycleBoundary,
     RolloutOwned,
     RolloutReleased,
+    ThreadStatus,
     HookHint,
     LedgerFire,
     PtySpawned,
@@ -81,9 +92,12 @@ Inbound = Union[  # noqa: UP007
     NotifyHook,  # normalized at the edge into a HookHint (or a counted Unmapped)
     PaneOpened,  # pane lifecycle: the pane mapper's, routed to sessions as PaneBound/Unbound
     PaneClosed,
+    ClientAttached,  # a process shows a session another runs: the pane mapper's
 ]
 """Every message paneward accepts (``Supervisor.inject``, the hook socket, ``paneward inject``)."""
-Outbound = Union[Activity, Transition, Snapshot, Overflow, Unmapped, Rejected]  # noqa: UP007
+Outbound = Union[  # noqa: UP007
+    Activity, Transition, Snapshot, Overflow, Unmapped, Rejected, PaneView
+]
 
 INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound)
 OUTBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Outbound)

@@ -46,6 +46,7 @@ Source = Literal[
     "codex_rollout",
     "codex_notify",
     "codex_hook",
+    "codex_daemon",
     "cursor_hook",
     "hermes_executions",
     "hermes_hook",

@@ -18,6 +18,7 @@ from messages.common import Harness, Id, Pid, SessionKey, Text, TimeMs
 
 __all__ = [
     "Boundary",
+    "ClientAttached",
     "EvidenceMessage",
     "HintKind",
     "HookHint",
@@ -34,6 +35,8 @@ __all__ = [
     "RegistryStatus",
     "RolloutOwned",
     "RolloutReleased",
+    "ThreadState",
+    "ThreadStatus",
 ]
 
 
@@ -162,6 +165,53 @@ class RolloutReleased(EvidenceMessage, frozen=True, kw_only=True):
     observed_at_ms: TimeMs
 
 
+ThreadState = Literal["idle", "active", "systemError", "notLoaded", "closed"]
+
+
+class ThreadStatus(EvidenceMessage, frozen=True, kw_only=True):
+    """The Codex app-server daemon's own status of one loaded thread.
+
+    Sent by the Codex daemon source (:mod:`actors.harnesses.codex.daemon`) for every
+    ``thread/status/changed`` broadcast, for each loaded thread when it (re)connects
+    (``thread/read``), and with ``status="closed"`` for ``thread/closed``. ``flags`` are the
+    ``activeFlags`` of an ``active`` status (``waitingOnApproval``, ``waitingOnUserInput``);
+    ``pid``/``start_token`` name the daemon (the peer of its control socket), which runs the
+    thread. ``root_key`` is set for a child thread (``parentThreadId``): the supervisor then
+    routes it to the root, where child status rolls up. Handled by the session reducer
+    (source ``codex_daemon``); ``at_ms`` is the daemon's ``emittedAtMs``.
+    """
+
+    key: SessionKey
+    status: ThreadState
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+    flags: tuple[str, ...] = ()
+    pid: Pid | None = None
+    start_token: str | None = None
+    root_key: SessionKey | None = None
+    version: str | None = None
+
+
+class ClientAttached(EvidenceMessage, frozen=True, kw_only=True):
+    """Process ``pid`` shows session ``key``, which another process runs.
+
+    A Codex TUI in daemon mode shows a thread the shared app-server daemon runs. Sent by the
+    Codex daemon source each time a thread is (re)attached (``thread/started``, a reload after
+    ``notLoaded``) when the daemon says that thread's ``codex_tui`` MCP server is at
+    ``127.0.0.1:<port>`` and the loopback listener on that port is a socket held by ``pid``, a
+    Codex TUI (``proof`` ``codex_daemon_mcp``). Handled by the pane mapper (the newest
+    attachment of a process is what its pane shows) and the pid watcher; never by a session:
+    it proves nothing about presence or the turn.
+    """
+
+    key: SessionKey
+    pid: Pid
+    start_token: str
+    proof: Id
+    at_ms: TimeMs
+    observed_at_ms: TimeMs
+
+
 class NotifyHook(EvidenceMessage, frozen=True, kw_only=True):
     """A raw hook payload as the harness sent it (Claude/Codex/Cursor/Hermes/Gemini hooks, Codex
     notify, the OpenCode plugin and the Pi extension, which build the same frame themselves).
@@ -227,6 +277,9 @@ class HookHint(EvidenceMessage, frozen=True, kw_only=True):
     pid: Pid | None = None
     start_token: str | None = None
     version: str | None = None
+    #: The in-flight background work a payload lists (Claude ``Stop``/``SubagentStop``
+    #: ``background_tasks``, background shells left out), by id; ``None``: no list in it.
+    background: tuple[Id, ...] | None = None
 
 
 class LedgerFire(EvidenceMessage, frozen=True, kw_only=True):

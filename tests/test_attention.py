@@ -180,6 +180,9 @@ def test_wait_target_by_pane_follows_the_pane_winner() -> None:
         ("approve Bash: TOKEN=abc make deploy", "approve Bash: …"),
         ("approve Bash: /usr/local/bin/deploy --prod", "approve Bash: deploy …"),
         ("permission: Bash", "permission: Bash"),
+        # the one permission reason of hooks and OSC 7501 (actors.core.hints.permission_reason)
+        ("permission: Bash: rm -rf /srv/data", "permission: Bash: rm …"),
+        ("permission: Bash: TOKEN=x make", "permission: Bash: …"),
         ("turn done (Stop)", "turn done (Stop)"),
         ("exited with code 2", "exited with code 2"),
         ("fetch https://u:pw@example.com/a/b?c=d failed", "fetch https://example.com/… failed"),

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 import messages
 from actors.cli.hook_client import MAX_FRAME_BYTES
 from actors.core.frames import MAX_DEPTH
+from actors.harnesses import catalog
 from actors.harnesses.catalog import PROOFS, normalize
 from actors.runtime.table import SessionTable
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
@@ -721,3 +722,54 @@ def _sync_status(control: Path) -> dict[str, Any]:
     value = json.loads(next(iter(request_lines(control, {"op": "status"}))))
     assert isinstance(value, dict)
     return value
+
+
+# --------------------------------------------------------------------------------------------
+# 8. which session each pane shows (status --json --panes, the table's notes)
+
+
+async def test_status_says_which_session_each_pane_shows_and_why(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    me, token = os.getpid(), start_token(os.getpid())
+    now = 1_800_000_000_000
+    wrapped = messages.SessionKey("codex", "pty-1-1")
+    tui = messages.SessionKey("codex", f"tui-{me}-{token}")
+    lone = messages.SessionKey("codex", f"tui-{me + 1}-{token}")
+    sent = [
+        # the wrapper's session proves a turn; the TUI process bound to the same pane proves
+        # only that it runs: the pane shows the wrapper's session
+        messages.PtySpawned(key=wrapped, pid=me, start_token=token, at_ms=now,
+                            observed_at_ms=now, pane="%7"),
+        messages.ProgramStatus(state="working", at_ms=now + 1, observed_at_ms=now + 1,
+                               key=wrapped),
+        messages.ProcessSeen(pid=me, start_token=token, at_ms=now + 2, observed_at_ms=now + 2,
+                             key=tui),
+        messages.PaneBound(key=tui, pane="%7", at_ms=now + 3, proof="codex_tui_process"),
+        # a pane that shows only a TUI process: the status says why it shows no turn
+        messages.ProcessSeen(pid=me, start_token=token, at_ms=now + 4, observed_at_ms=now + 4,
+                             key=lone),
+        messages.PaneBound(key=lone, pane="%8", at_ms=now + 5, proof="codex_tui_process"),
+    ]
+    with anyio.fail_after(60):
+        async with Daemon(state) as daemon:
+            for message in sent:
+                code, _, err = await cli(daemon.env, "inject", messages.encode(message).decode())
+                assert (code, err) == (0, "")
+                await daemon.wait_delivered(sent.index(message) + 1)
+            code, listing, _ = await cli(daemon.env, "status", "--json", "--panes")
+            assert code == 0
+            code, table, _ = await cli(daemon.env, "status")
+            assert code == 0
+            code, activities, _ = await cli(daemon.env, "status", "--json")
+    views = msgspec.convert(json.loads(listing), list[messages.PaneView])
+    assert views == [
+        messages.PaneView(pane="%7", key=wrapped, turn="working", hidden=(tui,), note=None),
+        messages.PaneView(pane="%8", key=lone, turn="unknown", note=catalog.pane_note(
+            messages.Activity(key=lone, presence="running", turn="unknown",
+                              evidence=messages.Evidence(source="pid_probe")))),
+    ]
+    assert views[1].note is not None and "paneward wrap -- codex" in views[1].note
+    assert f"%8: {views[1].note}" in table.splitlines()
+    # the Activity list is what it always was
+    shown = msgspec.convert(json.loads(activities), list[messages.Activity])
+    assert {a.key for a in shown} == {wrapped, tui, lone}

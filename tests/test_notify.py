@@ -94,4 +94,5 @@ async def test_the_daemon_notifies_the_desktop(tmp_path: Path) -> None:
 
                 await poll_until(counted, "the daemon's desktop counter")
     [got] = server.received
-    assert (got.summary, got.body) == ("terminal needs you", "approve Bash: rm …")
+    # the wrapper's "approve Bash: …" record is the one permission reason (hints.permission_reason)
+    assert (got.summary, got.body) == ("terminal needs you", "permission: Bash: rm …")

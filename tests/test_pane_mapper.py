@@ -247,6 +247,90 @@ def test_claude_rotation_replaces_the_registry_owner_of_a_pid() -> None:
     assert [o.key for o in m.owners[5]] == [KEY_B]
 
 
+def attached(key: messages.SessionKey, pid: int, at: int = 0) -> messages.ClientAttached:
+    return messages.ClientAttached(
+        key=key, pid=pid, start_token=str(pid * 10), proof="codex_daemon_mcp", at_ms=AT + at,
+        observed_at_ms=AT + at,
+    )
+
+
+# shell 1 -> node 2 -> codex TUI 3 -> codex app-server 4 (the shared daemon, holding every
+# thread's rollout); shell 11 -> node 12 -> codex TUI 13 (a second pane)
+DAEMON_TREE = {1: [2], 2: [3], 3: [4], 11: [12], 12: [13]}
+DAEMON_PROCS: dict[int, tuple[str, Sequence[str]]] = {
+    3: ("codex", ["codex"]),
+    4: ("codex", ["codex", "app-server", "--listen", "unix://", "--managed-daemon"]),
+    13: ("codex", ["codex"]),
+}
+DAEMON_TOKENS = {3: "30", 4: "40", 13: "130"}
+KEY_Y = messages.SessionKey("codex", "thread-y")
+
+
+def daemon_map() -> PaneMap:
+    m = PaneMap()
+    for key in (KEY_X, KEY_Y):
+        m.observe(
+            messages.RolloutOwned(key=key, pid=4, start_token="40", at_ms=AT, observed_at_ms=AT)
+        )
+    m.observe(messages.PaneOpened(pane="%1", root_pid=1, at_ms=AT))
+    m.observe(messages.PaneOpened(pane="%2", root_pid=11, at_ms=AT))
+    return m
+
+
+def rebind(m: PaneMap) -> list[messages.PaneBound | messages.PaneUnbound | messages.ProcessSeen]:
+    return m.rebind(lambda p: DAEMON_TREE.get(p, []), claims(DAEMON_PROCS, DAEMON_TOKENS), AT)
+
+
+def test_the_daemons_attachment_binds_each_tui_pane_to_its_thread() -> None:
+    m = daemon_map()
+    rebind(m)  # at first, each pane shows its TUI process (nothing proves a thread)
+    assert {p: b.proof for p, b in m.bindings.items()} == {
+        "%1": "codex_tui_process", "%2": "codex_tui_process"}
+    m.observe(attached(KEY_X, 3))
+    m.observe(attached(KEY_Y, 13))
+    out = rebind(m)
+    assert messages.PaneBound(key=KEY_X, pane="%1", at_ms=AT, proof="codex_daemon_mcp") in out
+    assert messages.PaneBound(key=KEY_Y, pane="%2", at_ms=AT, proof="codex_daemon_mcp") in out
+    # the TUI attached to a second thread (/new, /resume): the newest attachment is shown
+    m.observe(attached(KEY_Y, 3, at=5))
+    out = rebind(m)
+    assert m.bindings["%1"].key == KEY_Y
+    # ... and a thread has one client at a time: pane %2's TUI no longer shows it
+    assert m.bindings["%2"].key == codex_tui_key(13, "130")
+
+
+def test_a_dead_client_unbinds_its_pane_at_once() -> None:
+    m = daemon_map()
+    m.observe(attached(KEY_X, 13))
+    rebind(m)
+    assert m.bindings["%2"] == Binding(KEY_X, "codex_daemon_mcp", client=13)
+    # the thread lives on in the daemon: the pane of the TUI that quit shows it no longer
+    gone = messages.ProcessGone(pid=13, start_token="130", at_ms=AT + 9, observed_at_ms=AT + 9)
+    assert m.observe(gone) == [messages.PaneUnbound(key=KEY_X, pane="%2", at_ms=AT + 9)]
+    assert "%2" not in m.bindings
+
+
+def test_a_closed_thread_or_a_dead_daemon_leaves_the_tuis_showing_themselves() -> None:
+    m = daemon_map()
+    m.observe(attached(KEY_X, 3))
+    m.observe(attached(KEY_Y, 13))
+    rebind(m)
+    closed = messages.ThreadStatus(key=KEY_X, status="closed", at_ms=AT, observed_at_ms=AT)
+    m.observe(closed)
+    rebind(m)
+    assert m.bindings["%1"].key == codex_tui_key(3, "30")
+    assert m.bindings["%2"].key == KEY_Y
+    # the daemon dies: what it ran is shown by no TUI any more
+    m.observe(messages.ProcessGone(pid=4, start_token="40", at_ms=AT, observed_at_ms=AT))
+    rebind(m)
+    assert m.bindings["%2"].key == codex_tui_key(13, "130")
+    # another status word changes no binding
+    active = messages.ThreadStatus(key=KEY_Y, status="active", at_ms=AT, observed_at_ms=AT)
+    ignored = m.ignored
+    m.observe(active)
+    assert m.ignored == ignored + 1
+
+
 # ---------------------------------------------------------------- the actor, real processes
 
 AGENT = (

@@ -5,12 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
 import pytest
 
-from actors.core.reducer import SessionMessage, SessionState, initial_state, reduce
+from actors.core.hints import permission_reason
+from actors.core.reducer import (
+    SessionMessage,
+    SessionState,
+    initial_state,
+    pane_rank,
+    pane_views,
+    pane_winners,
+    reduce,
+)
 from messages import (
     Acknowledge,
     Activity,
+    Attention,
+    Evidence,
     HookHint,
     HostSignal,
     LedgerFire,
@@ -28,8 +40,10 @@ from messages import (
     RolloutOwned,
     RolloutReleased,
     SessionKey,
+    ThreadStatus,
 )
-from messages.evidence import HintKind
+from messages.common import Presence, Turn
+from messages.evidence import HintKind, ThreadState
 
 T = 1_795_995_000_000
 K = SessionKey("claude-code", "s1")
@@ -65,6 +79,7 @@ def hook(
     summary: str | None = None,
     agent: str | None = None,
     key: SessionKey = K,
+    background: tuple[str, ...] | Literal["as sent"] | None = "as sent",
 ) -> HookHint:
     source: Literal["claude_hook", "cursor_hook"] = (
         "claude_hook" if key.harness == "claude-code" else "cursor_hook"
@@ -82,6 +97,8 @@ def hook(
         agent_id=agent,
         pid=pid,
         start_token=tok,
+        # Claude Code 2.1.332 lists its in-flight background work in every Stop (empty: none).
+        background=(() if event == "Stop" else None) if background == "as sent" else background,
     )
 
 
@@ -111,6 +128,20 @@ def bound(
         observed_at_ms=T + t,
         turn_id=turn,
         root_key=root,
+    )
+
+
+def daemon(
+    status: ThreadState,
+    t: int,
+    *flags: str,
+    key: SessionKey = CX,
+    root: SessionKey | None = None,
+) -> ThreadStatus:
+    """The Codex app-server daemon's status of a thread (it runs as pid 77)."""
+    return ThreadStatus(
+        key=key, status=status, at_ms=T + t, observed_at_ms=T + t, flags=flags, pid=77,
+        start_token="9", root_key=root, version="0.171.0",
     )
 
 
@@ -172,7 +203,12 @@ class Case:
     key: SessionKey = K
     reason: str | None = None
     published: int | None = None
+    subagents: int | None = None
+    source: str | None = None
 
+
+PTY = PtySpawned(key=K, pid=9, start_token="3", at_ms=T, observed_at_ms=T)
+BASH = permission_reason("Bash", "echo hi > hi.txt")
 
 CASES = [
     # ---- presence
@@ -391,8 +427,9 @@ CASES = [
         ("running", "idle", "turn_done"),
     ),
     Case(
-        "StopFailure also ends the turn",
-        (reg("busy", 0), hook("StopFailure", "completed", 5)),
+        "StopFailure also ends the turn (it lists no background work: the registry's idle "
+        "edge confirms)",
+        (reg("busy", 0), hook("StopFailure", "completed", 5), reg("idle", 6)),
         ("running", "idle", "turn_done"),
     ),
     Case(
@@ -598,7 +635,7 @@ CASES = [
             osc("blocked", 2, kind="permission", msg="approve Bash: echo hi > hi.txt"),
         ),
         ("running", "needs_input", "needs_input"),
-        reason="approve Bash: echo hi > hi.txt",
+        reason="permission: Bash: echo hi > hi.txt",
     ),
     Case(
         "program status done: completion",
@@ -723,6 +760,241 @@ CASES = [
         (PaneBound(key=K, pane="%1", at_ms=T), reg("idle", 0), PaneUnbound(K, "%1", T + 3)),
         ("running", "idle", None),
     ),
+    # ---- work that outlives the turn (DESIGN §4): still working, turn_done when it ends
+    Case(
+        "a Stop listing a running background agent keeps the turn working, counted",
+        (
+            reg("busy", 0),
+            hook("UserPromptSubmit", "working", 1),
+            hook("SubagentStart", "subagent_start", 2, agent="a1"),
+            hook("SubagentStop", "subagent_stop", 3, agent="a1", background=("a1",)),
+            hook("Stop", "completed", 4, background=("a1",)),
+        ),
+        ("running", "working", None),
+        subagents=1,
+    ),
+    Case(
+        "the agent reports: its <task-notification> turn's Stop lists nothing: turn_done",
+        (
+            reg("busy", 0),
+            hook("UserPromptSubmit", "working", 1),
+            hook("SubagentStart", "subagent_start", 2, agent="a1"),
+            hook("Stop", "completed", 4, background=("a1",)),
+            hook("SubagentStop", "subagent_stop", 9, agent="a1", background=("a1",)),
+            hook("UserPromptSubmit", "working", 10, "p2", summary="task-notification"),
+            hook("Stop", "completed", 12, "p2", background=()),
+        ),
+        ("running", "idle", "turn_done"),
+        subagents=0,
+    ),
+    Case(
+        "the registry's own idle ends the listed background work: the completion opens",
+        (
+            reg("busy", 0),
+            hook("UserPromptSubmit", "working", 1),
+            hook("Stop", "completed", 4, background=("a1",)),
+            reg("idle", 9),
+        ),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "a Claude that lists no background work: registry still busy after Stop is working",
+        (reg("busy", 0), hook("UserPromptSubmit", "working", 1),
+         hook("Stop", "completed", 4, background=None)),
+        ("running", "working", None),
+    ),
+    Case(
+        "... and its idle edge opens the Stop's completion (even one older than the Stop)",
+        (reg("busy", 0), hook("UserPromptSubmit", "working", 1),
+         hook("Stop", "completed", 4, background=None), reg("idle", 3)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "a Stop listing nothing in flight completes at once, whatever the registry says",
+        (reg("busy", 0), hook("UserPromptSubmit", "working", 1), hook("Stop", "completed", 4)),
+        ("running", "idle", "turn_done"),
+    ),
+    Case(
+        "SubagentStart without its SubagentStop keeps the completed turn working",
+        (
+            hook("UserPromptSubmit", "working", 1),
+            hook("SubagentStart", "subagent_start", 2, agent="a1"),
+            hook("Stop", "completed", 4),
+        ),
+        ("running", "working", None),
+        subagents=1,
+    ),
+    Case(
+        "... its SubagentStop, the harness idle: turn_done",
+        (
+            hook("UserPromptSubmit", "working", 1),
+            hook("SubagentStart", "subagent_start", 2, agent="a1"),
+            hook("Stop", "completed", 4),
+            hook("SubagentStop", "subagent_stop", 6, agent="a1"),
+        ),
+        ("running", "idle", "turn_done"),
+        subagents=0,
+    ),
+    Case(
+        "OSC 7501: done while a child record works stays working",
+        (PTY, osc("working", 1), osc("working", 2, child="c1"), osc("done", 3)),
+        ("running", "working", None),
+        subagents=1,
+    ),
+    Case(
+        "OSC 7501: the last child's clear opens the completion",
+        (PTY, osc("working", 1), osc("working", 2, child="c1"), osc("done", 3),
+         osc("clear", 7, child="c1")),
+        ("running", "idle", "turn_done"),
+        subagents=0,
+    ),
+    Case(
+        "Codex: the root completes while a child thread works: working until it ends",
+        (owned(0), bound(1), bound(2, key=CHILD, root=CX, turn="c1"),
+         bound(3, boundary="task_complete")),
+        ("running", "working", None),
+        key=CX,
+        subagents=1,
+    ),
+    Case(
+        "Codex: ... the child's task_complete opens the root's turn_done",
+        (owned(0), bound(1), bound(2, key=CHILD, root=CX, turn="c1"),
+         bound(3, boundary="task_complete"),
+         bound(8, key=CHILD, root=CX, turn="c1", boundary="task_complete")),
+        ("running", "idle", "turn_done"),
+        key=CX,
+        subagents=0,
+    ),
+    Case(
+        "an interrupt during background work: idle, nothing opens",
+        (PTY, osc("working", 1), osc("working", 2, child="c1"), osc("done", 3),
+         osc("working", 4), osc("idle", 5), osc("clear", 7, child="c1")),
+        ("running", "idle", None),
+    ),
+    Case(
+        "background items die with their owner (an abrupt death while working: failed)",
+        (reg("busy", 0), hook("UserPromptSubmit", "working", 1),
+         hook("Stop", "completed", 4, background=("a1",)),
+         ProcessGone(pid=PID, at_ms=T + 9, observed_at_ms=T + 9)),
+        ("persisted", "unknown", "failed"),
+        subagents=0,
+    ),
+    Case(
+        "registry shell after Stop is an idle turn with a background shell, as always",
+        (reg("busy", 0), hook("UserPromptSubmit", "working", 1), hook("Stop", "completed", 4),
+         reg("shell", 5)),
+        ("running", "idle", "turn_done"),
+        subagents=0,
+    ),
+    Case(
+        "a deferred completion focus meets opens nothing",
+        (PaneBound(key=K, pane="%1", at_ms=T), hook("UserPromptSubmit", "working", 1),
+         hook("Stop", "completed", 4, background=("a1",)), PaneFocused("%1", T + 5),
+         reg("idle", 9)),
+        ("running", "idle", None),
+    ),
+    # ---- the Codex app-server daemon's own thread status
+    Case(
+        "daemon active is working, and proves the daemon runs the thread",
+        (daemon("active", 1),),
+        ("running", "working", None),
+        key=CX,
+        source="codex_daemon",
+    ),
+    Case(
+        "daemon waitingOnApproval is needs_input",
+        (daemon("active", 1), daemon("active", 2, "waitingOnApproval")),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason="permission",
+    ),
+    Case(
+        "daemon waitingOnUserInput is needs_input",
+        (daemon("active", 1), daemon("active", 2, "waitingOnUserInput")),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason="input requested",
+    ),
+    Case(
+        "the hook's reason for the same approval (tool and command) is kept",
+        (
+            daemon("active", 1),
+            HookHint(key=CX, source="codex_hook", event="PermissionRequest",
+                     hint="needs_input", at_ms=T + 2, observed_at_ms=T + 2, tool="Bash",
+                     summary=BASH, pid=77, start_token="9"),
+            daemon("active", 3, "waitingOnApproval"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason=BASH,
+    ),
+    Case(
+        "approved: active again is working",
+        (daemon("active", 1), daemon("active", 2, "waitingOnApproval"), daemon("active", 3)),
+        ("running", "working", None),
+        key=CX,
+    ),
+    Case(
+        "daemon idle after active is idle, and no completion by itself",
+        (owned(0), bound(1), daemon("active", 1), daemon("idle", 9)),
+        ("running", "idle", None),
+        key=CX,
+    ),
+    Case(
+        "the rollout's task_complete, older than the daemon's idle edge, still completes it",
+        (owned(0), bound(1), daemon("active", 1), daemon("idle", 9),
+         bound(8, boundary="task_complete")),
+        ("running", "idle", "turn_done"),
+        key=CX,
+    ),
+    Case(
+        "Esc: an older turn_aborted after the daemon's idle edge opens nothing",
+        (owned(0), bound(1), daemon("active", 1), daemon("idle", 9),
+         bound(8, boundary="turn_aborted")),
+        ("running", "idle", None),
+        key=CX,
+    ),
+    Case(
+        "systemError opens failed",
+        (daemon("active", 1), daemon("systemError", 5)),
+        ("running", "idle", "failed"),
+        key=CX,
+        reason="codex daemon: system error",
+    ),
+    Case(
+        "notLoaded (also half of a reload) claims nothing",
+        (daemon("active", 1), daemon("notLoaded", 5)),
+        ("running", "working", None),
+        key=CX,
+        published=1,
+    ),
+    Case(
+        "thread/closed ends the thread",
+        (daemon("idle", 1), daemon("closed", 5)),
+        ("persisted", "unknown", None),
+        key=CX,
+    ),
+    Case(
+        "a child thread's daemon status rolls up to its root",
+        (daemon("idle", 1), daemon("active", 2, key=CHILD, root=CX)),
+        ("running", "working", None),
+        key=CX,
+        subagents=1,
+    ),
+    # ---- one reason for one wait, whoever saw it
+    Case(
+        "OSC 7501 blocked without a message (Codex): the kind is the reason",
+        (PTY, osc("working", 1), osc("blocked", 2, kind="permission")),
+        ("running", "needs_input", "needs_input"),
+        reason="permission",
+    ),
+    Case(
+        "OSC 7501 blocked from Claude names the tool and command like its hook",
+        (PTY, osc("working", 1),
+         osc("blocked", 2, kind="permission", msg="approve Bash: echo hi > hi.txt")),
+        ("running", "needs_input", "needs_input"),
+        reason=BASH,
+    ),
     # ---- Hermes
     Case(
         "Hermes claimed/running with a live pid is running/working",
@@ -789,6 +1061,10 @@ def test_rule(case: Case) -> None:
         assert result.last.attention.reason == case.reason
     if case.published is not None:
         assert len(result.published) == case.published
+    if case.subagents is not None:
+        assert result.last.subagents == case.subagents
+    if case.source is not None:
+        assert result.last.evidence.source == case.source
 
 
 def test_repeat_observation_differing_only_in_time_publishes_nothing() -> None:
@@ -851,3 +1127,87 @@ def test_published_evidence_never_contains_a_pid_path_or_token() -> None:
 
 # (The reducer's purity -- no I/O, no async library loaded -- is guarded with every core module
 # in tests/test_design.py.)
+
+
+# --------------------------------------------------------------- one winner per pane
+
+
+def shown(
+    name: str,
+    turn: Turn = "idle",
+    *,
+    presence: Presence = "running",
+    attention: str | None = None,
+    at: int = 0,
+) -> Activity:
+    """An activity bound to pane %1 whose evidence is from ``T + at``."""
+    return Activity(
+        key=SessionKey("codex", name),
+        presence=presence,
+        turn=turn if presence != "persisted" else "unknown",
+        evidence=Evidence(source="pid_probe", at_ms=T + at, observed_at_ms=T + at),
+        attention=None if attention is None else Attention(attention, "r", T),  # type: ignore[arg-type]
+        pane="%1",
+    )
+
+
+@dataclass(frozen=True)
+class Pane:
+    name: str
+    bound: tuple[Activity, ...]
+    winner: str
+
+
+PANES = [
+    # a proven turn first: a session whose turn is unknown never hides one that proves a turn
+    Pane("working beats a newer unknown (wrap -- codex and its TUI process)",
+         (shown("w", "working", at=1), shown("tui", "unknown", at=9)), "w"),
+    Pane("idle beats a newer unknown", (shown("i", "idle", at=1), shown("u", "unknown", at=9)),
+         "i"),
+    Pane("a live proven turn beats an ended session's newer record",
+         (shown("i", "idle", at=1), shown("e", presence="persisted", at=9)), "i"),
+    Pane("an unknown live session with attention never hides a proven turn",
+         (shown("w", "working", at=1), shown("u", "unknown", attention="turn_done", at=9)), "w"),
+    Pane("an ended session's failure never hides the live agent now in the pane",
+         (shown("f", presence="persisted", attention="failed", at=9), shown("w", "working")),
+         "w"),
+    # then attention, most urgent first
+    Pane("needs_input beats turn_done, whatever is newer",
+         (shown("n", "needs_input", attention="needs_input", at=1),
+          shown("d", "idle", attention="turn_done", at=9)), "n"),
+    Pane("needs_input beats failed",
+         (shown("f", "idle", attention="failed", at=9),
+          shown("n", "needs_input", attention="needs_input", at=1)), "n"),
+    Pane("failed beats turn_done",
+         (shown("d", "idle", attention="turn_done", at=9),
+          shown("f", "idle", attention="failed", at=1)), "f"),
+    Pane("turn_done beats no attention",
+         (shown("w", "working", at=9), shown("d", "idle", attention="turn_done", at=1)), "d"),
+    # then live over ended (both unproven)
+    Pane("a live unknown beats an ended one",
+         (shown("e", presence="persisted", at=9), shown("u", "unknown", at=1)), "u"),
+    # ties go to the newest evidence, then the key (only to be deterministic)
+    Pane("equal proof: the newest evidence", (shown("a", "idle", at=9), shown("b", "working",
+                                                                             at=1)), "a"),
+    Pane("equal proof, equal time: the key", (shown("a", "idle"), shown("b", "idle")), "b"),
+]
+
+
+@pytest.mark.parametrize("case", PANES, ids=lambda c: c.name)
+def test_one_winner_per_pane(case: Pane) -> None:
+    for bound in (case.bound, tuple(reversed(case.bound))):  # the order never matters
+        assert pane_winners(bound)["%1"].key.session_id == case.winner
+        best = max(bound, key=pane_rank)
+        assert best.key.session_id == case.winner
+        (view,) = pane_views(bound)
+        assert view.key.session_id == case.winner and view.pane == "%1"
+        assert {k.session_id for k in view.hidden} == {
+            a.key.session_id for a in bound} - {case.winner}
+
+
+def test_pane_views_carry_the_harness_note_of_the_winner() -> None:
+    tui = shown("tui-1-2", "unknown")
+    other = msgspec.structs.replace(shown("x", "idle"), pane="%2")
+    views = pane_views([other, tui], lambda a: f"note for {a.key.session_id}")
+    assert [(v.pane, v.note) for v in views] == [("%1", "note for tui-1-2"), ("%2", "note for x")]
+    assert pane_views([tui])[0].note is None

@@ -70,7 +70,8 @@ async def test_an_edge_between_the_snapshot_and_the_first_transition_is_not_miss
     assert target.snapshot(first.activities) is None
     found = target.update(second.after)
     assert found is not None and found.attention is not None
-    assert found.attention.reason == "approve Bash: echo hi"  # the user's own view: in full
+    # the user's own view: in full (the wrapper's "approve Bash: …" is the one permission reason)
+    assert found.attention.reason == "permission: Bash: echo hi"
 
 
 async def _wait(env: dict[str, str], *args: str) -> tuple[int, str, str]:

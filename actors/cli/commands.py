@@ -179,6 +179,11 @@ def add_status(parser: argparse.ArgumentParser) -> None:
     _add_socket(parser)
     parser.add_argument("--json", action="store_true", help="a JSON list of Activity objects")
     parser.add_argument(
+        "--panes",
+        action="store_true",
+        help="with --json: a JSON list of PaneView objects (which session each pane shows)",
+    )
+    parser.add_argument(
         "--counters",
         action="store_true",
         help="print every actor's counters (rejected, unmapped, drops, ...) as JSON",
@@ -252,6 +257,8 @@ def run_status(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     if args.counters:
         print(json.dumps(body["statistics"], indent=2, sort_keys=True))
+    elif args.json and args.panes:
+        print(json.dumps(body.get("panes", [])))
     elif args.json:
         print(json.dumps(body["activities"]))
     else:
@@ -262,6 +269,9 @@ def run_status(args: argparse.Namespace) -> int:
 
         activities = msgspec.convert(body["activities"], list[Activity])
         print(format_table(activities, now_ms(), show_all=args.all))
+        for view in body.get("panes", []):
+            if view.get("note"):
+                print(f"{view['pane']}: {view['note']}")
         print(_counter_line(body["statistics"]))
     return EXIT_OK
 

@@ -10,8 +10,8 @@ Order of start (dependencies first) and of shutdown (reverse):
    reducer), subscribe the store (a ``states`` subscription: it records every transition with
    the reducer state behind it), publish the corrections;
 4. start the actors: control socket, hook listener (+ http), pid watcher, pane
-   mapper, Claude registry, Codex rollouts, Hermes ledger, tmux bridge (``--tmux``),
-   notifications (unless ``--notify none``);
+   mapper, Claude registry, Codex rollouts, the Codex app-server daemon's control socket,
+   Hermes ledger, tmux bridge (``--tmux``), notifications (unless ``--notify none``);
 5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush
    the store, release the lock.
 """
@@ -35,6 +35,7 @@ from actors.core import paths
 from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
+from actors.harnesses.codex.daemon import CodexDaemonSource
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
 from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
 from actors.sinks.store import Restored, Store, open_store
@@ -70,6 +71,8 @@ class DaemonConfig:
     #: tmux options (``@paneward_reason``).
     notify: NotifySettings | None = field(default_factory=NotifySettings)
     full_text: bool = False
+    #: Follow the Codex app-server daemon's control socket (with ``discovery``).
+    codex_daemon: bool = True
     claude_sessions: Path | None = None
     codex_home: Path | None = None
     hermes_home: Path | None = None
@@ -225,7 +228,9 @@ def _start_actors(
         http_port=config.http_port,
     )
     parts["hook_listener"] = listener
-    control = ControlServer(config.control_path, sup, _statistics_of(parts), journal)
+    control = ControlServer(
+        config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note
+    )
     parts["control"] = control
     sup.start_actor(control, name="control")
     sup.start_actor(listener, name="hook-listener")
@@ -247,6 +252,10 @@ def _start_actors(
         parts.update(claude_registry=claude, codex_rollouts=codex, hermes_ledger=hermes)
         sup.start_actor(claude, name="claude-registry")
         sup.start_actor(codex, name="codex-rollouts")
+        if config.codex_daemon:
+            codex_daemon = CodexDaemonSource(config.codex_home)
+            parts["codex_daemon"] = codex_daemon
+            sup.start_actor(codex_daemon, name="codex-daemon")
         sup.start_actor(hermes, name="hermes-ledger")
     bridge = None
     if config.tmux:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from actors.core.pane_map import Binding
-from messages.activity import Unmapped
+from messages.activity import Activity, Unmapped
 from messages.common import Harness, Source
 from messages.evidence import HookHint, NotifyHook
 
@@ -22,6 +22,7 @@ __all__ = [
     "HarnessSpec",
     "HookIngress",
     "Normalizer",
+    "PaneNote",
     "ProcessClaim",
     "ProcessClaims",
     "Proof",
@@ -33,6 +34,8 @@ __all__ = [
 Normalizer = Callable[[NotifyHook], HookHint | Unmapped]
 #: (pid, comm, argv, start token) -> what that process proves by itself about its session.
 ProcessClaim = Callable[[int, str, Sequence[str], "str | None"], Binding | None]
+#: The activity a pane shows -> why that pane shows less than it could (``None``: nothing to say).
+PaneNote = Callable[[Activity], "str | None"]
 
 
 #: The axis values a harness declares it can (or cannot) prove: presence ``running``; turn
@@ -85,7 +88,8 @@ class HarnessSpec:
     ``process_claim`` says what one of its processes (a comm in ``claim_comms``) proves by
     itself when the pane mapper finds no owner (``None``: nothing); ``proves`` declares, for
     every :data:`PROVABLE` value, whether the harness can prove it and from which source
-    (tests/test_design.py checks that each package declares all of them, once).
+    (tests/test_design.py checks that each package declares all of them, once); ``pane_note``
+    says why a pane showing one of its sessions shows less than it could (``paneward status``).
     """
 
     id: Harness
@@ -95,6 +99,7 @@ class HarnessSpec:
     claim_comms: frozenset[str] = frozenset()
     process_claim: ProcessClaim | None = None
     proves: tuple[Proof, ...] = ()
+    pane_note: PaneNote | None = None
 
     def proof_table(self) -> Mapping[str, frozenset[str]]:
         """``proves`` as the reducer reads it: value -> the sources that prove it."""

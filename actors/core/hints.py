@@ -16,7 +16,9 @@ from messages.common import MAX_ID_LEN, MAX_TEXT_LEN, Harness
 __all__ = [
     "MAX_UNMAPPED_KEYS",
     "NEEDS_INPUT_NOTIFICATIONS",
+    "blocked_reason",
     "first_str",
+    "permission_reason",
     "text",
     "token",
     "unmapped",
@@ -62,3 +64,38 @@ def unmapped(harness: Harness, payload: dict[str, Any], event: str | None, at_ms
     """A counted ``unmapped`` event naming at most six of the payload's keys."""
     keys = tuple(sorted(str(k)[:64] for k in payload)[:MAX_UNMAPPED_KEYS])
     return Unmapped(harness=harness, event=event[:128] if event else None, keys=keys, at_ms=at_ms)
+
+
+#: How long the command part of a permission reason may be (the whole reason stays one line).
+COMMAND_LIMIT: Final = 500
+# Claude Code's OSC 7501 `blocked` message: "approve <Tool>: <what>" or "approve <Tool>".
+_APPROVE: Final = re.compile(r"approve ([A-Za-z0-9_.:-]+?)(?:: (.*))?", re.DOTALL)
+
+
+def permission_reason(tool: str | None, command: object = None) -> str:
+    """The one spelling of a permission wait, whoever saw it (DESIGN §4, needs_input).
+
+    ``permission: Bash: echo hi > hi.txt`` when the tool and its command are known,
+    ``permission: Bash`` with the tool only, ``permission`` with neither: a hook's
+    ``PermissionRequest`` and the OSC 7501 ``blocked`` record of the same dialog give the same
+    reason.
+    """
+    if not tool:
+        return "permission"
+    detail = text(command, COMMAND_LIMIT)
+    return f"permission: {tool}: {detail}" if detail else f"permission: {tool}"
+
+
+def blocked_reason(kind: str | None, message: str | None) -> str:
+    """The reason of an OSC 7501 ``blocked`` record (``kind``, decoded ``msg``).
+
+    Claude Code's ``approve Bash: echo hi`` becomes :func:`permission_reason` of that tool and
+    command; another message is kept as the program wrote it; without a message the kind is
+    the reason (``permission`` for Codex's record, which names neither tool nor command).
+    """
+    if message:
+        found = _APPROVE.fullmatch(" ".join(message.split()))
+        if found is not None:
+            return permission_reason(found.group(1), found.group(2))
+        return text(message, COMMAND_LIMIT + 100) or message
+    return kind or "blocked"

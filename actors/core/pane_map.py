@@ -11,10 +11,15 @@ evidence                  owner                        ``PaneBound.proof``
 ``RegistryStatus``        the Claude registry pid      ``claude_registry_pid``
 ``RolloutOwned`` (root)   the ``codex`` holding it     ``codex_rollout_owner``
 ``HookHint`` with a pid   the hook's claimed owner     ``hook_owner_pid``
+``ClientAttached``        the process that shows it    its ``proof`` (``codex_daemon_mcp``)
 ========================  ===========================  =========================
 
-and forgotten on ``RegistryRemoved`` / ``RolloutReleased`` (that key) and ``ProcessGone``
-(every key of that incarnation). Where no owner is known, what a process proves by itself
+and forgotten on ``RegistryRemoved`` / ``RolloutReleased`` (that key), ``ThreadStatus``
+``closed`` (that thread) and ``ProcessGone`` (every key of that incarnation). A process that
+shows a session another runs (``ClientAttached``: a Codex TUI and the thread the shared daemon
+runs for it) shows the one attached last; the thread has one such client at a time (a newer
+attachment elsewhere moves it), and its pane is unbound as soon as that client dies, since the
+session itself lives on in the daemon. Where no owner is known, what a process proves by itself
 (its harness package's claim, e.g. Codex's ``codex resume <id>`` command line) binds.
 
 Bindings change only on proof: a newer agent found nearer (or the only one) in the pane
@@ -56,6 +61,7 @@ class Owner(msgspec.Struct, frozen=True):
     proof: str
     token: str | None = None
     learnt: int = 0
+    client: bool = False  # ``pid`` shows ``key`` but does not run it (ClientAttached)
 
 
 class Binding(msgspec.Struct, frozen=True):
@@ -66,6 +72,7 @@ class Binding(msgspec.Struct, frozen=True):
     proof: str
     pid: int | None = None
     token: str | None = None
+    client: int | None = None  # the client process that shows ``key``: its death unbinds
 
 
 #: pid -> what that process proves by itself about the session it shows, or ``None``.
@@ -97,6 +104,15 @@ class PaneMap:
         self._learnt += 1
         owner = msgspec.structs.replace(owner, learnt=self._learnt)
         owned = [o for o in self.owners.get(pid, []) if o.key != owner.key]
+        if owner.client:
+            # A thread has one client at a time: attaching it here detaches it elsewhere.
+            for other in [p for p in self.owners if p != pid]:
+                kept = [o for o in self.owners[other] if not (o.client and o.key == owner.key)]
+                if len(kept) != len(self.owners[other]):
+                    if kept:
+                        self.owners[other] = kept
+                    else:
+                        del self.owners[other]
         if owner.proof == "claude_registry_pid":
             # A Claude process owns one session at a time (/clear rotates it in place).
             owned = [o for o in owned if o.proof != "claude_registry_pid"]
@@ -124,7 +140,8 @@ class PaneMap:
             self.dirty.update(self.panes)
 
     def observe(self, message: messages.Inbound) -> list[messages.PaneUnbound]:
-        """Learn from one message; returns the unbinds it implies at once (pane closed).
+        """Learn from one message; returns the unbinds it implies at once (pane closed, or
+        the client that showed a session another process runs died).
 
         Panes that need a new walk are collected in :attr:`dirty`.
         """
@@ -141,10 +158,36 @@ class PaneMap:
                 self.ignored += 1
             elif not any(o.key == m.key for o in self.owners.get(m.pid, [])):
                 self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
+        elif isinstance(m, messages.ClientAttached):
+            self._add_owner(m.pid, Owner(m.key, m.proof, m.start_token, client=True))
+        elif isinstance(m, messages.ThreadStatus):
+            if m.status != "closed":
+                self.ignored += 1
+            else:
+                for pid in list(self.owners):
+                    self._drop_owner(pid, m.key, None)
         elif isinstance(m, messages.RegistryRemoved | messages.RolloutReleased):
             self._drop_owner(m.pid, m.key, None)
         elif isinstance(m, messages.ProcessGone):
+            # What the dead process ran is shown by no client any more (a Codex daemon that
+            # stopped: its TUIs show themselves until they reattach to a new one).
+            ran = {
+                o.key
+                for o in self.owners.get(m.pid, ())
+                if not o.client and (m.start_token is None or o.token in (None, m.start_token))
+            }
             self._drop_owner(m.pid, None, m.start_token)
+            for pid in list(self.owners):
+                if pid in self.owners and any(o.client and o.key in ran for o in self.owners[pid]):
+                    for key in ran:
+                        self._drop_owner(pid, key, None)
+            # The session a dead client showed lives on elsewhere: that pane no longer shows it.
+            gone = [p for p, b in self.bindings.items() if b.client == m.pid]
+            out: list[messages.PaneUnbound] = []
+            for pane in gone:
+                shown = self.bindings.pop(pane)
+                out.append(messages.PaneUnbound(key=shown.key, pane=pane, at_ms=m.at_ms))
+            return out
         elif isinstance(m, messages.PaneOpened):
             self.panes[m.pane] = m.root_pid
             self.dirty.add(m.pane)
@@ -179,6 +222,7 @@ class PaneMap:
         level = [root]
         seen: set[int] = {root}
         visited = 0
+        best_pid = root
         while level:
             best: Owner | None = None
             named: Binding | None = None
@@ -192,7 +236,7 @@ class PaneMap:
                 visited += 1
                 for owner in self.owners.get(pid, ()):
                     if best is None or owner.learnt > best.learnt:
-                        best = owner
+                        best, best_pid = owner, pid
                 if best is None and named is None and claim is not None:
                     found = claim(pid)
                     if found is not None:
@@ -206,7 +250,7 @@ class PaneMap:
                         next_level.append(child)
             if best is not None:
                 self.visited += visited
-                return Binding(best.key, best.proof)
+                return Binding(best.key, best.proof, client=best_pid if best.client else None)
             if named is not None:
                 self.visited += visited
                 return named

@@ -21,8 +21,11 @@ __all__ = ["REDACTED_LIMIT", "redact", "shown_reason"]
 REDACTED_LIMIT: Final = 60
 
 # "<short head>: <command>" or "<short head>(<command>)": a tool and what it runs
-# ("approve Bash: echo hi > hi.txt", "Bash(rm -rf build)", "permission: Bash").
+# ("approve Bash: echo hi > hi.txt", "Bash(rm -rf build)", "permission: Bash"); the head may
+# name the tool in a second part ("permission: Bash: rm -rf build", the one reason format of a
+# permission wait, actors.core.hints.permission_reason).
 _TOOL_AND_COMMAND: Final = re.compile(r"^(?P<head>[^:()]{1,40}?)(?P<sep>: |\()(?P<rest>.+)$", re.S)
+_TOOL: Final = re.compile(r"[A-Za-z][\w.-]{0,39}")
 _URL: Final = re.compile(r"\b(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?:[^\s/@]*@)?(?P<host>[^\s/?#]*)\S*")
 _PATH: Final = re.compile(r"(?<![\w/.~:-])(?:~|\.{1,2})?/[^\s:'\"()]*")
 _TOKEN: Final = re.compile(r"[A-Za-z0-9_+/=-]{24,}")
@@ -63,11 +66,16 @@ def redact(text: str, limit: int = REDACTED_LIMIT) -> str:
     text = _SPACE.sub(" ", text).strip()
     match = _TOOL_AND_COMMAND.match(text)
     if match is not None:
-        rest = match["rest"]
+        head, rest = _generic(match["head"]), match["rest"]
+        if match["sep"] == ": ":
+            # "permission: Bash: <command>": the tool is part of the head.
+            tool, sep, command = rest.partition(": ")
+            if sep and _TOOL.fullmatch(tool):
+                head, rest = f"{head}: {tool}", command
         closing = ")" if match["sep"] == "(" and rest.endswith(")") else ""
         if closing:
             rest = rest[:-1]
-        text = f"{_generic(match['head'])}{match['sep']}{_program(rest)}{closing}"
+        text = f"{head}{match['sep']}{_program(rest)}{closing}"
     else:
         text = _generic(text)
     if len(text) > limit:

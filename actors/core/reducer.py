@@ -14,18 +14,19 @@ every other decision about what is shown: :func:`crashed` (an actor stopped afte
 crashes: attention ``failed``), :func:`reprove` (a state restored after a restart, re-proven
 against its owner's live start token), :func:`settled` (ended with nothing to act on: the actor
 may retire, the table may hide it, the store may forget it), :data:`ATTENTION_PRIORITY`, and
-:func:`pane_rank` (which session a pane shows when several are bound to it). Sinks render an
-``Activity``; they never re-decide it.
+:func:`pane_rank` (which session a pane shows when several are bound to it; :func:`pane_winners`
+and :func:`pane_views` apply it). Sinks render an ``Activity``; they never re-decide it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import msgspec
 
-from messages.activity import Activity
+from actors.core.hints import blocked_reason
+from messages.activity import Activity, PaneView
 from messages.codec import SessionMessage
 from messages.common import (
     Attention,
@@ -57,6 +58,7 @@ from messages.evidence import (
     RegistryStatus,
     RolloutOwned,
     RolloutReleased,
+    ThreadStatus,
 )
 
 __all__ = [
@@ -70,12 +72,14 @@ __all__ = [
     "Step",
     "attention_order",
     "attention_rank",
+    "background_items",
     "crashed",
     "derive",
     "from_activity",
     "hidden_after",
     "initial_state",
     "pane_rank",
+    "pane_views",
     "pane_winners",
     "reduce",
     "reprove",
@@ -101,7 +105,9 @@ ENDED_RETENTION_MS: Final = 7 * 24 * 3600 * 1000
 _RECENT: Final = 32
 _COMPLETED: Final = 16
 
-_STATE_WORD_SOURCES: Final = frozenset({"claude_registry", "pty_status", "hermes_executions"})
+_STATE_WORD_SOURCES: Final = frozenset(
+    {"claude_registry", "pty_status", "hermes_executions", "codex_daemon"}
+)
 #: Evidence that is no harness's own -- process identity, the host's PTY and signals, paneward's
 #: own store and supervision -- proves the same for every harness: what a harness declares it
 #: can prove (``reduce(..., proves=...)``) never limits these.
@@ -117,6 +123,7 @@ _MESSAGE_SOURCE: Final[dict[type, Source]] = {
     RolloutReleased: "codex_rollout",
     ProgramStatus: "pty_status",
     LedgerFire: "hermes_executions",
+    ThreadStatus: "codex_daemon",
 }
 _RANK: Final[dict[str, int]] = {"unknown": 0, "idle": 1, "working": 2, "needs_input": 3}
 
@@ -158,13 +165,19 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     prompt_id: str | None = None
     completed: tuple[str, ...] = ()  # prompt/turn ids whose completion was seen
     permission_prompts: tuple[str, ...] = ()
-    interrupted: str | None = None  # id of the turn a registry edge ended without Stop
+    interrupted: str | None = None  # id of the turn an idle edge ended without its completion
+    registry_busy: bool = False  # the newest registry word is `busy`
     # Codex specifics.
     has_rollout: bool = False
     children: tuple[tuple[str, Turn, int], ...] = ()  # (child thread, turn, at_ms)
     # OSC 7501 program status: a `working` not yet closed by `done`.
     pty_working: bool = False
     subagents: frozenset[str] = frozenset()
+    # Work that outlives the turn: the in-flight background work the harness listed (Claude
+    # `background_tasks`), and a completion waiting for the background work to end.
+    background: frozenset[str] = frozenset()
+    background_listed: bool = False  # the harness lists its background work (Claude 2.1.332)
+    deferred: Attention | None = None
     activity: Activity | None = None  # the last published activity
 
 
@@ -274,6 +287,33 @@ def pane_winners(activities: Iterable[Activity]) -> dict[str, Activity]:
     return shown
 
 
+def pane_views(
+    activities: Iterable[Activity], note: Callable[[Activity], str | None] | None = None
+) -> list[PaneView]:
+    """Which session each pane shows and which others are bound to it, by pane id: the same
+    :func:`pane_rank` as the badges and the table. ``note(winner)`` says why a pane shows
+    less than it could (its harness package's words, e.g. a Codex TUI whose thread nothing
+    proves); ``None`` when there is nothing to say."""
+    bound: dict[str, list[Activity]] = {}
+    for activity in activities:
+        if activity.pane is not None:
+            bound.setdefault(activity.pane, []).append(activity)
+    views: list[PaneView] = []
+    for pane in sorted(bound):
+        ranked = sorted(bound[pane], key=pane_rank, reverse=True)
+        winner = ranked[0]
+        views.append(
+            PaneView(
+                pane=pane,
+                key=winner.key,
+                turn=winner.turn,
+                hidden=tuple(a.key for a in ranked[1:]),
+                note=note(winner) if note is not None else None,
+            )
+        )
+    return views
+
+
 def hidden_after(activity: Activity, now_ms: int, after_ms: int = ENDED_SHOWN_MS) -> bool:
     """:func:`settled` for longer than ``after_ms`` (by its evidence time): the status table
     leaves it out (``--all`` lists it)."""
@@ -352,6 +392,9 @@ def reprove(state: SessionState, live_token: str | None, observed_at_ms: int) ->
         needs_since_ms=0,
         pty_working=False,
         subagents=frozenset(),
+        background=frozenset(),
+        deferred=None,
+        registry_busy=False,
         children=(),
         host_owned=False,
     )
@@ -364,12 +407,7 @@ def derive(state: SessionState) -> Activity | None:
     """The activity to publish for ``state`` (None while nothing is known)."""
     if not state.known:
         return None
-    turn: Turn = state.turn if state.presence != "persisted" else "unknown"
-    if state.presence == "running" and turn != "needs_input":
-        # Child threads roll up to their root: the strongest wins.
-        for _, child_turn, _ in state.children:
-            if _RANK[child_turn] > _RANK[turn] and child_turn != "needs_input":
-                turn = child_turn
+    turn = derive_turn(state)
     attention: Attention | None
     if turn == "needs_input":
         attention = Attention(
@@ -396,8 +434,48 @@ def derive(state: SessionState) -> Activity | None:
         attention=attention,
         pane=state.pane,
         exit=state.exit,
-        subagents=len(state.subagents),
+        subagents=background_items(state),
     )
+
+
+def background_items(state: SessionState) -> int:
+    """How many pieces of background work of this session are running (published as
+    ``subagents``): subagents started and not stopped, OSC 7501 child records, the in-flight
+    background work the harness listed, and child threads that are not idle."""
+    return len(state.subagents | state.background) + sum(
+        1 for _, child_turn, _ in state.children if child_turn in ("working", "needs_input")
+    )
+
+
+def _still_working(state: SessionState) -> bool:
+    """The turn ended but work it started still runs (DESIGN §4, work that outlives the turn):
+    background items, or -- for a Claude that does not list its background work in ``Stop`` --
+    its registry still ``busy`` after the hook said the turn ended."""
+    if background_items(state) > 0:
+        return True
+    return state.has_registry and state.registry_busy and not state.background_listed
+
+
+def _complete(state: SessionState, attention: Attention) -> SessionState:
+    """A turn completed: open ``turn_done`` now, or, while work it started still runs, keep
+    the completion until that work has ended and the harness says it is idle (:func:`_settle`).
+    Nothing opens while the pane is focused."""
+    if state.focused:
+        return msgspec.structs.replace(state, deferred=None)
+    if _still_working(state):
+        return msgspec.structs.replace(state, deferred=attention)
+    return msgspec.structs.replace(state, done=attention, deferred=None)
+
+
+def _settle(state: SessionState) -> SessionState:
+    """Open a deferred completion once the last background item has ended and the session's
+    own turn is idle (the harness says it is idle)."""
+    if state.deferred is None or _still_working(state):
+        return state
+    if state.presence != "running" or state.turn != "idle":
+        return state
+    done = None if state.focused else state.deferred
+    return msgspec.structs.replace(state, done=done or state.done, deferred=None)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -449,6 +527,8 @@ def _identity(message: SessionMessage) -> tuple[object, ...] | None:
         return ("rollout", message.key.session_id, message.boundary, message.turn_id, message.at_ms)
     if isinstance(message, ProgramStatus):
         return ("osc", message.state, message.child_id, message.at_ms, message.message)
+    if isinstance(message, ThreadStatus):
+        return ("daemon", message.key.session_id, message.status, message.flags, message.at_ms)
     return None
 
 
@@ -464,9 +544,7 @@ def _with_evidence(state: SessionState, claim: _Claim) -> SessionState:
 
 
 def _open_done(state: SessionState, at_ms: int, reason: str) -> SessionState:
-    if state.focused:
-        return state
-    return msgspec.structs.replace(state, done=Attention("turn_done", reason, at_ms))
+    return _complete(state, Attention("turn_done", reason, at_ms))
 
 
 def _end(
@@ -506,6 +584,9 @@ def _end(
         exit=exit if exit is not None else state.exit,
         pty_working=False,
         subagents=frozenset(),
+        background=frozenset(),
+        deferred=None,
+        registry_busy=False,
         children=(),
         needs_reason="",
         needs_since_ms=0,
@@ -521,9 +602,12 @@ def derive_turn(state: SessionState) -> Turn:
         return "unknown"
     turn = state.turn
     if state.presence == "running" and turn != "needs_input":
+        # Child threads roll up to their root: the strongest wins.
         for _, child_turn, _ in state.children:
             if _RANK[child_turn] > _RANK[turn] and child_turn != "needs_input":
                 turn = child_turn
+        if turn == "idle" and state.deferred is not None:
+            turn = "working"  # the turn completed; work it started still runs
     return turn
 
 
@@ -563,28 +647,41 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
             updates["needs_since_ms"] = 0
         updates["needs_reason"] = needs_reason
         done = state.done
+        deferred = state.deferred
         if turn == "working" and before != "working" and before != "needs_input":
             done = None  # the next turn closes turn_done
             updates["interrupted"] = None
+        if turn == "working" and state.turn != "working" and state.turn != "needs_input":
+            deferred = None  # a new turn: the last one's completion is past
         if claim.completion == "completed":
             if (
                 claim.turn_id is None or claim.turn_id not in state.completed
             ) and not state.focused:
-                done = Attention(
+                attention = Attention(
                     "turn_done", f"turn done ({claim.native or claim.source})", claim.at_ms
                 )
+                if _still_working(state):
+                    deferred = attention  # opens when the work it started has ended
+                else:
+                    done, deferred = attention, None
             updates["completed"] = _remember(state.completed, claim.turn_id, _COMPLETED)
             updates["interrupted"] = None
+        elif claim.completion == "interrupted":
+            deferred = None  # Esc: the turn ended without completing
         if done is not state.done:
             updates["done"] = done
+        if deferred is not state.deferred:
+            updates["deferred"] = deferred
         if presence == "persisted":
             after: Turn = "unknown"
-        elif state.children:
+        elif state.children or state.deferred is not None or "deferred" in updates:
             after = derive_turn(msgspec.structs.replace(state, **updates))
         else:
             after = turn
         if after != before or needs_reason != state.needs_reason:
             changed = True
+        elif deferred is not None and deferred is not state.deferred:
+            changed = True  # the turn ended while its background work runs: that is news
     # A new native word from the same state-word source is news (registry idle -> shell);
     # event names of hooks are not (every tool call would publish).
     reworded = (
@@ -631,6 +728,9 @@ def reduce(
             return Step(state, None, "duplicate")
         recent = (*recent, fingerprint)[-_RECENT:]
     new = _dispatch(state, message)
+    if new is not None and new.deferred is not None:
+        # A completion that waited for background work: settle it now that it may be due.
+        new = _settle(new)
     if new is not None and proves is not None:
         limits = proves.get(state.key.harness)
         if limits:
@@ -695,6 +795,8 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             return _boundary(state, message)
         case ProgramStatus():
             return _program_status(state, message)
+        case ThreadStatus():
+            return _thread_status(state, message)
         case RolloutOwned():
             claim = _Claim(
                 "codex_rollout",
@@ -841,7 +943,16 @@ def _owned_by(state: SessionState, pid: int, token: str | None) -> bool:
 
 def _registry(state: SessionState, message: RegistryStatus) -> SessionState:
     status = message.status
-    state = msgspec.structs.replace(state, has_registry=True)
+    if status is None:
+        state = msgspec.structs.replace(state, has_registry=True)
+    elif status in ("idle", "shell"):
+        # Claude's own word that it runs nothing but (at most) a background shell: the
+        # background work a Stop listed has ended with it.
+        state = msgspec.structs.replace(
+            state, has_registry=True, registry_busy=False, background=frozenset()
+        )
+    else:
+        state = msgspec.structs.replace(state, has_registry=True, registry_busy=status == "busy")
     base = _Claim(
         "claude_registry",
         status,
@@ -894,6 +1005,12 @@ def _hook(state: SessionState, message: HookHint) -> SessionState | None:
         owner=owner,
     )
     turn_id = message.prompt_id or message.turn_id
+    if message.background is not None and (
+        frozenset(message.background) != state.background or not state.background_listed
+    ):
+        state = msgspec.structs.replace(
+            state, background=frozenset(message.background), background_listed=True
+        )
     if hint == "working":
         if message.prompt_id is not None and message.prompt_id != state.prompt_id:
             state = msgspec.structs.replace(state, prompt_id=message.prompt_id)
@@ -980,12 +1097,23 @@ def _boundary(state: SessionState, message: LifecycleBoundary) -> SessionState |
     turn = _BOUNDARY_TURN[message.boundary]
     if message.root_key is not None and message.key != state.key:
         # A child thread's boundary, routed to its root: roll up, never flip to idle.
-        child = message.key.session_id
-        others = tuple(c for c in state.children if c[0] != child)
-        previous = next((c for c in state.children if c[0] == child), None)
-        if previous is not None and message.at_ms < previous[2]:
-            return None
-        return msgspec.structs.replace(state, children=(*others, (child, turn, message.at_ms)))
+        return _child(state, message.key.session_id, turn, message.at_ms)
+    if (
+        message.boundary == "task_complete"
+        and message.at_ms < state.turn_at_ms
+        and state.interrupted is not None
+        and derive_turn(state) == "idle"
+        and (message.turn_id is None or message.turn_id not in state.completed)
+    ):
+        # The daemon's `idle` edge reached us before the rollout's task_complete it follows:
+        # the turn is already idle, and this completes it.
+        new = _open_done(state, message.at_ms, f"turn done ({message.boundary})")
+        return msgspec.structs.replace(
+            new,
+            has_rollout=True,
+            interrupted=None,
+            completed=_remember(new.completed, message.turn_id, _COMPLETED),
+        )
     completion = None
     if message.boundary == "task_complete":
         completion = "completed"
@@ -1004,6 +1132,75 @@ def _boundary(state: SessionState, message: LifecycleBoundary) -> SessionState |
     return _apply_claim(msgspec.structs.replace(state, has_rollout=True), claim)
 
 
+def _child(state: SessionState, child: str, turn: Turn | None, at_ms: int) -> SessionState | None:
+    """Record a child thread's turn at its root (``None``: the child is gone); older news of
+    a child than what is recorded is ignored."""
+    others = tuple(c for c in state.children if c[0] != child)
+    previous = next((c for c in state.children if c[0] == child), None)
+    if previous is not None and at_ms < previous[2]:
+        return None
+    if turn is None:
+        return None if previous is None else msgspec.structs.replace(state, children=others)
+    return msgspec.structs.replace(state, children=(*others, (child, turn, at_ms)))
+
+
+_DAEMON_WAITS: Final = {"waitingOnApproval": "permission", "waitingOnUserInput": "input requested"}
+
+
+def _thread_status(state: SessionState, message: ThreadStatus) -> SessionState | None:
+    """The Codex daemon's own status of a thread: ``active`` is working (needs_input with a
+    waiting flag), ``idle`` is idle (the completion is the rollout's ``task_complete`` or
+    notify: the daemon's edge does not say), ``systemError`` opens ``failed``, ``closed``
+    ends the thread; ``notLoaded`` (also the first half of a reload) claims nothing."""
+    status = message.status
+    if message.root_key is not None and message.key != state.key:
+        child_turn: Turn | None = None
+        if status == "active":
+            child_turn = "working"
+        elif status in ("idle", "systemError"):
+            child_turn = "idle"
+        elif status == "notLoaded":
+            return None
+        return _child(state, message.key.session_id, child_turn, message.at_ms)
+    at, seen = message.at_ms, message.observed_at_ms
+    if status == "closed":
+        if state.host_owned or state.presence != "running":
+            return None
+        return _end(state, at, "codex_daemon", "closed", seen, graceful=True)
+    if status == "notLoaded":
+        return None
+    owner = (message.pid, message.start_token) if message.pid and message.start_token else None
+    wait = next((f for f in message.flags if f in _DAEMON_WAITS), None)
+    native = status if wait is None else f"{status}:{wait}"
+    base = _Claim(
+        "codex_daemon",
+        native,
+        at,
+        seen,
+        version=message.version,
+        running=owner is not None,
+        owner=owner,
+    )
+    if status == "active" and wait is not None:
+        # The hook for the same dialog names the tool and command: keep that reason.
+        keep = state.turn == "needs_input" and bool(state.needs_reason)
+        reason = None if keep else _DAEMON_WAITS[wait]
+        claim = msgspec.structs.replace(base, turn="needs_input", reason=reason)
+        return _apply_claim(state, claim)
+    if status == "active":
+        return _apply_claim(state, msgspec.structs.replace(base, turn="working"))
+    before = derive_turn(state) if state.known else "unknown"
+    if before in ("working", "needs_input") and at >= state.turn_at_ms:
+        # An idle edge without its completion yet: a task_complete older than it may follow.
+        state = msgspec.structs.replace(state, interrupted="?")
+    new = _apply_claim(state, msgspec.structs.replace(base, turn="idle"))
+    if status == "systemError":
+        new = msgspec.structs.replace(
+            new, known=True, failed=Attention("failed", "codex daemon: system error", at)
+        )
+    return new
+
+
 def _program_status(state: SessionState, message: ProgramStatus) -> SessionState | None:
     at, seen = message.at_ms, message.observed_at_ms
     if message.child_id:
@@ -1019,7 +1216,7 @@ def _program_status(state: SessionState, message: ProgramStatus) -> SessionState
         state = msgspec.structs.replace(state, pty_working=True)
         return _apply_claim(state, msgspec.structs.replace(base, turn="working"))
     if message.state == "blocked":
-        reason = message.message or (f"blocked: {message.kind}" if message.kind else "blocked")
+        reason = blocked_reason(message.kind, message.message)
         return _apply_claim(state, msgspec.structs.replace(base, turn="needs_input", reason=reason))
     if message.state == "done":
         state = msgspec.structs.replace(state, pty_working=False)

@@ -25,6 +25,7 @@ from messages.control import (
     PaneUnbound,
 )
 from messages.evidence import (
+    ClientAttached,
     HookHint,
     LedgerFire,
     LifecycleBoundary,
@@ -38,6 +39,7 @@ from messages.evidence import (
     RegistryStatus,
     RolloutOwned,
     RolloutReleased,
+    ThreadStatus,
 )
 
 __all__ = ["Delivery", "RoutingIndex"]
@@ -106,7 +108,7 @@ class RoutingIndex:
                 yield Delivery(message.key, message, True)
             case PaneUnbound():
                 yield Delivery(message.key, message, False)
-            case LifecycleBoundary():
+            case LifecycleBoundary() | ThreadStatus():
                 yield Delivery(message.key, message, True)
                 if message.root_key is not None and message.root_key != message.key:
                     yield Delivery(message.root_key, message, True)
@@ -136,8 +138,8 @@ class RoutingIndex:
                     self.focused_pane = None
                 for key in _sorted(self.panes.get(message.pane)):
                     yield Delivery(key, PaneUnbound(key, message.pane, message.at_ms), False)
-            case PaneOpened() | NotifyHook():
-                return
+            case PaneOpened() | NotifyHook() | ClientAttached():
+                return  # for the listeners (pane mapper, pid watcher) only
 
 
 def _sorted(keys: set[SessionKey] | None) -> list[SessionKey]:

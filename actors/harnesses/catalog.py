@@ -23,7 +23,7 @@ from actors.core.harness import (
 from actors.core.hints import first_str, unmapped
 from actors.core.pane_map import Binding
 from actors.harnesses import claude_code, codex, cursor, gemini, hermes, opencode, pi
-from messages.activity import Unmapped
+from messages.activity import Activity, Unmapped
 from messages.codec import Inbound
 from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
@@ -37,6 +37,7 @@ __all__ = [
     "SPECS",
     "http_refusal",
     "normalize",
+    "pane_note",
     "normalize_hook",
     "process_claim",
 ]
@@ -84,6 +85,12 @@ def process_claim(
     """What a process proves by itself about the session it shows (its harness decides)."""
     claim = _CLAIMS.get(comm)
     return None if claim is None else claim(pid, comm, argv, token)
+
+
+def pane_note(activity: Activity) -> str | None:
+    """Why a pane showing ``activity`` shows less than it could, in its harness's words."""
+    spec = SPECS.get(activity.key.harness)
+    return None if spec is None or spec.pane_note is None else spec.pane_note(activity)
 
 
 def normalize_hook(hook: NotifyHook) -> HookHint | Unmapped:

@@ -4,7 +4,8 @@ A Unix socket next to the hook socket (same 0700 directory, socket 0600). A clie
 sends one JSON request line and reads JSON lines back:
 
 * ``{"op": "status"}`` -> one line ``{"seq": N, "activities": [Activity...],
-  "statistics": {...}}`` (every counter of every actor).
+  "panes": [PaneView...], "statistics": {...}}`` (every counter of every actor; ``panes``:
+  which session each pane shows, :func:`actors.core.reducer.pane_views`).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given, then live, with no gap and no duplicate; a client that cannot keep up
@@ -32,6 +33,7 @@ import anyio.abc
 import msgspec
 
 import messages
+from actors.core.reducer import pane_views
 from messages.activity import Snapshot, Transition
 
 __all__ = ["ControlServer", "ControlStatistics", "request_lines"]
@@ -65,6 +67,8 @@ class ControlServer:
     :param statistics: returns every actor's counters as plain data.
     :param journal: ``await journal(since, until)`` returns the stored transitions
         with ``since < seq <= until`` (the store, flushed first).
+    :param pane_note: why a pane showing an activity shows less than it could (the harness
+        catalog's words, passed in by the daemon's wiring: this server knows no harness).
     """
 
     def __init__(
@@ -73,7 +77,9 @@ class ControlServer:
         host: _Host,
         statistics: Callable[[], dict[str, Any]],
         journal: Callable[[int, int], Awaitable[list[Transition]]],
+        pane_note: Callable[[messages.Activity], str | None] | None = None,
     ) -> None:
+        self._pane_note = pane_note
         self._path = socket_path
         self._host = host
         self._statistics = statistics
@@ -142,9 +148,11 @@ class ControlServer:
                 await _send_json(stream, {"error": str(exc)})
 
     async def _status(self, stream: anyio.abc.SocketStream) -> None:
+        snapshot = self._host.snapshot()
         body = {
             "seq": self._host.seq,
-            "activities": msgspec.to_builtins(self._host.snapshot()),
+            "activities": msgspec.to_builtins(snapshot),
+            "panes": msgspec.to_builtins(pane_views(snapshot, self._pane_note)),
             "statistics": self._statistics(),
         }
         await stream.send(msgspec.json.encode(body) + b"\n")

@@ -97,6 +97,8 @@ class PaneMapper:
         messages.RolloutOwned,
         messages.RolloutReleased,
         messages.HookHint,
+        messages.ClientAttached,
+        messages.ThreadStatus,
         messages.ProcessGone,
         messages.PaneOpened,
         messages.PaneClosed,

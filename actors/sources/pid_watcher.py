@@ -3,13 +3,14 @@
 Functional core: :func:`actors.core.pids.plan` decides, from plain data, what one probe round
 means. Imperative shell: :class:`PidWatcher`, a listener of the supervisor: every inbound
 message that names an owner (``RegistryStatus``, ``RolloutOwned``, ``PtySpawned``, a
-``ProcessSeen`` claiming a key, a ``HookHint`` with a pid) is handed to it as the supervisor
-routes it, and the owners of sessions restored at start come in its constructor. It probes
-every candidate on a tick (default 1 s) in a worker thread, and for each pid it saw alive
-opens a pidfd (Linux ``os.pidfd_open``) and waits for it to become readable on the event loop,
-so an exit is reported within milliseconds; the tick is the fallback where pidfds are
-unavailable (and catches pid recycling, which a pidfd cannot miss anyway since it pins one
-incarnation). A pid is watched until it dies or is recycled.
+``ProcessSeen`` claiming a key, a ``HookHint`` with a pid, a ``ClientAttached`` client, a
+``ThreadStatus`` naming its daemon) is handed to it as the supervisor routes it, and the
+owners of sessions restored at start come in its constructor. It probes every candidate on a
+tick (default 1 s) in a worker thread, and for each pid it saw alive opens a pidfd (Linux
+``os.pidfd_open``) and waits for it to become readable on the event loop, so an exit is
+reported within milliseconds; the tick is the fallback where pidfds are unavailable (and
+catches pid recycling, which a pidfd cannot miss anyway since it pins one incarnation). A pid
+is watched until it dies or is recycled.
 
 Messages sent (through the sink, handled by the supervisor, routed to the sessions owned by
 the pid): :class:`messages.ProcessSeen` the first time a pid is seen alive with a token
@@ -87,6 +88,8 @@ class PidWatcher:
         messages.PtySpawned,
         messages.HookHint,
         messages.ProcessSeen,
+        messages.ClientAttached,
+        messages.ThreadStatus,
     )
 
     def __init__(
@@ -145,18 +148,23 @@ class PidWatcher:
     def deliver_nowait(self, message: messages.Inbound) -> None:
         """Watch the owner pid named by a piece of evidence, if any (never blocks).
 
-        ``RegistryStatus``, ``RolloutOwned``, ``PtySpawned`` (pid + token), a ``ProcessSeen``
+        ``RegistryStatus``, ``RolloutOwned``, ``PtySpawned``, ``ClientAttached`` (pid + token), a
+        ``ProcessSeen``
         that claims a key, ``HookHint`` / ``NotifyHook`` with a pid. Other messages are
         ignored.
         """
         if isinstance(
-            message, messages.RegistryStatus | messages.RolloutOwned | messages.PtySpawned
+            message,
+            messages.RegistryStatus
+            | messages.RolloutOwned
+            | messages.PtySpawned
+            | messages.ClientAttached,
         ):
             self.watch(message.pid, message.start_token)
         elif isinstance(message, messages.ProcessSeen):
             if message.key is not None:
                 self.watch(message.pid, message.start_token)
-        elif isinstance(message, messages.HookHint | messages.NotifyHook):
+        elif isinstance(message, messages.HookHint | messages.NotifyHook | messages.ThreadStatus):
             pid = message.pid
             if pid is not None:
                 self.watch(pid, message.start_token)

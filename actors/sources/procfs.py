@@ -36,6 +36,8 @@ __all__ = [
     "children_map",
     "is_alive",
     "list_pids",
+    "listening_inodes",
+    "parse_listening_inodes",
     "open_paths",
     "probe",
     "read_cmdline",
@@ -43,6 +45,7 @@ __all__ = [
     "read_ppid",
     "read_stat",
     "scan_processes",
+    "socket_holders",
     "start_token",
 ]
 
@@ -311,3 +314,48 @@ def children_map(processes: list[ProcessInfo] | None = None) -> dict[int, list[i
     for kids in children.values():
         kids.sort()
     return children
+
+
+_LOOPBACK4 = "0100007F"  # 127.0.0.1 as /proc/net/tcp prints it (little-endian hex)
+_LOOPBACK6 = "00000000000000000000000001000000"  # ::1
+_TCP_LISTEN = "0A"
+
+
+def parse_listening_inodes(table: str, port: int) -> set[int]:
+    """Pure: the socket inodes of ``/proc/net/tcp``/``tcp6`` text that LISTEN on loopback
+    ``port`` (``127.0.0.1`` or ``::1``). Malformed lines are skipped."""
+    want = f"{port:04X}"
+    found: set[int] = set()
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+            continue
+        address, _, local_port = fields[1].partition(":")
+        if local_port != want or address not in (_LOOPBACK4, _LOOPBACK6):
+            continue
+        try:
+            inode = int(fields[9])
+        except ValueError:
+            continue
+        if inode > 0:
+            found.add(inode)
+    return found
+
+
+def listening_inodes(port: int) -> set[int]:
+    """The inodes of the sockets listening on loopback ``port`` (Linux; ``set()`` elsewhere
+    or when ``/proc/net`` cannot be read)."""
+    found: set[int] = set()
+    for name in ("tcp", "tcp6"):
+        text = _read_text(f"{_PROC}/net/{name}")
+        if text is not None:
+            found |= parse_listening_inodes(text, port)
+    return found
+
+
+def socket_holders(pids: list[int], inodes: set[int]) -> list[int]:
+    """Those of ``pids`` that hold an open descriptor on one of the socket ``inodes``."""
+    if not inodes:
+        return []
+    links = {f"socket:[{inode}]" for inode in inodes}
+    return [pid for pid in pids if links.intersection(open_paths(pid))]

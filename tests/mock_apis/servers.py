@@ -11,6 +11,10 @@ answer (reference/real-harnesses.md §3):
   the tool result then gets a short final answer;
 - ``SLOW``: the stream starts and then stalls until :meth:`MockServer.close` (the test presses
   Esc meanwhile);
+- ``AGENT`` (Anthropic): an ``Agent`` tool call that starts a background subagent whose prompt
+  is ``STALLED subagent``; the subagent's own request (its prompt) stalls until
+  :attr:`MockServer.subagent_release` is set, so the subagent keeps working after the turn's
+  ``Stop``;
 - anything else: a one-line text answer.
 
 For Chat Completions and Gemini (reference/harnesses-3.md, "The mock"): ``TOOL`` -> the offered
@@ -31,9 +35,18 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["MockServer", "anthropic_server", "chat_server", "gemini_server", "openai_server"]
+__all__ = [
+    "SUBAGENT_PROMPT",
+    "MockServer",
+    "anthropic_server",
+    "chat_server",
+    "gemini_server",
+    "openai_server",
+]
 
 STALL_S = 60.0
+#: The prompt of the background subagent the ``AGENT`` answer starts (its request stalls).
+SUBAGENT_PROMPT = "STALLED subagent: say hello"
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -53,6 +66,10 @@ def _texts(content: Any) -> str:
 class MockServer:
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.release = threading.Event()
+        #: Set by a test to let the stalled subagent (``AGENT``) finish.
+        self.subagent_release = threading.Event()
+        #: Set when the subagent's own request starts stalling.
+        self.subagent_stalled = threading.Event()
         self.requests: list[dict[str, Any]] = []
         #: Set when a stream starts stalling (a SLOW turn is under way); tests clear it.
         self.stalled = threading.Event()
@@ -68,6 +85,7 @@ class MockServer:
 
     def close(self) -> None:
         self.release.set()
+        self.subagent_release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(timeout=10)
@@ -113,21 +131,42 @@ class _Anthropic(_Handler):
             return
         body = self._body()
         messages = body.get("messages") or [{}]
-        last = messages[-1]
+        # The last user message (Claude may append a `system` message after it).
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        last = users[-1] if users else messages[-1]
         content = last.get("content")
         tool_result = isinstance(content, list) and any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content
         )
         text = _texts(content)
         # Claude may put a new prompt in the same user message as an earlier tool result.
-        if "SLOW" in text:
+        if SUBAGENT_PROMPT in text and not tool_result:
+            self._stream(self._subagent())
+        elif "SLOW" in text:
             self._stream(self._text("Thinking slowly.", stall=True))
         elif tool_result:
             self._stream(self._text("Wrote hi.txt."))
         elif "WRITE" in text:
             self._stream(self._tool())
+        elif "AGENT" in text:
+            self._stream(self._tool("Agent", {
+                "description": "Stalled helper", "prompt": SUBAGENT_PROMPT,
+                "subagent_type": "general-purpose", "run_in_background": True,
+            }))
         else:
             self._stream(self._text("Hello from the mock Anthropic API."))
+
+    def _subagent(self) -> Iterator[bytes]:
+        yield self._start()
+        yield _sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                           "content_block": {"type": "text", "text": ""}})
+        yield b": stalling\n\n"
+        self.mock.subagent_stalled.set()
+        self.mock.subagent_release.wait(STALL_S)
+        yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                           "delta": {"type": "text_delta", "text": "Helped."}})
+        yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+        yield from self._end("end_turn")
 
     def _start(self) -> bytes:
         return _sse("message_start", {"type": "message_start", "message": {
@@ -153,13 +192,14 @@ class _Anthropic(_Handler):
         yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
         yield from self._end("end_turn")
 
-    def _tool(self) -> Iterator[bytes]:
+    def _tool(self, name: str = "Bash", args: dict[str, Any] | None = None) -> Iterator[bytes]:
         yield self._start()
         yield _sse("content_block_start", {"type": "content_block_start", "index": 0,
                                            "content_block": {"type": "tool_use",
-                                                             "id": "toolu_mock1",
-                                                             "name": "Bash", "input": {}}})
-        args = {"command": "echo hi > hi.txt", "description": "Write hi.txt"}
+                                                             "id": f"toolu_mock_{name}",
+                                                             "name": name, "input": {}}})
+        if args is None:
+            args = {"command": "echo hi > hi.txt", "description": "Write hi.txt"}
         yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
             "type": "input_json_delta", "partial_json": json.dumps(args)}})
         yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})

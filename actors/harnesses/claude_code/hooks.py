@@ -9,9 +9,16 @@ actor lives in :mod:`actors.harnesses.claude_code.registry`.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from actors.core.hints import NEEDS_INPUT_NOTIFICATIONS, first_str, text, token, unmapped
+from actors.core.hints import (
+    NEEDS_INPUT_NOTIFICATIONS,
+    first_str,
+    permission_reason,
+    text,
+    token,
+    unmapped,
+)
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -22,6 +29,7 @@ __all__ = [
     "INSTALLED_EVENTS",
     "KNOWN_EVENTS",
     "LATE_NOTIFICATIONS",
+    "background_work",
     "normalize",
 ]
 
@@ -130,7 +138,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
             hint = "needs_input"
         summary = text(payload.get("message"))
     elif tok == "permissionrequest":
-        summary = f"permission: {tool}" if tool else "permission"
+        summary = permission_reason(tool, _tool_command(payload))
     elif tok == "elicitation":
         summary = text(payload.get("message")) or "input requested"
     elif tok == "sessionend":
@@ -154,4 +162,41 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
         agent_id=first_str(payload, "agent_id"),
         pid=hook.pid,
         start_token=hook.start_token,
+        background=background_work(payload),
     )
+
+
+#: Background task types that are not "work the turn is still doing": a background shell is
+#: an idle turn (registry ``shell``), as it always was.
+_IDLE_BACKGROUND: Final = frozenset({"shell"})
+_MAX_BACKGROUND: Final = 64
+
+
+def background_work(payload: dict[str, Any]) -> tuple[str, ...] | None:
+    """The ids of the in-flight background work a ``Stop`` / ``SubagentStop`` payload lists.
+
+    Claude Code 2.1.332 sends ``background_tasks: [{id, type, status, ...}]`` ("in-flight
+    background work (running/pending + backgrounded) ... empty when nothing is in flight"):
+    every item but a background shell counts. ``None`` when the payload has no such list
+    (other events, older releases); malformed items are skipped.
+    """
+    tasks = payload.get("background_tasks")
+    if not isinstance(tasks, list):
+        return None
+    ids: list[str] = []
+    for task in tasks[:_MAX_BACKGROUND]:
+        if not isinstance(task, dict):
+            continue
+        task_id = first_str(task, "id")
+        kind = task.get("type")
+        if task_id is None or (isinstance(kind, str) and token(kind) in _IDLE_BACKGROUND):
+            continue
+        if task_id not in ids:
+            ids.append(task_id)
+    return tuple(ids)
+
+
+def _tool_command(payload: dict[str, Any]) -> object:
+    """The command a tool call runs (``tool_input.command``, as Bash has), else ``None``."""
+    tool_input = payload.get("tool_input")
+    return tool_input.get("command") if isinstance(tool_input, dict) else None

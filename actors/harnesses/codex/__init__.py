@@ -4,6 +4,8 @@
 - :mod:`.hooks` -- ``notify`` and ``hooks.json`` payloads to hints;
 - :mod:`.rollouts` -- rollout files held open by a ``codex`` process: the discovery actor;
 - :mod:`.tui` -- what a TUI process proves about the thread it shows;
+- :mod:`.daemon` -- the shared app-server daemon's control socket: thread status, and which
+  TUI shows which thread (the daemon's MCP connection to the TUI's own listener);
 - :mod:`.install` -- the ``config.toml`` / ``hooks.json`` edits of ``install-hooks codex``.
 
 Facts: reference/real-harnesses.md §5, real-harnesses-2.md §2. The owner of a hook or notify
@@ -19,27 +21,36 @@ __all__ = ["PROVES", "SPEC"]
 
 #: What Codex can prove, and from what (reference/real-harnesses.md §5, real-harnesses-2.md §2).
 PROVES = (
-    Proof("running", ("codex_rollout", "codex_hook", "codex_notify", "pty_host"),
-          "a `codex` process holding the rollout open; the hook's parent (--owner parent)"),
-    Proof("working", ("codex_rollout", "codex_hook", "pty_status"),
-          "rollout task_started; UserPromptSubmit, PreToolUse, PostToolUse; OSC 7501 working"),
-    Proof("idle", ("codex_rollout", "codex_hook", "codex_notify", "pty_status"),
-          "rollout task_complete/turn_aborted; Stop; notify agent-turn-complete; OSC 7501"),
-    Proof("needs_input", ("codex_hook", "pty_status"),
-          "PermissionRequest hook (once its hooks are trusted); OSC 7501 blocked. An approval "
-          "wait leaves no rollout trace"),
+    Proof("running", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_host"),
+          "a `codex` process holding the rollout open; the hook's parent (--owner parent); the "
+          "daemon's loaded thread with its TUI attached"),
+    Proof("working", ("codex_rollout", "codex_hook", "codex_daemon", "pty_status"),
+          "rollout task_started; UserPromptSubmit, PreToolUse, PostToolUse; the daemon's "
+          "thread status active; OSC 7501 working"),
+    Proof("idle", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_status"),
+          "rollout task_complete/turn_aborted; Stop; notify agent-turn-complete; the daemon's "
+          "thread status idle; OSC 7501"),
+    Proof("needs_input", ("codex_hook", "codex_daemon", "pty_status"),
+          "PermissionRequest hook (once its hooks are trusted); the daemon's activeFlags "
+          "waitingOnApproval / waitingOnUserInput; OSC 7501 blocked. An approval wait leaves no "
+          "rollout trace"),
     Proof("turn_done", ("codex_rollout", "codex_hook", "codex_notify", "pty_status"),
           "rollout task_complete; Stop; notify agent-turn-complete; OSC 7501 done "
-          "(turn_aborted is an interrupt: no turn_done)"),
-    Proof("failed", ("pid_probe", "pty_host"),
-          "process evidence: death while working, a non-zero PTY exit or a signal"),
+          "(turn_aborted is an interrupt: no turn_done; the daemon's idle is not a completion)"),
+    Proof("failed", ("pid_probe", "pty_host", "codex_daemon"),
+          "process evidence: death while working, a non-zero PTY exit or a signal; the "
+          "daemon's systemError"),
 )
 
 SPEC = HarnessSpec(
     id="codex",
-    summary="rollout files held open, notify, hooks.json, OSC 7501 under paneward wrap",
+    summary=(
+        "rollout files held open, the app-server daemon's thread status, notify, hooks.json,"
+        " OSC 7501 under paneward wrap"
+    ),
     normalize=hooks.normalize,
     claim_comms=tui.CLAIM_COMMS,
     process_claim=tui.process_claim,
     proves=PROVES,
+    pane_note=tui.pane_note,
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.core.hints import first_str, text, token, unmapped
+from actors.core.hints import first_str, permission_reason, text, token, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -80,7 +80,9 @@ def _normalize_hook(hook: NotifyHook, event: str) -> HookHint | Unmapped:
     tool = first_str(payload, "tool_name", limit=200)
     summary = None
     if hint == "needs_input":
-        summary = f"permission: {tool}" if tool else "permission"
+        tool_input = payload.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        summary = permission_reason(tool, command)
     elif hint == "ended":
         summary = text(payload.get("reason"))
     return HookHint(

@@ -2,10 +2,12 @@
 
 Facts (reference/real-harnesses-2.md §2): in daemon mode (the default) the TUI holds no rollout
 and nothing on disk names its thread; the shared ``codex app-server`` daemon below it holds the
-rollouts of every thread. What a process shows by itself: ``codex resume <thread-id>`` on the
-command line of a process named ``codex`` (proof ``codex_resume_argv``); otherwise a TUI
-process is bound to its own session ``codex:tui-<pid>-<token>`` (proof ``codex_tui_process``:
-presence only, turn unknown) -- never to a guessed thread.
+rollouts of every thread. The daemon itself says which TUI a thread is attached to
+(:mod:`.daemon`: proof ``codex_daemon_mcp``, learnt by the pane mapper as an owner). What a
+process shows by itself: ``codex resume <thread-id>`` on the command line of a process named
+``codex`` (proof ``codex_resume_argv``); otherwise a TUI process is bound to its own session
+``codex:tui-<pid>-<token>`` (proof ``codex_tui_process``: presence only, turn unknown) --
+never to a guessed thread -- and ``paneward status`` says why (:func:`pane_note`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Final
 
 import messages
 from actors.core.pane_map import Binding
+from messages.activity import Activity
 from messages.common import MAX_ID_LEN
 
 __all__ = [
@@ -22,8 +25,15 @@ __all__ = [
     "codex_resume_thread",
     "codex_tui_key",
     "is_codex_tui",
+    "pane_note",
     "process_claim",
 ]
+
+#: What ``paneward status`` says of a pane that shows a Codex TUI whose thread is not proven.
+UNBOUND_NOTE: Final = (
+    "codex daemon: thread not bound to this pane (nothing proves which thread this TUI shows;"
+    " run it as `paneward wrap -- codex`)"
+)
 
 #: The process names whose command line can prove something (the walk reads only theirs).
 CLAIM_COMMS: Final = frozenset({"codex"})
@@ -73,4 +83,14 @@ def process_claim(
         return Binding(messages.SessionKey("codex", thread), "codex_resume_argv")
     if token is not None and is_codex_tui(comm, argv):
         return Binding(codex_tui_key(pid, token), "codex_tui_process", pid, token)
+    return None
+
+
+def pane_note(activity: Activity) -> str | None:
+    """Why a pane shows ``activity`` and no turn: a live Codex TUI bound to itself."""
+    key = activity.key
+    if key.harness == "codex" and key.session_id.startswith("tui-") and (
+        activity.presence == "running"
+    ):
+        return UNBOUND_NOTE
     return None

@@ -1,0 +1,701 @@
+"""The Codex app-server daemon as a source: thread status, and which TUI shows which thread.
+
+Facts (reference/real-harnesses-2.md §2, re-checked with Codex 0.171.0 here): in daemon mode
+(the default) every TUI is a client of one shared ``codex app-server`` daemon, which runs the
+threads. Its control socket ``$CODEX_HOME/app-server-control/app-server-control.sock`` speaks
+JSON-RPC over a WebSocket over the unix socket. Any client, without subscribing to a thread,
+receives the broadcasts ``thread/started``, ``thread/status/changed`` (``idle``; ``active``
+with ``activeFlags`` ``waitingOnApproval`` / ``waitingOnUserInput``; ``systemError``;
+``notLoaded``) and ``thread/closed``.
+
+The proof that ties a TUI process to its thread: each TUI runs its own MCP server
+``codex_tui`` on a loopback TCP listener, and the daemon connects to it for every thread the
+TUI starts or resumes. ``mcpServerStatus/list {threadId, serverName: "codex_tui"}`` answers
+``httpOrigin: "http://127.0.0.1:<port>"``, and the process holding the socket that LISTENs on
+that port (``/proc/net/tcp`` inode, ``/proc/<pid>/fd``) is that TUI. A thread resumed in
+another pane (``codex resume <id>`` after the first TUI left) is reloaded
+(``notLoaded`` -> ``idle``) and its MCP server moves to the new TUI. A TUI keeps every thread
+it opened loaded (``/new``, ``/resume``) with its MCP server pointing at it, so a TUI shows the
+thread attached to it LAST (``thread/started``, or a reload): this source announces each
+attachment as it happens (:class:`~messages.ClientAttached`), and the pane mapper binds the
+newest. Not provable, so not claimed: after paneward (re)connects, which of several threads
+attached to one TUI it shows (until the next attachment), and a thread a TUI picks in its
+``/resume`` list while another TUI still shows it (the daemon keeps its MCP connection to the
+first: nothing moves).
+
+Functional core: :func:`parse_origin`, :class:`DaemonView` (what each notification means);
+imperative shell: :class:`CodexDaemonSource` (the connection, wsproto for the WebSocket
+framing, driven by anyio; it never starts a daemon, and reconnects when one appears).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.abc
+import msgspec
+import wsproto
+import wsproto.events
+import wsproto.utilities
+from anyio.streams.memory import MemoryObjectSendStream
+
+import messages
+from actors.core.clock import now_ms
+from actors.harnesses.codex import paths
+from actors.harnesses.codex.tui import is_codex_tui
+from actors.runtime.mailbox import EvidenceSink
+from actors.sources import procfs
+from messages.common import SessionKey
+from messages.errors import MessageError
+from messages.evidence import ThreadState
+
+__all__ = [
+    "MCP_PROOF",
+    "TUI_SERVER",
+    "CodexDaemonSource",
+    "DaemonStatistics",
+    "DaemonView",
+    "Thread",
+    "control_socket",
+    "parse_origin",
+]
+
+#: The MCP server every Codex TUI runs for the threads it shows.
+TUI_SERVER: Final = "codex_tui"
+#: ``ClientAttached.proof`` / ``PaneBound.proof`` of a pane bound this way.
+MCP_PROOF: Final = "codex_daemon_mcp"
+#: Broadcasts this source never uses (asked not to be sent: less traffic while idle).
+_OPT_OUT: Final = (
+    "thread/name/updated",
+    "thread/goal/updated",
+    "thread/goal/cleared",
+    "thread/tokenUsage/updated",
+    "thread/settings/updated",
+    "remoteControl/status/changed",
+    "configWarning",
+    "skills/changed",
+    "app/list/updated",
+    "account/updated",
+    "account/rateLimits/updated",
+)
+_MAX_MESSAGE: Final = 16 << 20  # the daemon's own x-codex-websocket-max-unfragmented-message-bytes
+_READ: Final = 65536
+_REQUEST_TIMEOUT_S: Final = 10.0
+_MAX_PAGES: Final = 100
+_RETRY_MIN_S: Final = 0.25
+_RETRY_MAX_S: Final = 30.0
+_STATES: Final[frozenset[str]] = frozenset({"idle", "active", "systemError", "notLoaded"})
+
+
+def control_socket(codex_home: Path | None = None) -> Path:
+    """Where the daemon's control socket is (a link into ``/tmp/codex-daemon-<uid>/``)."""
+    home = codex_home if codex_home is not None else paths.home()
+    return home / "app-server-control" / "app-server-control.sock"
+
+
+def parse_origin(origin: object) -> int | None:
+    """The loopback port of an MCP ``httpOrigin`` (``http://127.0.0.1:35175``), else ``None``.
+
+    Only ``127.0.0.1``, ``::1`` and ``localhost`` count: a TUI's own listener is loopback.
+    """
+    if not isinstance(origin, str) or len(origin) > 200:
+        return None
+    try:
+        parts = urlsplit(origin)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or port is None:
+        return None
+    if parts.hostname not in ("127.0.0.1", "::1", "localhost"):
+        return None
+    return port
+
+
+# --------------------------------------------------------------------------- the pure view
+
+
+class _Status(msgspec.Struct, rename="camel"):
+    type: str
+    active_flags: list[str] = msgspec.field(default_factory=list)
+
+
+class _ThreadWire(msgspec.Struct, rename="camel"):
+    id: str
+    ephemeral: bool = False
+    thread_source: str | None = None
+    parent_thread_id: str | None = None
+    cli_version: str | None = None
+
+
+@dataclass
+class Thread:
+    """What this source knows of one loaded thread."""
+
+    id: str
+    root: str | None  # the parent thread, for a child (subagent) thread
+    hidden: bool  # an ephemeral thread (the TUI's title thread): never reported
+    version: str | None
+    status: ThreadState = "notLoaded"
+    flags: tuple[str, ...] = ()
+
+
+@dataclass
+class DaemonView:
+    """Pure: the threads of one daemon connection, and what each notification means.
+
+    ``daemon`` is ``(pid, start token)`` of the daemon (the peer of the control socket), the
+    owner of every thread it runs.
+    """
+
+    daemon: tuple[int, str] | None = None
+    threads: dict[str, Thread] = field(default_factory=dict)
+
+    def learn(self, raw: object) -> Thread | None:
+        """Remember a thread object (``thread/started``, ``thread/read``); ``None`` if it is
+        not a usable thread."""
+        try:
+            wire = msgspec.convert(raw, _ThreadWire)
+        except msgspec.ValidationError:
+            return None
+        if not wire.id or len(wire.id) > messages.common.MAX_ID_LEN:
+            return None
+        hidden = wire.ephemeral or wire.thread_source == "thread_title"
+        known = self.threads.get(wire.id)
+        thread = Thread(
+            wire.id,
+            wire.parent_thread_id or None,
+            hidden,
+            wire.cli_version,
+            known.status if known is not None else "notLoaded",
+        )
+        self.threads[wire.id] = thread
+        return thread
+
+    def status(
+        self, thread_id: str, raw: object, at_ms: int, observed_at_ms: int
+    ) -> tuple[messages.ThreadStatus | None, bool]:
+        """``thread/status/changed``: the evidence to send, and whether the thread was just
+        (re)attached (``notLoaded`` -> loaded: a reload, e.g. ``codex resume``)."""
+        thread = self.threads.get(thread_id)
+        try:
+            status = msgspec.convert(raw, _Status)
+        except msgspec.ValidationError:
+            return None, False
+        if thread is None or status.type not in _STATES:
+            return None, False
+        word: ThreadState = status.type  # type: ignore[assignment]  # checked just above
+        reloaded = thread.status == "notLoaded" and word != "notLoaded"
+        thread.status, thread.flags = word, tuple(status.active_flags)
+        evidence = self.evidence(thread, word, thread.flags, at_ms, observed_at_ms)
+        return evidence, reloaded and thread.root is None and not thread.hidden
+
+    def closed(
+        self, thread_id: str, at_ms: int, observed_at_ms: int
+    ) -> messages.ThreadStatus | None:
+        """``thread/closed``: the thread was unloaded (its last client left 60 s ago)."""
+        thread = self.threads.pop(thread_id, None)
+        if thread is None:
+            return None
+        return self.evidence(thread, "closed", (), at_ms, observed_at_ms)
+
+    def evidence(
+        self,
+        thread: Thread,
+        status: ThreadState,
+        flags: tuple[str, ...],
+        at_ms: int,
+        observed_at_ms: int,
+    ) -> messages.ThreadStatus | None:
+        """The :class:`~messages.ThreadStatus` for ``thread`` (``None`` for a hidden one)."""
+        if thread.hidden:
+            return None
+        pid, token = self.daemon if self.daemon is not None else (None, None)
+        return messages.ThreadStatus(
+            key=SessionKey("codex", thread.id),
+            status=status,
+            at_ms=at_ms,
+            observed_at_ms=observed_at_ms,
+            flags=tuple(f for f in flags if isinstance(f, str))[:8],
+            pid=pid,
+            start_token=token,
+            root_key=SessionKey("codex", thread.root) if thread.root else None,
+            version=thread.version,
+        )
+
+
+# --------------------------------------------------------------------------- the connection
+
+
+class DaemonProtocolError(Exception):
+    """The peer broke the WebSocket or JSON-RPC protocol (the connection is dropped)."""
+
+
+class _Rpc:
+    """JSON-RPC 2.0 over a client WebSocket (wsproto) over one anyio byte stream."""
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self._stream = stream
+        self._ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+        self._text: list[str] = []
+        self._size = 0
+        self._next_id = 0
+        self._pending: dict[int, anyio.Event] = {}
+        self._answers: dict[int, dict[str, Any]] = {}
+        self.bytes_in = 0
+
+    async def open(self) -> None:
+        await self._stream.send(self._ws.send(wsproto.events.Request(host="localhost", target="/")))
+        while True:
+            for event in await self._events():
+                if isinstance(event, wsproto.events.AcceptConnection):
+                    return
+                if isinstance(event, wsproto.events.RejectConnection):
+                    raise DaemonProtocolError(f"websocket refused ({event.status_code})")
+
+    async def _events(self) -> list[wsproto.events.Event]:
+        data = await self._stream.receive(_READ)  # EndOfStream when the daemon hangs up
+        self.bytes_in += len(data)
+        try:
+            self._ws.receive_data(data)
+            return list(self._ws.events())
+        except wsproto.utilities.RemoteProtocolError as exc:
+            raise DaemonProtocolError(str(exc)) from None
+
+    async def send(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body, separators=(",", ":"))
+        await self._stream.send(self._ws.send(wsproto.events.Message(data=data)))
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and wait for its answer (read by :meth:`serve` meanwhile).
+
+        :raises DaemonProtocolError: an error answer, or none within the timeout.
+        """
+        self._next_id += 1
+        request_id = self._next_id
+        done = self._pending[request_id] = anyio.Event()
+        try:
+            await self.send({"jsonrpc": "2.0", "id": request_id, "method": method,
+                             "params": params})
+            with anyio.fail_after(_REQUEST_TIMEOUT_S):
+                await done.wait()
+        except TimeoutError:
+            raise DaemonProtocolError(f"{method}: no answer") from None
+        finally:
+            self._pending.pop(request_id, None)
+        answer = self._answers.pop(request_id)
+        result = answer.get("result")
+        if "error" in answer or not isinstance(result, dict):
+            raise DaemonProtocolError(f"{method}: {answer.get('error')!r}")
+        return result
+
+    async def serve(self, notify: Callable[[dict[str, Any]], None]) -> None:
+        """Read until the peer hangs up: answers wake their callers, notifications go to
+        ``notify`` (which must not block), requests from the daemon are refused."""
+        while True:
+            for event in await self._events():
+                if isinstance(event, wsproto.events.TextMessage):
+                    self._text.append(event.data)
+                    self._size += len(event.data)
+                    if self._size > _MAX_MESSAGE:
+                        raise DaemonProtocolError("message too large")
+                    if event.message_finished:
+                        text, self._text, self._size = "".join(self._text), [], 0
+                        await self._dispatch(text, notify)
+                elif isinstance(event, wsproto.events.Ping):
+                    await self._stream.send(self._ws.send(event.response()))
+                elif isinstance(event, wsproto.events.CloseConnection):
+                    with contextlib.suppress(wsproto.utilities.LocalProtocolError):
+                        await self._stream.send(self._ws.send(event.response()))
+                    return
+
+    async def _dispatch(self, text: str, notify: Callable[[dict[str, Any]], None]) -> None:
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise DaemonProtocolError("a frame that is not JSON") from None
+        if not isinstance(body, dict):
+            raise DaemonProtocolError("a frame that is not a JSON object")
+        request_id, method = body.get("id"), body.get("method")
+        if method is None and isinstance(request_id, int) and request_id in self._pending:
+            self._answers[request_id] = body
+            self._pending[request_id].set()
+        elif isinstance(method, str) and request_id is not None:
+            # A request to this client (none is expected: it subscribes to no thread).
+            await self.send({"jsonrpc": "2.0", "id": request_id,
+                             "error": {"code": -32601, "message": "not handled by paneward"}})
+        elif isinstance(method, str):
+            notify(body)
+
+
+def _peer(sock: socket.socket) -> tuple[int, int]:
+    """``(pid, uid)`` of the unix socket's peer (``SO_PEERCRED``)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _ = struct.unpack("3i", raw)
+    return pid, uid
+
+
+def _resolve_client(port: int) -> tuple[int, str] | None:
+    """Worker thread: the Codex TUI process listening on loopback ``port`` (pid, start token).
+
+    Only processes named ``codex`` that are TUIs (not the daemon, not ``codex exec``) count.
+    """
+    inodes = procfs.listening_inodes(port)
+    if not inodes:
+        return None
+    candidates: list[tuple[int, str]] = []
+    for name in os.listdir("/proc") if procfs.HAVE_PROCFS else ():
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if procfs.read_comm(pid) != "codex":
+            continue
+        argv = procfs.read_cmdline(pid)
+        stat = procfs.read_stat(pid)
+        if argv is None or stat is None or not is_codex_tui("codex", argv):
+            continue
+        candidates.append((pid, stat.start_token))
+    holders = procfs.socket_holders([pid for pid, _ in candidates], inodes)
+    if len(holders) != 1:
+        return None
+    return next(c for c in candidates if c[0] == holders[0])
+
+
+# --------------------------------------------------------------------------- the actor
+
+
+class DaemonStatistics(msgspec.Struct, kw_only=True):
+    """Counters of :class:`CodexDaemonSource`: one record it keeps, copied by
+    ``statistics()`` (``connected`` and ``threads`` are filled in then)."""
+
+    connected: bool = False
+    threads: int = 0
+    connects: int = 0
+    connect_failures: int = 0
+    disconnects: int = 0
+    protocol_errors: int = 0
+    refused_peers: int = 0
+    notifications: int = 0
+    ignored_notifications: int = 0
+    statuses_sent: int = 0
+    attached_sent: int = 0
+    unresolved_clients: int = 0
+    ambiguous_clients: int = 0
+    rejected: int = 0
+    bytes_in: int = 0
+
+
+class CodexDaemonSource:
+    """Actor: follows the Codex app-server daemon's control socket; sends
+    :class:`~messages.ThreadStatus` for every thread status it broadcasts and
+    :class:`~messages.ClientAttached` when a thread is attached to a TUI (see the module
+    docstring for the proof). While no daemon listens it waits for one to appear (file
+    notifications on the control directory, else a slow retry); it never starts one.
+    """
+
+    def __init__(
+        self,
+        codex_home: str | os.PathLike[str] | None = None,
+        *,
+        clock: Callable[[], int] = now_ms,
+        retry_min: float = _RETRY_MIN_S,
+        retry_max: float = _RETRY_MAX_S,
+        resolve: Callable[[int], tuple[int, str] | None] = _resolve_client,
+    ) -> None:
+        self._home = Path(codex_home) if codex_home is not None else paths.home()
+        self._clock = clock
+        self._retry_min = retry_min
+        self._retry_max = retry_max
+        self._resolve = resolve
+        self._view = DaemonView()
+        self._stats = DaemonStatistics()
+        self._connected = anyio.Event()
+        self._rpc: _Rpc | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        return control_socket(self._home)
+
+    def statistics(self) -> DaemonStatistics:
+        """A point-in-time copy of the counters (see :class:`DaemonStatistics`)."""
+        rpc = self._rpc
+        return msgspec.structs.replace(
+            self._stats,
+            connected=rpc is not None,
+            threads=len(self._view.threads) if rpc is not None else 0,
+            bytes_in=self._stats.bytes_in + (rpc.bytes_in if rpc is not None else 0),
+        )
+
+    async def wait_connected(self) -> None:
+        """Wait until a daemon connection is up and its loaded threads were reported."""
+        await self._connected.wait()
+
+    async def run(self, sink: EvidenceSink) -> None:
+        """Connect, follow, reconnect, until cancelled."""
+        delay = self._retry_min
+        while True:
+            try:
+                await self._follow(sink)
+                delay = self._retry_min  # it was up: the next daemon may come at once
+            except OSError:
+                self._stats.connect_failures += 1
+            except (DaemonProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
+                self._stats.protocol_errors += 1
+            await self._wait_for_daemon(delay)
+            delay = min(delay * 2, self._retry_max)
+
+    async def _follow(self, sink: EvidenceSink) -> None:
+        path = self.socket_path
+        # The link's target (/tmp/codex-daemon-<uid>/<hash>) is what the TUIs connect to, and a
+        # deep CODEX_HOME can make the link's own path too long for a unix socket address.
+        target = await anyio.to_thread.run_sync(os.path.realpath, path)
+        stream = await anyio.connect_unix(target)
+        async with stream:
+            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            pid, uid = _peer(raw)
+            if uid != os.getuid():
+                self._stats.refused_peers += 1
+                raise DaemonProtocolError(f"{path} belongs to uid {uid}")
+            stat = await anyio.to_thread.run_sync(procfs.read_stat, pid)
+            self._view = DaemonView(daemon=(pid, stat.start_token) if stat else None)
+            rpc = _Rpc(stream)
+            await rpc.open()
+            self._stats.connects += 1
+            self._rpc = rpc
+            queue_send, queue = anyio.create_memory_object_stream[dict[str, Any]](4096)
+            try:
+                async with anyio.create_task_group() as tg, queue, queue_send:
+                    tg.start_soon(self._serve, rpc, queue_send, tg.cancel_scope)
+                    try:
+                        await self._start(rpc, sink)
+                        self._connected.set()
+                        async for body in queue:
+                            await self._notification(rpc, sink, body)
+                    except DaemonProtocolError:
+                        self._stats.protocol_errors += 1
+                    finally:
+                        tg.cancel_scope.cancel()
+            finally:
+                self._stats.bytes_in += rpc.bytes_in
+                self._rpc = None
+                self._stats.disconnects += 1
+                self._connected = anyio.Event()
+
+    async def _serve(
+        self,
+        rpc: _Rpc,
+        queue: MemoryObjectSendStream[dict[str, Any]],
+        scope: anyio.CancelScope,
+    ) -> None:
+        """Read the connection until the daemon hangs up (or breaks the protocol), then end
+        the whole connection: :meth:`run` reconnects."""
+        try:
+            await rpc.serve(lambda body: self._enqueue(queue, body))
+        except DaemonProtocolError:
+            self._stats.protocol_errors += 1
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the daemon went away
+        finally:
+            scope.cancel()
+
+    def _enqueue(self, queue: MemoryObjectSendStream[dict[str, Any]], body: Any) -> None:
+        self._stats.notifications += 1
+        try:
+            queue.send_nowait(body)
+        except anyio.WouldBlock:
+            self._stats.ignored_notifications += 1
+
+    async def _start(self, rpc: _Rpc, sink: EvidenceSink) -> None:
+        """``initialize``, then every loaded thread: its status, and the TUIs it is attached
+        to (a TUI with one loaded root thread shows it; with several, which one is unproven
+        until the next attachment)."""
+        await rpc.call("initialize", {
+            "clientInfo": {"name": "paneward", "title": None, "version": "1"},
+            "capabilities": {"experimentalApi": False, "requestAttestation": False,
+                             "optOutNotificationMethods": list(_OPT_OUT)},
+        })
+        await rpc.send({"jsonrpc": "2.0", "method": "initialized"})
+        loaded: list[str] = []
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = await rpc.call("thread/loaded/list", {"cursor": cursor})
+            data = page.get("data")
+            if isinstance(data, list):
+                loaded.extend(t for t in data if isinstance(t, str))
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+        now = self._clock()
+        by_client: dict[tuple[int, str], list[str]] = {}
+        for thread_id in loaded:
+            thread = await self._read(rpc, thread_id)
+            if thread is None:
+                continue
+            self._send(sink, self._view.evidence(thread, thread.status, thread.flags, now, now))
+            if thread.root is None and not thread.hidden:
+                client = await self._client_of(rpc, thread_id)
+                if client is not None:
+                    by_client.setdefault(client, []).append(thread_id)
+        for client, threads in by_client.items():
+            if len(threads) > 1:
+                self._stats.ambiguous_clients += 1
+                continue
+            self._attach(sink, threads[0], client, now)
+
+    async def _read(
+        self, rpc: _Rpc, thread_id: str, *, with_status: bool = True
+    ) -> Thread | None:
+        try:
+            result = await rpc.call("thread/read", {"threadId": thread_id})
+        except DaemonProtocolError:
+            return None  # closed meanwhile
+        raw = result.get("thread")
+        thread = self._view.learn(raw)
+        if thread is not None and with_status and isinstance(raw, dict):
+            try:
+                status = msgspec.convert(raw.get("status"), _Status)
+            except msgspec.ValidationError:
+                return thread
+            if status.type in _STATES:
+                thread.status = status.type  # type: ignore[assignment]  # checked just above
+                thread.flags = tuple(status.active_flags)
+        return thread
+
+    async def _client_of(self, rpc: _Rpc, thread_id: str) -> tuple[int, str] | None:
+        """The TUI process the daemon's ``codex_tui`` MCP server of ``thread_id`` is, if any."""
+        try:
+            result = await rpc.call("mcpServerStatus/list", {
+                "threadId": thread_id, "serverName": TUI_SERVER, "detail": "toolsAndAuthOnly",
+            })
+        except DaemonProtocolError:
+            self._stats.unresolved_clients += 1
+            return None
+        data = result.get("data")
+        servers = [s for s in data if isinstance(s, dict)] if isinstance(data, list) else []
+        ports = {parse_origin(s.get("httpOrigin")) for s in servers if s.get("name") == TUI_SERVER}
+        ports.discard(None)
+        client = None
+        if len(ports) == 1:
+            port = ports.pop()
+            assert port is not None
+            client = await anyio.to_thread.run_sync(self._resolve, port)
+        if client is None:
+            self._stats.unresolved_clients += 1
+        return client
+
+    def _attach(self, sink: EvidenceSink, thread_id: str, client: tuple[int, str], at: int) -> None:
+        pid, token = client
+        message = messages.ClientAttached(
+            key=SessionKey("codex", thread_id),
+            pid=pid,
+            start_token=token,
+            proof=MCP_PROOF,
+            at_ms=at,
+            observed_at_ms=self._clock(),
+        )
+        if self._send(sink, message):
+            self._stats.attached_sent += 1
+
+    async def _notification(self, rpc: _Rpc, sink: EvidenceSink, body: dict[str, Any]) -> None:
+        method = body.get("method")
+        params = body.get("params")
+        if not isinstance(params, dict):
+            self._stats.ignored_notifications += 1
+            return
+        seen = self._clock()
+        emitted = body.get("emittedAtMs")
+        at = emitted if isinstance(emitted, int) and abs(emitted - seen) < 86_400_000 else seen
+        if method == "thread/started":
+            thread = self._view.learn(params.get("thread"))
+            if thread is None:
+                self._stats.ignored_notifications += 1
+                return
+            raw = params.get("thread")
+            status = raw.get("status") if isinstance(raw, dict) else None
+            word, _ = self._view.status(thread.id, status, at, seen)
+            self._send(sink, word)
+            if thread.root is None and not thread.hidden:
+                await self._attach_now(rpc, sink, thread.id, at)
+        elif method == "thread/status/changed":
+            thread_id = params.get("threadId")
+            if not isinstance(thread_id, str):
+                self._stats.ignored_notifications += 1
+                return
+            if thread_id not in self._view.threads:
+                # Loaded since we connected without a thread/started (a TUI that reconnected
+                # to a new daemon reloads its thread): learn what it is; its first loaded
+                # status is its attachment.
+                await self._read(rpc, thread_id, with_status=False)
+            word, attach = self._view.status(thread_id, params.get("status"), at, seen)
+            if word is None and thread_id not in self._view.threads:
+                self._stats.ignored_notifications += 1
+            self._send(sink, word)
+            if attach:
+                await self._attach_now(rpc, sink, thread_id, at)
+        elif method == "thread/closed":
+            thread_id = params.get("threadId")
+            if isinstance(thread_id, str):
+                self._send(sink, self._view.closed(thread_id, at, seen))
+        else:
+            self._stats.ignored_notifications += 1
+
+    async def _attach_now(self, rpc: _Rpc, sink: EvidenceSink, thread_id: str, at: int) -> None:
+        client = await self._client_of(rpc, thread_id)
+        if client is not None:
+            self._attach(sink, thread_id, client, at)
+
+    def _send(self, sink: EvidenceSink, message: messages.Inbound | None) -> bool:
+        if message is None:
+            return False
+        try:
+            sink.inject_nowait(message)
+        except MessageError:
+            self._stats.rejected += 1
+            return False
+        if isinstance(message, messages.ThreadStatus):
+            self._stats.statuses_sent += 1
+        return True
+
+    async def _wait_for_daemon(self, delay: float) -> None:
+        """Until the control socket may be there again: a change in its directory (or the
+        directory of the link's target), or ``delay`` seconds, whichever comes first."""
+        watched = [p for p in self._watch_dirs() if p.is_dir()]
+        with anyio.move_on_after(delay):
+            if not watched:
+                await anyio.sleep_forever()
+            from watchfiles import awatch  # imported lazily, as in the other discovery actors
+
+            stop = anyio.Event()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_set_when_cancelled, stop)
+                    async for _ in awatch(*watched, debounce=5, step=1, recursive=False,
+                                          stop_event=stop):
+                        tg.cancel_scope.cancel()
+                        break
+            except (OSError, RuntimeError):
+                await anyio.sleep_forever()  # no watching here: the delay decides
+
+    def _watch_dirs(self) -> list[Path]:
+        link = self.socket_path
+        dirs = [link.parent]
+        with contextlib.suppress(OSError):
+            dirs.append((link.parent / os.readlink(link)).parent)
+        return dirs
+
+
+async def _set_when_cancelled(event: anyio.Event) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        event.set()
