@@ -94,6 +94,13 @@ class PaneMap:
     # -- learning --
 
     def _add_owner(self, pid: int, owner: Owner) -> None:
+        known = self.owners.get(pid, ())
+        if known and known[-1].key == owner.key and known[-1].proof == owner.proof and (
+            known[-1].token == owner.token
+        ):
+            # The newest owner of this pid again (a status edge of a known session): nothing a
+            # walk could decide differently, so no pane is walked again.
+            return
         self._learnt += 1
         owner = msgspec.structs.replace(owner, learnt=self._learnt)
         owned = [o for o in self.owners.get(pid, []) if o.key != owner.key]
@@ -183,13 +190,15 @@ class PaneMap:
             best: Owner | None = None
             named: Binding | None = None
             itself: Binding | None = None
-            next_level: list[int] = []
+            looked: list[int] = []
+            truncated = False
             for pid in level:
                 if visited >= self.max_visit:
                     self.truncated += 1
-                    next_level = []
+                    truncated = True
                     break
                 visited += 1
+                looked.append(pid)
                 for owner in self.owners.get(pid, ()):
                     if best is None or owner.learnt > best.learnt:
                         best = owner
@@ -200,10 +209,15 @@ class PaneMap:
                             named = found
                         elif itself is None:
                             itself = found
-                for child in children(pid):
-                    if child not in seen:
-                        seen.add(child)
-                        next_level.append(child)
+            # The next level is asked for only when this one proved nothing: children are a
+            # read per process, and the pane's own process is usually the owner.
+            next_level: list[int] = []
+            if best is None and named is None and itself is None and not truncated:
+                for pid in looked:
+                    for child in children(pid):
+                        if child not in seen:
+                            seen.add(child)
+                            next_level.append(child)
             if best is not None:
                 self.visited += visited
                 return Binding(best.key, best.proof)
