@@ -48,12 +48,15 @@ __all__ = [
 class PidWatcherStatistics(msgspec.Struct, kw_only=True):
     """Counters of one :class:`PidWatcher`: one record it keeps, copied by ``statistics()``.
 
-    ``candidates`` / ``confirmed_alive`` / ``pidfds_open`` are sizes now; the rest monotonic.
+    ``candidates`` / ``confirmed_alive`` / ``pidfds_open`` are sizes now and ``ticking`` whether
+    the watcher probes on its tick now (some candidate is not behind a pidfd); the rest
+    monotonic.
     """
 
     candidates: int = 0
     confirmed_alive: int = 0
     pidfds_open: int = 0
+    ticking: bool = False
     rounds: int = 0
     probes: int = 0
     seen_sent: int = 0
@@ -172,6 +175,7 @@ class PidWatcher:
             candidates=len(self._candidates),
             confirmed_alive=len(self._seen),
             pidfds_open=len(self._pidfds),
+            ticking=self._needs_tick(),
         )
 
     async def wait_rounds(self, count: int) -> None:
