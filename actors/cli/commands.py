@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,8 +127,8 @@ def add_status(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _request(args: argparse.Namespace, request: dict[str, Any]) -> Any:
-    from actors.sources.control_server import request_lines
+def _request(args: argparse.Namespace, request: dict[str, Any]) -> Iterator[bytes]:
+    from actors.sources.control_client import request_lines
 
     return request_lines(_control_path(args), request)
 
@@ -255,13 +255,17 @@ def add_watch(parser: argparse.ArgumentParser) -> None:
 
 
 def run_watch(args: argparse.Namespace) -> int:
+    from actors.sources.control_client import request_chunks
+
     try:
-        lines = _request(args, {"op": "watch", "since": args.since})
-        for line in lines:
+        # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
+        for chunk in request_chunks(_control_path(args), {"op": "watch", "since": args.since}):
             if args.json:
-                sys.stdout.buffer.write(line + b"\n")
+                sys.stdout.buffer.write(chunk)
             else:
-                print(_summary(json.loads(line)))
+                sys.stdout.write(
+                    "".join(_summary(json.loads(line)) + "\n" for line in chunk.splitlines())
+                )
             sys.stdout.flush()
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         print(f"paneward watch: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)

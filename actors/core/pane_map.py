@@ -84,6 +84,7 @@ class PaneMap:
         self.panes: dict[str, int] = {}
         self.bindings: dict[str, Binding] = {}
         self.owners: dict[int, list[Owner]] = {}
+        self._owned: dict[int, set[messages.SessionKey]] = {}  # pid -> the keys in owners[pid]
         self.dirty: set[str] = set()
         self.walks = 0
         self.visited = 0
@@ -92,6 +93,18 @@ class PaneMap:
         self._learnt = 0
 
     # -- learning --
+
+    def owns(self, pid: int, key: messages.SessionKey) -> bool:
+        """Whether ``pid`` is known to own ``key`` (one dict lookup: a hook event of a known
+        session, on the hot path, costs nothing however many sessions one pid owns)."""
+        return key in self._owned.get(pid, ())
+
+    def _index(self, pid: int) -> None:
+        owned = self.owners.get(pid)
+        if owned:
+            self._owned[pid] = {o.key for o in owned}
+        else:
+            self._owned.pop(pid, None)
 
     def _add_owner(self, pid: int, owner: Owner) -> None:
         known = self.owners.get(pid, ())
@@ -109,6 +122,7 @@ class PaneMap:
             owned = [o for o in owned if o.proof != "claude_registry_pid"]
         owned.append(owner)
         self.owners[pid] = owned
+        self._index(pid)
         self.dirty.update(self.panes)
 
     def _drop_owner(self, pid: int, key: messages.SessionKey | None, token: str | None) -> None:
@@ -127,6 +141,7 @@ class PaneMap:
             self.owners[pid] = keep
         else:
             del self.owners[pid]
+        self._index(pid)
         if len(keep) != len(owned):
             self.dirty.update(self.panes)
 
@@ -146,7 +161,7 @@ class PaneMap:
         elif isinstance(m, messages.HookHint):
             if m.pid is None:
                 self.ignored += 1
-            elif not any(o.key == m.key for o in self.owners.get(m.pid, [])):
+            elif not self.owns(m.pid, m.key):
                 self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
         elif isinstance(m, messages.RegistryRemoved | messages.RolloutReleased):
             self._drop_owner(m.pid, m.key, None)

@@ -28,11 +28,19 @@ import anyio.abc
 import msgspec
 
 import messages
-from messages.activity import Snapshot, Transition
+from actors.sources.control_client import request_lines
+from messages.activity import Overflow, Snapshot, Transition
 
 __all__ = ["ControlServer", "ControlStatistics", "request_lines"]
 
 MAX_REQUEST = 64 * 1024
+#: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
+#: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
+WATCH_BUFFER = 16384
+#: Transitions written to a watcher in one write at most.
+WATCH_BATCH = 512
+#: Watch lines kept encoded for the other watchers (they follow close to each other).
+_SHARED_LINES = 2 * WATCH_BATCH
 
 
 class _Host(Protocol):
@@ -52,6 +60,8 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
     watches: int = 0
     bad_requests: int = 0
     refused_peers: int = 0  # connections from another uid (only if the 0700 dir was opened)
+    watch_writes: int = 0  # writes to watchers (each carries every transition pending then)
+    watch_lines: int = 0  # transitions written to watchers
 
 
 class ControlServer:
@@ -76,6 +86,7 @@ class ControlServer:
         self._journal = journal
         self._listening = anyio.Event()
         self._stats = ControlStatistics()
+        self._lines: dict[int, bytes] = {}  # seq -> its watch line, shared by the watchers
 
     def statistics(self) -> ControlStatistics:
         """A point-in-time copy of the counters."""
@@ -142,18 +153,46 @@ class ControlServer:
         }
         await stream.send(msgspec.json.encode(body) + b"\n")
 
+    def _line(self, item: Transition | Overflow) -> bytes:
+        """One watch line. Every watcher gets the same Transition object: it is encoded once
+        for all of them (the cache keeps the lines of the last seqs encoded)."""
+        if not isinstance(item, Transition):
+            return messages.encode(item) + b"\n"
+        lines = self._lines
+        line = lines.get(item.seq)
+        if line is None:
+            line = lines[item.seq] = messages.encode(item) + b"\n"
+            if len(lines) > _SHARED_LINES:
+                del lines[next(iter(lines))]  # the oldest (insertion order is seq order)
+        return line
+
     async def _watch(self, stream: anyio.abc.SocketStream, since: int | None) -> None:
-        subscription = self._host.subscribe("all", snapshot=True, buffer=4096)
+        subscription = self._host.subscribe("all", snapshot=True, buffer=WATCH_BUFFER)
+        encode = messages.encode
+        line = self._line
         with subscription:
             async for item in subscription:
                 if isinstance(item, Snapshot):
                     if since is not None and since < item.seq:
                         # Replay what happened before we subscribed: journal rows up to
                         # the snapshot, then the live ones (all > snapshot.seq).
-                        for transition in await self._journal(since, item.seq):
-                            await stream.send(messages.encode(transition) + b"\n")
+                        replay = await self._journal(since, item.seq)
+                        for start in range(0, len(replay), WATCH_BATCH):
+                            chunk = replay[start : start + WATCH_BATCH]
+                            await stream.send(b"".join(encode(t) + b"\n" for t in chunk))
                     continue
-                await stream.send(messages.encode(item) + b"\n")
+                # Everything pending goes out in one write: one system call and one scheduler
+                # round per wake-up, not per transition (10 watchers of a busy daemon would
+                # otherwise cost a send each per transition, and fall behind).
+                lines = [line(item)]
+                while len(lines) < WATCH_BATCH:
+                    try:
+                        lines.append(line(subscription.receive_nowait()))
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                self._stats.watch_writes += 1
+                self._stats.watch_lines += len(lines)
+                await stream.send(b"".join(lines))
 
 
 def _peer_uid(stream: anyio.abc.SocketStream) -> int:
@@ -183,20 +222,3 @@ async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any]:
 async def _send_json(stream: anyio.abc.SocketStream, body: dict[str, Any]) -> None:
     with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         await stream.send(json.dumps(body).encode() + b"\n")
-
-
-def request_lines(socket_path: Path, request: dict[str, Any], timeout: float | None = 5.0):  # type: ignore[no-untyped-def]
-    """Blocking client: send ``request``, yield each response line (bytes, no newline).
-
-    :raises OSError: no daemon is listening (``FileNotFoundError``/``ConnectionRefusedError``).
-    """
-    import socket
-
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(str(socket_path))
-        sock.sendall(json.dumps(request).encode() + b"\n")
-        sock.settimeout(None if request.get("op") == "watch" else timeout)
-        with sock.makefile("rb") as reader:
-            for line in reader:
-                yield line.rstrip(b"\n")

@@ -158,6 +158,17 @@ class PaneMapper:
         """The supervisor's hand-over (:class:`~actors.runtime.mailbox.Listener`): queue
         ``message``; a full mailbox is counted as overflow, a closed one (the mapper stopped)
         ignored."""
+        if (
+            type(message) is messages.HookHint
+            and message.pid is not None
+            and not self._busy
+            and not self._receive.statistics().current_buffer_used
+            and self._map.owns(message.pid, message.key)
+        ):
+            # The hook of an owner it knows, with nothing queued that could change that: its
+            # observation would change nothing, so it is not queued (no wake-up per hook).
+            self._stats.received += 1
+            return
         with contextlib.suppress(
             anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
         ):

@@ -154,7 +154,10 @@ class PidWatcher:
         that claims a key, ``HookHint`` / ``NotifyHook`` with a pid. Other messages are
         ignored.
         """
-        if isinstance(
+        if type(message) is messages.HookHint:  # the most frequent by far: first, and cheap
+            if message.pid is not None:
+                self.watch(message.pid, message.start_token)
+        elif isinstance(
             message, messages.RegistryStatus | messages.RolloutOwned | messages.PtySpawned
         ):
             self.watch(message.pid, message.start_token)
