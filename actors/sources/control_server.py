@@ -3,8 +3,12 @@
 A Unix socket next to the hook socket (same 0700 directory, socket 0600). A client
 sends one JSON request line and reads JSON lines back:
 
-* ``{"op": "status"}`` -> one line ``{"seq": N, "activities": [Activity...],
-  "statistics": {...}}`` (every counter of every actor).
+* ``{"op": "status", "all": false}`` -> one line ``{"seq": N, "activities": [Activity...],
+  "statistics": {...}, "table": "..."}`` (every counter of every actor, and the ``paneward
+  status`` table rendered with :func:`actors.core.status_table.format_table`; ``all`` also
+  lists the sessions it hides). With ``"format"``: ``"table"`` answers the table's text lines,
+  ``"activities"`` the JSON list of activities, ``"counters"`` the counters as indented JSON
+  (what ``paneward status``, ``--json`` and ``--counters`` print as they are).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given, then live, with no gap and no duplicate; a client that cannot keep up
@@ -28,12 +32,16 @@ import anyio.abc
 import msgspec
 
 import messages
+from actors.core.clock import now_ms
+from actors.core.status_table import counter_line, format_table
 from actors.sources.control_client import request_lines
 from messages.activity import Overflow, Snapshot, Transition
 
 __all__ = ["ControlServer", "ControlStatistics", "request_lines"]
 
 MAX_REQUEST = 64 * 1024
+#: What ``{"op": "status", "format": ...}`` may ask for (``json``, the default: everything).
+_STATUS_FORMS = frozenset({"json", "table", "activities", "counters"})
 #: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
 #: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
 WATCH_BUFFER = 16384
@@ -129,7 +137,10 @@ class ControlServer:
             try:
                 if op == "status":
                     self._stats.status += 1
-                    await self._status(stream)
+                    form = request.get("format", "json")
+                    if form not in _STATUS_FORMS:
+                        raise ValueError(f"unknown status format {form!r}")
+                    await self._status(stream, form, show_all=request.get("all") is True)
                 elif op == "watch":
                     self._stats.watches += 1
                     since = request.get("since")
@@ -145,11 +156,28 @@ class ControlServer:
                 self._stats.bad_requests += 1
                 await _send_json(stream, {"error": str(exc)})
 
-    async def _status(self, stream: anyio.abc.SocketStream) -> None:
+    async def _status(
+        self, stream: anyio.abc.SocketStream, form: str, *, show_all: bool
+    ) -> None:
+        activities = self._host.snapshot()
+        statistics = self._statistics()
+        if form == "activities":
+            await stream.send(msgspec.json.encode(activities) + b"\n")
+            return
+        if form == "counters":
+            await stream.send(json.dumps(statistics, indent=2, sort_keys=True).encode() + b"\n")
+            return
+        # Rendered here, where the reducer is loaded: `paneward status` then only prints it.
+        table = format_table(activities, now_ms(), show_all=show_all)
+        table += "\n" + counter_line(statistics)
+        if form == "table":
+            await stream.send(table.encode() + b"\n")
+            return
         body = {
             "seq": self._host.seq,
-            "activities": msgspec.to_builtins(self._host.snapshot()),
-            "statistics": self._statistics(),
+            "activities": msgspec.to_builtins(activities),
+            "statistics": statistics,
+            "table": table,
         }
         await stream.send(msgspec.json.encode(body) + b"\n")
 
