@@ -17,14 +17,13 @@ This module turns those files into evidence:
   ``RegistryRemoved(rotated=True, pid_alive=True)`` for the old key when the same
   process switches ``sessionId`` in place (``/clear``, ``/resume``), followed by
   ``RegistryStatus`` for the new key.
-- :class:`ClaudeRegistryWatcher` (the actor) rescans the directory in a worker
-  thread when ``watchfiles`` reports a change (``debounce=5, step=1``; the default
-  1.6 s debounce would make every status edge late) and at least every
-  ``liveness_interval`` seconds, 5 by default (a SIGKILLed Claude leaves its file
-  behind and no file event says so; its session already ended within milliseconds
-  through the pid watcher's pidfd, so this rescan only tidies the registry's own
-  view), or, in ``mode="poll"``, on a stat-only poll every
-  ``poll_interval`` seconds (the fallback where notifications are unavailable).
+- :class:`ClaudeRegistryWatcher` (the actor) re-reads, in a worker thread, the files an
+  inotify notification names (:mod:`actors.sources.fswatch`: on the event loop, no thread
+  and no timer while nothing changes), and rescans every file every ``liveness_interval``
+  seconds, 60 by default (a SIGKILLed Claude leaves its file behind and no file event says
+  so; its session already ended within milliseconds through the pid watcher's pidfd, so this
+  rescan only tidies the registry's own view), or, in ``mode="poll"``, on a stat-only poll
+  every ``poll_interval`` seconds (the fallback where notifications are unavailable).
 
 ``at_ms`` of a ``RegistryStatus`` is ``statusUpdatedAt``, falling back to
 ``updatedAt``, ``startedAt`` and the file's mtime. Records of Claude 2.1.112 carry

@@ -29,9 +29,10 @@ Functional core (no I/O, tested without an event loop):
   stays owned; the second consecutive miss releases it; a process whose fd table
   could not be read is never counted as a miss).
 
-Imperative shell: :class:`CodexRolloutDiscovery` samples ownership at most once a
-second and follows owned rollouts through ``watchfiles`` notifications (or a
-stat poll, selectable), doing every blocking read in ``anyio.to_thread``.
+Imperative shell: :class:`CodexRolloutDiscovery` follows the sessions tree through inotify
+(:mod:`actors.sources.fswatch`; or a stat poll, selectable): an append to an owned rollout
+reads that rollout, and ownership is sampled, at most once a second, when the tree says it may
+have changed (plus a rare safety sample); every blocking read in ``anyio.to_thread``.
 """
 
 from __future__ import annotations
@@ -714,9 +715,9 @@ class CodexRolloutDiscovery:
     consecutive missed sample, :class:`~messages.LifecycleBoundary` for the latest
     boundary at first sight and for every boundary appended afterwards.
 
-    ``run`` samples ownership every ``sample_interval`` seconds and follows owned
-    rollouts through ``watchfiles`` (``watch=True``) or a stat poll every
-    ``poll_interval`` seconds. Tests drive it deterministically with
+    ``run`` follows the sessions tree through inotify (``watch=True``, Linux: see
+    :meth:`_notified`) or samples ownership every ``sample_interval`` seconds and polls the
+    owned rollouts' sizes every ``poll_interval`` seconds. Tests drive it deterministically with
     :meth:`sample_now` and :meth:`refresh_now` instead.
     """
 
