@@ -102,18 +102,26 @@ def world(tmp: Path, files: int) -> Iterator[tuple[Path, Path]]:
             proc.wait()
 
 
-def wakeups() -> int:
-    """Context switches of every thread of this process so far (each one a wake-up)."""
-    total = 0
+def wakeups() -> dict[str, int]:
+    """Context switches of every live thread of this process so far (each one a wake-up)."""
+    out: dict[str, int] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             text = Path(f"/proc/self/task/{tid}/status").read_text()
         except FileNotFoundError:
             continue
-        for line in text.splitlines():
-            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                total += int(line.split()[1])
-    return total
+        out[tid] = sum(
+            int(line.split()[1])
+            for line in text.splitlines()
+            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+        )
+    return out
+
+
+def woken(before: dict[str, int], after: dict[str, int]) -> int:
+    """Wake-ups between two samples (threads that exited in between are not counted; threads
+    that started count from zero)."""
+    return sum(count - before.get(tid, 0) for tid, count in after.items())
 
 
 async def measure(
@@ -143,7 +151,7 @@ async def measure(
         cpu0, wakes0 = time.process_time(), wakeups()
         await anyio.sleep(seconds)
         cpu = time.process_time() - cpu0
-        wakes = wakeups() - wakes0
+        wakes = woken(wakes0, wakeups())
         rounds = ticks() - ticks0
         # Phase 2: a 1 ms periodic timer, as long again, to see what scans do to it.
         end = time.perf_counter() + seconds

@@ -1,6 +1,7 @@
 """A peer side by side: paneward and ccmanager with the same real ``claude`` sessions.
 
-Run: ``.venv/bin/python bench/bench_peer.py [--sessions 4] [--idle-s 30] [--events 5]``
+Run: ``.venv/bin/python bench/bench_peer.py [--sessions 4] [--idle-s 30] [--events 5]
+[--runs 3]``
 
 Needs the real Claude Code (``$PANEWARD_AGENT_PREFIX``, default ``~/.cache/paneward-npm``) and
 ccmanager's Linux binary (``npm install --prefix ~/.cache/paneward-ccmanager
@@ -148,7 +149,22 @@ async def poll(read: Reader, want: str, what: str, within: float = 60.0) -> floa
     return time.perf_counter() - start
 
 
+#: Offers Claude Code opens by itself now and then (answered with Esc: "stay").
+OFFERS = ("Make auto mode your default permission mode?", "Switch your default effort to")
+
+
+async def dismiss_offers(tmux: Tmux, pane: str) -> bool:
+    """Press Esc on an offer dialog Claude opened on its own; whether there was one."""
+    screen = (await anyio.run_process(tmux.argv("capture-pane", "-p", "-t", pane))).stdout
+    if any(offer.encode() in screen for offer in OFFERS):
+        await anyio.run_process(tmux.argv("send-keys", "-t", pane, "Escape"))
+        await anyio.sleep(0.5)
+        return True
+    return False
+
+
 async def type_text(tmux: Tmux, pane: str, text: str) -> None:
+    await dismiss_offers(tmux, pane)
     await anyio.run_process(tmux.argv("send-keys", "-t", pane, "-l", text))
     await anyio.sleep(0.3)  # bench only: let the TUI take the text in before Enter
 
@@ -184,7 +200,15 @@ async def paneward_side(
 
             for pane in panes:
                 try:
-                    await poll(turn_of(pane), "idle", f"paneward: {pane} idle", within=120)
+                    read = turn_of(pane)
+
+                    async def idle_or_offer(pane: str = pane, read: Reader = read) -> str:
+                        state = await read()
+                        if state != "idle" and await dismiss_offers(tmux, pane):
+                            return "offer dismissed"
+                        return state
+
+                    await poll(idle_or_offer, "idle", f"paneward: {pane} idle", within=120)
                 except AssertionError:
                     print(tmux.run("capture-pane", "-p", "-t", pane), file=sys.stderr)
                     print(json.dumps((await daemon.status())["activities"], indent=1),
@@ -290,6 +314,7 @@ async def ccmanager_side(
                 return "manual" in await screen()
 
             await poll_until(prompt_shown, f"claude in worktree {i}", within=120, interval=0.1)
+            await dismiss_offers(tmux, pane)
             await anyio.run_process(tmux.argv("send-keys", "-t", pane, "C-e"))
             await poll(row_state(i), "idle", f"ccmanager: worktree {i} idle", within=60)
         await anyio.sleep(5)
@@ -313,23 +338,30 @@ async def amain(args: argparse.Namespace) -> None:
     for binary in (AGENTS / "node_modules" / ".bin" / "claude", CCMANAGER):
         if not binary.exists():
             raise SystemExit(f"{binary} is not installed (see this file's docstring)")
-    results: dict[str, dict[str, object]] = {}
-    for name, side in (("paneward", paneward_side), ("ccmanager 4.4.3", ccmanager_side)):
-        mock = anthropic_server()
-        try:
-            with tempfile.TemporaryDirectory(prefix="pw-bench-peer-") as raw:
-                w = World(Path(raw), args.sessions, mock)
-                results[name] = await side(w, mock, args.idle_s, args.events)
-        finally:
-            mock.close()
-    print(f"{args.sessions} real claude sessions (Claude Code 2.1.332) against the mock API")
-    for name, r in results.items():
-        print(f"{name}: idle {r['idle_percent']:.2f} % of a core over {args.idle_s:.0f} s, "
-              f"RSS {r['rss_mb']:.1f} MB")
+    runs: dict[str, list[dict[str, object]]] = {"paneward": [], "ccmanager 4.4.3": []}
+    for run in range(args.runs):
+        for name, side in (("paneward", paneward_side), ("ccmanager 4.4.3", ccmanager_side)):
+            mock = anthropic_server()
+            try:
+                with tempfile.TemporaryDirectory(prefix="pw-bench-peer-") as raw:
+                    w = World(Path(raw), args.sessions, mock)
+                    r = await side(w, mock, args.idle_s, args.events)
+            finally:
+                mock.close()
+            runs[name].append(r)
+            print(f"run {run + 1} {name}: idle {r['idle_percent']:.2f} % of a core, "
+                  f"RSS {r['rss_mb']:.1f} MB", flush=True)
+    print(f"{args.sessions} real claude sessions (Claude Code 2.1.332) against the mock API, "
+          f"{args.runs} runs")
+    for name, results in runs.items():
+        idle = sorted(float(r["idle_percent"]) for r in results)  # type: ignore[arg-type]
+        rss = sorted(float(r["rss_mb"]) for r in results)  # type: ignore[arg-type]
+        print(f"{name}: idle % of a core over {args.idle_s:.0f} s min {idle[0]:.2f} / median "
+              f"{statistics.median(idle):.2f} / max {idle[-1]:.2f}; RSS MB min {rss[0]:.1f} / "
+              f"median {statistics.median(rss):.1f} / max {rss[-1]:.1f}")
         for kind, label in (("busy", "prompt -> busy"), ("idle", "turn end -> idle"),
                             ("waiting", "permission -> waiting")):
-            values = r[kind]
-            assert isinstance(values, list)
+            values = [v for r in results for v in r[kind]]  # type: ignore[attr-defined]
             print(f"    {label}: {summary(values)}")
 
 
@@ -338,6 +370,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--idle-s", type=float, default=30.0)
     parser.add_argument("--events", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
     anyio.run(amain, parser.parse_args())
 
 

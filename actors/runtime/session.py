@@ -149,11 +149,15 @@ class SessionActor:
             scope.deadline = anyio.current_time() + linger
 
     def _linger_of(self, host: SessionHost) -> float | None:
-        """How long to wait for the next message before retiring (None: however long)."""
+        """How long to wait for the next message before retiring (None: however long).
+
+        On the hot path (after every inline step): the cheapest tests first."""
         state = self.state
-        if not state.known and state.pane is None:
-            return 0.0  # nothing proven, nothing shown (e.g. Codex's hidden title thread)
-        if host.accepting and state.known and retirable(state):
+        if not state.known:
+            # Nothing proven: nothing shown either (e.g. Codex's hidden title thread) unless
+            # a pane shows it.
+            return 0.0 if state.pane is None else None
+        if state.presence == "persisted" and retirable(state) and host.accepting:
             return self._linger
         return None
 

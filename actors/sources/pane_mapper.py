@@ -142,6 +142,7 @@ class PaneMapper:
         self._stats = PaneMapperStatistics()
         self._idle: anyio.Event | None = None
         self._busy = False
+        self._queued = 0  # messages in the mailbox (anyio's statistics() costs a record each)
 
     def send_nowait(self, message: messages.Inbound) -> None:
         """Queue a message without blocking.
@@ -153,6 +154,7 @@ class PaneMapper:
         except anyio.WouldBlock:
             self._stats.mailbox_overflow += 1
             raise
+        self._queued += 1
 
     def deliver_nowait(self, message: messages.Inbound) -> None:
         """The supervisor's hand-over (:class:`~actors.runtime.mailbox.Listener`): queue
@@ -162,7 +164,7 @@ class PaneMapper:
             type(message) is messages.HookHint
             and message.pid is not None
             and not self._busy
-            and not self._receive.statistics().current_buffer_used
+            and not self._queued
             and self._map.owns(message.pid, message.key)
         ):
             # The hook of an owner it knows, with nothing queued that could change that: its
@@ -183,6 +185,7 @@ class PaneMapper:
     async def send(self, message: messages.Inbound) -> None:
         """Queue a message, waiting for room in the mailbox."""
         await self._send_stream.send(message)
+        self._queued += 1
 
     def statistics(self) -> PaneMapperStatistics:
         """A point-in-time copy of the counters (see :class:`PaneMapperStatistics`)."""
@@ -229,6 +232,7 @@ class PaneMapper:
                         batch.append(self._receive.receive_nowait())
                     except anyio.WouldBlock:
                         break
+                self._queued -= len(batch)
                 await self._handle(batch, sink, rescan=not batch)
             finally:
                 self._busy = False
