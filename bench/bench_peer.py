@@ -21,10 +21,11 @@ trusted, ``permissions.defaultMode`` manual, so a shell tool asks).
 Measured, in the same run, for each: idle CPU of the tool's own process over ``--idle-s``
 (``/proc/<pid>/stat``, every thread; the ``claude`` processes are not counted for either) and
 its RSS; then ``--events`` times: prompt -> busy (a prompt whose answer the mock stalls),
-turn end -> idle (the stall released), permission -> waiting (a prompt answered with a shell
-tool call). Both states are read by another tmux client every 5 ms (an option for paneward,
-the screen for ccmanager). For ccmanager a prompt is typed into the session, then ``Ctrl-E``
-returns to its menu (where the state is shown): the time starts at the Enter of the prompt.
+turn end -> idle (the stall released); and once per session permission -> waiting (a prompt
+answered with a shell tool call). Both states are read by another tmux client every 5 ms (an
+option for paneward, the screen for ccmanager). For ccmanager a prompt is typed into the
+session, then ``Ctrl-E`` returns to its menu (where the state is shown): the time starts at the
+Enter of the prompt.
 """
 
 from __future__ import annotations
@@ -233,7 +234,8 @@ async def latencies(
     state_of: Callable[[T], Reader],
     enter: Callable[[T], Awaitable[str]] | None,
 ) -> dict[str, object]:
-    """Prompt -> busy, turn end -> idle, permission -> waiting, ``events`` times each.
+    """Prompt -> busy and turn end -> idle ``events`` times, permission -> waiting once per
+    session.
 
     ``enter(target)`` brings a session to the foreground (ccmanager) and returns the pane to
     type into; without it the target is the pane itself (paneward: a pane per session)."""
@@ -260,20 +262,23 @@ async def latencies(
         mock.release.set()
         await poll(read, "idle", "idle after the stall")
         idle.append(time.perf_counter() - start)
+    # Permission -> waiting: once per session, each its first shell tool call (a denied call
+    # leaves Claude's next turns different).
+    for target in targets:
+        read = state_of(target)
         pane = await enter(target) if enter else str(target)
         await type_text(tmux, pane, "please WRITE a file")
         start = time.perf_counter()
         await anyio.run_process(tmux.argv("send-keys", "-t", pane, "Enter"))
         if enter:
             await anyio.run_process(tmux.argv("send-keys", "-t", pane, "C-e"))
-        await poll(read, "needs_input", "waiting for permission")
+        try:
+            await poll(read, "needs_input", "waiting for permission")
+        except AssertionError:
+            raise AssertionError(
+                "no permission wait; the screen:\n" + tmux.run("capture-pane", "-p", "-t", pane)
+            ) from None
         waiting.append(time.perf_counter() - start)
-        pane = await enter(target) if enter else str(target)
-        await anyio.run_process(tmux.argv("send-keys", "-t", pane, "Escape"))
-        if enter:
-            await anyio.sleep(0.3)
-            await anyio.run_process(tmux.argv("send-keys", "-t", pane, "C-e"))
-        await poll(read, "idle", "idle after the denial")
     return {"busy": busy, "idle": idle, "waiting": waiting}
 
 

@@ -109,14 +109,17 @@ class _Anthropic(_Handler):
         tool_result = isinstance(content, list) and any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content
         )
-        # The prompt's words may sit in an earlier message of the turn: in a git repository
-        # Claude Code 2.1.332 sends the prompt, then an environment message.
-        turn: list[Any] = []
+        # The prompt may not be the last message: in a git repository Claude Code 2.1.332
+        # sends the prompt, then an environment message. The newest message of the turn that
+        # names a keyword decides.
+        text = _texts(content)
         for message in reversed(messages):
             if not isinstance(message, dict) or message.get("role") == "assistant":
                 break
-            turn.append(message.get("content"))
-        text = " ".join(_texts(c) for c in reversed(turn)) if turn else _texts(content)
+            words = _texts(message.get("content"))
+            if "SLOW" in words or "WRITE" in words:
+                text = words
+                break
         # Claude may put a new prompt in the same user message as an earlier tool result.
         if "SLOW" in text:
             self._stream(self._text("Thinking slowly.", stall=True))
