@@ -348,14 +348,19 @@ async def amain(args: argparse.Namespace) -> None:
         for name, side in (("paneward", paneward_side), ("ccmanager 4.4.3", ccmanager_side)):
             mock = anthropic_server()
             try:
-                with tempfile.TemporaryDirectory(prefix="pw-bench-peer-") as raw:
+                # Claude processes a killed ccmanager left may still write there for a moment.
+                with tempfile.TemporaryDirectory(
+                    prefix="pw-bench-peer-", ignore_cleanup_errors=True
+                ) as raw:
                     w = World(Path(raw), args.sessions, mock)
                     r = await side(w, mock, args.idle_s, args.events)
             finally:
                 mock.close()
             runs[name].append(r)
             print(f"run {run + 1} {name}: idle {r['idle_percent']:.2f} % of a core, "
-                  f"RSS {r['rss_mb']:.1f} MB", flush=True)
+                  f"RSS {r['rss_mb']:.1f} MB; prompt -> busy {summary(r['busy'])}; "  # type: ignore[arg-type]
+                  f"turn end -> idle {summary(r['idle'])}; "  # type: ignore[arg-type]
+                  f"permission -> waiting {summary(r['waiting'])}", flush=True)  # type: ignore[arg-type]
     print(f"{args.sessions} real claude sessions (Claude Code 2.1.332) against the mock API, "
           f"{args.runs} runs")
     for name, results in runs.items():
