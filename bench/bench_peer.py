@@ -315,10 +315,22 @@ async def ccmanager_side(
         await poll(row_state(0), "none", "ccmanager's menu", within=60)
         for i in range(len(w.worktrees)):
             await enter(i)
-            async def prompt_shown() -> bool:
-                return "manual" in await screen()
+            async def prompt_shown(index: int = i) -> bool:
+                shown = await screen()
+                if "manual" in shown:
+                    return True
+                if "Select a worktree" in shown:
+                    await enter(index)  # the menu missed the key (it was redrawing): again
+                else:
+                    await dismiss_offers(tmux, pane)  # an offer dialog hides the prompt
+                return False
 
-            await poll_until(prompt_shown, f"claude in worktree {i}", within=120, interval=0.1)
+            try:
+                await poll_until(prompt_shown, f"claude in worktree {i}", within=90, interval=0.2)
+            except AssertionError:
+                raise AssertionError(
+                    f"claude in worktree {i} not shown; the screen:\n{await screen()}"
+                ) from None
             await dismiss_offers(tmux, pane)
             await anyio.run_process(tmux.argv("send-keys", "-t", pane, "C-e"))
             await poll(row_state(i), "idle", f"ccmanager: worktree {i} idle", within=60)

@@ -562,7 +562,7 @@ def test_codex_processes_finds_exactly_the_renamed_children(
 
 
 @pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="needs Linux /proc")
-@pytest.mark.parametrize("watch", [True, False], ids=["watchfiles", "poll"])
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "poll"])
 async def test_run_delivers_appended_boundaries_via_notifications_or_poll(
     tmp_path: Path, spawn: list[subprocess.Popen[bytes]], watch: bool
 ) -> None:
