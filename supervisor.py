@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Final, Literal, overload
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
@@ -100,10 +101,11 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     actor, ones refused by a full mailbox); ``unmapped`` valid payloads no
     harness module could map; ``rejected`` malformed messages; ``restarts`` actor
     restarts; ``overflows`` full mailboxes plus lagging ``all`` subscribers;
-    ``sessions`` live session actors; ``stopped`` session actors stopped after repeated
-    crashes; ``actors`` supervised long-running actors running; ``actor_states`` the state of
-    each long-running actor by name; ``recent_rejected`` / ``recent_unmapped`` the last few
-    records.
+    ``sessions`` live session actors; ``inline`` messages applied at once by the task that
+    delivered them (their actor waited on an empty mailbox: no wake-up of it); ``stopped``
+    session actors stopped after repeated crashes; ``actors`` supervised long-running actors
+    running; ``actor_states`` the state of each long-running actor by name;
+    ``recent_rejected`` / ``recent_unmapped`` the last few records.
     """
 
     messages: int = 0
@@ -114,6 +116,7 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     restarts: int = 0
     overflows: int = 0
     sessions: int = 0
+    inline: int = 0
     stopped: int = 0
     actors: int = 0
     actor_states: dict[str, ActorState] = msgspec.field(default_factory=dict)
@@ -273,13 +276,22 @@ class Supervisor:
             raise SupervisorClosed(f"supervisor is {self._state}: cannot accept messages")
 
     async def _deliver(self, deliveries: list[Delivery]) -> None:
+        waited = False
         for delivery in deliveries:
             actor = self._actor_for(delivery)
-            if actor is not None:
-                try:
-                    await actor.mailbox.send(delivery.message)
-                except MailboxClosed:
-                    self._stats.drops += 1
+            if actor is None:
+                continue
+            if actor.idle:
+                self._stats.inline += 1
+                actor.apply_inline(self, delivery.message)
+                continue
+            waited = True
+            try:
+                await actor.send(delivery.message)
+            except MailboxClosed:
+                self._stats.drops += 1
+        if not waited:
+            await anyio.lowlevel.checkpoint()  # inject is a checkpoint, queued or not
 
     def _deliver_nowait(self, deliveries: list[Delivery], what: str) -> None:
         full: list[SessionKey] = []
@@ -287,8 +299,13 @@ class Supervisor:
             actor = self._actor_for(delivery)
             if actor is None:
                 continue
+            if actor.idle:
+                # Its task waits on an empty mailbox: apply now rather than wake it.
+                self._stats.inline += 1
+                actor.apply_inline(self, delivery.message)
+                continue
             try:
-                actor.mailbox.send_nowait(delivery.message)
+                actor.send_nowait(delivery.message)
             except MailboxFull:
                 self._mailbox_overflows += 1
                 self._stats.drops += 1
@@ -319,7 +336,7 @@ class Supervisor:
             return []
         for listener in self._listeners.get(type(normalized), ()):
             listener.deliver_nowait(normalized)
-        return list(self._index.deliveries(normalized))
+        return self._index.route(normalized)
 
     def _reject(self, reason: str, origin: Literal["inject", "hook"]) -> None:
         self._stats.rejected += 1

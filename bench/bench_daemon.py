@@ -1,6 +1,10 @@
-"""Benchmark the real daemon: hook start-up ratio, hook -> watch latency, idle CPU.
+"""Benchmark the real daemon: hook start-up ratio, hook -> watch latency.
 
-Run: ``.venv/bin/python bench/bench_daemon.py [--runs 40] [--events 1000] [--idle-s 60]``
+Run: ``.venv/bin/python bench/bench_daemon.py [--runs 40] [--events 1000]``
+
+The daemons run as users run them: ``paneward run`` with discovery on (the harness homes are
+empty directories of the run). Idle CPU is bench/bench_idle.py's (the whole daemon, every
+thread, discovery and ``--tmux`` on, live sessions in panes).
 
 1. ``paneward hook`` wall time (payload as last argument, like Codex notify) as a ratio to
    ``<venv python> -c pass``, medians of interleaved runs, with no daemon and with a real
@@ -9,9 +13,6 @@ Run: ``.venv/bin/python bench/bench_daemon.py [--runs 40] [--events 1000] [--idl
    N events (each event is a real transition: UserPromptSubmit/Stop alternating):
    command hooks (a ``paneward hook`` process per event, timed from just before the spawn)
    and http hooks (``--http-port``, keep-alive connection, timed from the send).
-3. Idle daemon with 50 live sessions (50 real sleeping processes registered by
-   RegistryStatus, so the pid watcher watches them): CPU from the daemon's own
-   /proc/<pid>/stat utime+stime over ``--idle-s`` seconds, as % of one core.
 """
 
 from __future__ import annotations
@@ -41,15 +42,12 @@ from tests.daemon_helpers import (  # noqa: E402
     claude_hook_payload,
     daemon_env,
     owner,
-    poll_until,
     raw_send,
-    start_token,
     time_hook_events,
     watching,
 )
 
 PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
@@ -122,7 +120,10 @@ async def latency(events: int, tmp: Path) -> dict[str, list[float]]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out: dict[str, list[float]] = {"command hook": [], "http hook": []}
-    async with Daemon(state, extra_args=["--http-port", str(port)]) as daemon, owner() as agent:
+    async with (
+        Daemon(state, discovery=True, extra_args=["--http-port", str(port)]) as daemon,
+        owner() as agent,
+    ):
         env = daemon_env(state, CLAUDE_PID=str(agent.pid))
         async with watching(daemon) as watcher:
             now = time.time_ns() // 1_000_000
@@ -168,7 +169,7 @@ async def wrap_latency(records: int, tmp: Path) -> list[float]:
     state = tmp / "wrap-state"
     state.mkdir(mode=0o700, parents=True)
     out: list[float] = []
-    async with Daemon(state) as daemon, watching(daemon) as watcher:
+    async with Daemon(state, discovery=True) as daemon, watching(daemon) as watcher:
         argv = [
             os.fspath(PANEWARD),
             "wrap",
@@ -203,60 +204,6 @@ async def wrap_latency(records: int, tmp: Path) -> list[float]:
     return out
 
 
-def cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
-
-
-async def idle_cpu(tmp: Path, sessions: int, seconds: float) -> dict[str, float]:
-    state = tmp / "idle-state"
-    sleepers = [
-        # 50 fork/execs once, before anything is measured
-        subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)  # noqa: ASYNC220
-        for _ in range(sessions)
-    ]
-    try:
-        async with Daemon(state) as daemon:
-            frames = b"".join(
-                messages.encode(
-                    messages.RegistryStatus(
-                        key=messages.SessionKey("claude-code", f"idle-{i}"),
-                        pid=p.pid,
-                        start_token=start_token(p.pid),
-                        status="idle",
-                        at_ms=1_800_000_000_000 + i,
-                        observed_at_ms=1_800_000_000_000 + i,
-                    )
-                )
-                + b"\n"
-                for i, p in enumerate(sleepers)
-            )
-            await raw_send(daemon.hook_socket, frames)
-            await daemon.wait_delivered(sessions)
-
-            async def all_watched() -> bool:
-                alive = (await daemon.counters())["pid_watcher"]["confirmed_alive"]
-                return int(alive) >= sessions
-
-            await poll_until(all_watched, "the pid watcher to confirm every owner")
-            await anyio.sleep(1)  # let the start-up work settle before measuring idle
-            before, t0 = cpu_ticks(daemon.pid), time.monotonic()
-            await anyio.sleep(seconds)
-            after, t1 = cpu_ticks(daemon.pid), time.monotonic()
-            watched = (await daemon.counters())["pid_watcher"]
-    finally:
-        for p in sleepers:
-            p.kill()
-            p.wait()
-    used = (after - before) / CLK_TCK
-    return {
-        "cpu_s": used,
-        "wall_s": t1 - t0,
-        "percent_of_core": 100 * used / (t1 - t0),
-        "pidfds_open": watched["pidfds_open"],
-    }
-
-
 async def amain(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="pw-bench-daemon-") as raw:
         tmp = Path(raw)
@@ -264,7 +211,7 @@ async def amain(args: argparse.Namespace) -> None:
         installed = installed_venv(tmp / "venv")
         none = startup(args.runs, env)
         none_installed = startup(args.runs, env, installed)
-        async with Daemon(tmp / "s1") as daemon:
+        async with Daemon(tmp / "s1", discovery=True) as daemon:
             listening = startup(args.runs, daemon.env)
             listening_installed = startup(args.runs, daemon.env, installed)
         for label, result in (
@@ -289,18 +236,12 @@ async def amain(args: argparse.Namespace) -> None:
             f"wrap OSC 7501 record -> watch: n={len(wrapped)} p50 {pct(wrapped, 0.5):.2f} ms, "
             f"p99 {pct(wrapped, 0.99):.2f} ms"
         )
-        idle = await idle_cpu(tmp, 50, args.idle_s)
-        print(
-            f"idle, 50 live sessions: {idle['cpu_s']:.2f} s CPU over {idle['wall_s']:.1f} s = "
-            f"{idle['percent_of_core']:.3f} % of one core (pidfds open {idle['pidfds_open']})"
-        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--events", type=int, default=1000)
-    parser.add_argument("--idle-s", type=float, default=60.0)
     anyio.run(amain, parser.parse_args())
 
 

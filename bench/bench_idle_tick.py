@@ -1,19 +1,20 @@
-"""An idle Claude + Codex discovery tick: loop time, and what a scan does to the loop.
+"""Idle Claude + Codex discovery in one process: CPU of every thread, and what it does to the loop.
 
 Run: .venv/bin/python bench/bench_idle_tick.py [--files 50] [--seconds 20]
 
 Setup (real processes and files): ``files/2`` Claude registry files, each naming a real
 live ``sleep`` process with its real start token, and ``files/2`` Codex rollouts held
 open by processes renamed to ``codex``. Both discovery actors run exactly as the daemon
-runs them (``ClaudeRegistryWatcher`` with inotify and its 1 s liveness rescan,
-``CodexRolloutDiscovery`` with its 1 s ownership sample), and nothing changes.
+runs them (``ClaudeRegistryWatcher`` on inotify with its rare liveness rescan,
+``CodexRolloutDiscovery`` on inotify with its rare safety sample), and nothing changes.
 
-Measured on the event-loop thread, against the same loop with no actor, in the same run:
+Measured for this whole process (every thread: the worker threads that scan and sample
+too), against the same process with no actor, in the same run:
 
-* loop CPU per tick: ``time.thread_time`` of the loop thread over an idle window with
-  nothing else on the loop, minus the same window without actors, divided by the periodic
-  rounds run in it (Claude liveness rescans + Codex ownership samples, from the actors'
-  own statistics), and per second of idle;
+* CPU per second of idle: ``time.process_time`` (all threads) over an idle window, minus the
+  same window without actors; the periodic rounds run in it (rescans + samples, from the
+  actors' own statistics) and the wake-ups of every thread (context switches,
+  ``/proc/self/task/*/status``);
 * then, in a second window as long, the lateness of a 1 ms periodic timer (p50, p99,
   worst), with and without the actors.
 """
@@ -101,6 +102,28 @@ def world(tmp: Path, files: int) -> Iterator[tuple[Path, Path]]:
             proc.wait()
 
 
+def wakeups() -> dict[str, int]:
+    """Context switches of every live thread of this process so far (each one a wake-up)."""
+    out: dict[str, int] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            text = Path(f"/proc/self/task/{tid}/status").read_text()
+        except FileNotFoundError:
+            continue
+        out[tid] = sum(
+            int(line.split()[1])
+            for line in text.splitlines()
+            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+        )
+    return out
+
+
+def woken(before: dict[str, int], after: dict[str, int]) -> int:
+    """Wake-ups between two samples (threads that exited in between are not counted; threads
+    that started count from zero)."""
+    return sum(count - before.get(tid, 0) for tid, count in after.items())
+
+
 async def measure(
     seconds: float, claude_dir: Path | None, codex_home: Path | None
 ) -> dict[str, float]:
@@ -123,11 +146,12 @@ async def measure(
         # let discovery settle (first scans emit the initial evidence), then measure idle
         await anyio.sleep(3.0)
         settled = len(sink.items)
-        # Phase 1: loop CPU with nothing else on the loop (a plain sleep costs ~nothing).
+        # Phase 1: the process's CPU (every thread) with nothing else going on.
         ticks0 = ticks()
-        cpu0 = time.thread_time()
+        cpu0, wakes0 = time.process_time(), wakeups()
         await anyio.sleep(seconds)
-        cpu = time.thread_time() - cpu0
+        cpu = time.process_time() - cpu0
+        wakes = woken(wakes0, wakeups())
         rounds = ticks() - ticks0
         # Phase 2: a 1 ms periodic timer, as long again, to see what scans do to it.
         end = time.perf_counter() + seconds
@@ -138,6 +162,7 @@ async def measure(
     ordered = sorted(lateness)
     return {
         "ticks": float(rounds),
+        "wakeups": float(wakes),
         "loop_cpu_s": cpu,
         "late_p99_ms": ordered[int(0.99 * len(ordered))],
         "late_max_ms": ordered[-1],
@@ -160,7 +185,6 @@ def main() -> None:
         busy = anyio.run(measure, args.seconds, claude_dir, codex_home)
     extra_ms = (busy["loop_cpu_s"] - base["loop_cpu_s"]) * 1000
     per_second_ms = extra_ms / args.seconds
-    per_tick_ms = extra_ms / max(busy["ticks"], 1.0)
     print(
         f"files={args.files} ({args.files // 2} Claude registry files of live pids, "
         f"{args.files - args.files // 2} Codex rollouts held by 'codex' processes), "
@@ -171,10 +195,12 @@ def main() -> None:
         f"emitted while idle: {busy['emitted_while_idle']:.0f}"
     )
     print(
-        f"loop CPU over {args.seconds:.0f} s: baseline {base['loop_cpu_s'] * 1000:.1f} ms, "
-        f"with actors {busy['loop_cpu_s'] * 1000:.1f} ms; {busy['ticks']:.0f} ticks "
-        f"(Claude rescans + Codex samples) -> {per_tick_ms:.3f} ms per tick, "
-        f"{per_second_ms:.3f} ms per second of idle"
+        f"process CPU (every thread) over {args.seconds:.0f} s: baseline "
+        f"{base['loop_cpu_s'] * 1000:.1f} ms, with actors {busy['loop_cpu_s'] * 1000:.1f} ms; "
+        f"{busy['ticks']:.0f} periodic rounds (Claude rescans + Codex samples) -> "
+        f"{per_second_ms:.3f} ms per second of idle ({per_second_ms / 10:.4f} % of a core); "
+        f"wake-ups of every thread: {base['wakeups'] / args.seconds:.1f}/s baseline, "
+        f"{busy['wakeups'] / args.seconds:.1f}/s with actors"
     )
     print(
         f"1 ms timer lateness, baseline: p50 {base['late_p50_ms']:.3f} p99 "

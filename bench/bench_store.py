@@ -4,7 +4,10 @@ Run:  .venv/bin/python bench/bench_store.py [--rows 20000] [--repeat 5]
 
 1. Throughput: rows/s of ``record()`` + ``flush()`` through the Store (aiosqlite,
    batched) vs the same rows written by stdlib sqlite3 ``executemany`` in ONE
-   transaction (encoding included in both), same schema and pragmas.
+   transaction (encoding included in both), same schema and pragmas. The journal's
+   retention (``--retention`` rows, a quarter of the rows by default) is reached early, so
+   the store prunes at every flush after that, as a long-running daemon does; the baseline
+   deletes the same excess with the store's own statement in its transaction.
 2. Loop blocking: lateness of a 1 ms timer task while the store absorbs the burst,
    vs the same timer on an idle loop, measured in the same run.
 """
@@ -23,7 +26,13 @@ import anyio
 import anyio.lowlevel
 
 import messages as m
-from actors.sinks.store import MIGRATIONS, open_store
+from actors.sinks.store import (
+    _CATALOG_UPSERT_HEAD,
+    _CATALOG_UPSERT_TAIL,
+    _JOURNAL_PRUNE,
+    MIGRATIONS,
+    open_store,
+)
 
 T0 = 1_700_000_000_000
 
@@ -45,8 +54,9 @@ def make_transitions(n: int) -> list[m.Transition]:
     return out
 
 
-def raw_sqlite(path: Path, transitions: list[m.Transition]) -> float:
-    """Seconds for stdlib sqlite3 to write the same rows in one transaction."""
+def raw_sqlite(path: Path, transitions: list[m.Transition], retention: int) -> tuple[float, int]:
+    """Seconds for stdlib sqlite3 to write the same rows in one transaction, pruning the
+    journal to ``retention`` rows, and the rows it pruned."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -63,18 +73,19 @@ def raw_sqlite(path: Path, transitions: list[m.Transition]) -> float:
         newest = {t.key: t for t in transitions}
         for t in newest.values():
             yield (t.key.harness, t.key.session_id, m.encode(t.after).decode(), 1, "tok",
-                   t.after.pane, T0, t.seq)
+                   t.after.pane, T0, t.seq, None)
 
     start = time.perf_counter()
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?)", journal())
-    conn.executemany(
-        "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (harness, session_id) "
-        "DO UPDATE SET activity = excluded.activity, seq = excluded.seq", catalog())
+    conn.executemany(_CATALOG_UPSERT_HEAD + "(?, ?, ?, ?, ?, ?, ?, ?, ?)" + _CATALOG_UPSERT_TAIL,
+                     catalog())
+    excess = len(transitions) - retention
+    pruned = conn.execute(_JOURNAL_PRUNE, (excess,)).rowcount if excess > 0 else 0
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - start
     conn.close()
-    return elapsed
+    return elapsed, pruned
 
 
 async def ticker(lateness: list[float], stop: anyio.Event) -> None:
@@ -84,14 +95,15 @@ async def ticker(lateness: list[float], stop: anyio.Event) -> None:
         lateness.append(anyio.current_time() - before - 0.001)
 
 
-async def through_store(path: Path, transitions: list[m.Transition],
-                        chunk: int) -> tuple[float, list[float], int]:
+async def through_store(path: Path, transitions: list[m.Transition], chunk: int,
+                        retention: int) -> tuple[float, list[float], int, int]:
     """Seconds to record()+flush() everything (a hub-like feed: `chunk` rows per
-    loop iteration), the 1 ms timer lateness meanwhile, and the batches used."""
+    loop iteration), the 1 ms timer lateness meanwhile, the batches used and the rows
+    pruned."""
     lateness: list[float] = []
     stop = anyio.Event()
     async with open_store(path, batch_ms=50, batch_rows=500,
-                          retention_rows=10 * len(transitions)) as store:
+                          retention_rows=retention) as store:
         async with anyio.create_task_group() as tg:
             tg.start_soon(ticker, lateness, stop)
             start = time.perf_counter()
@@ -103,7 +115,8 @@ async def through_store(path: Path, transitions: list[m.Transition],
             elapsed = time.perf_counter() - start
             stop.set()
         batches = store.statistics().batches
-    return elapsed, lateness, batches
+        pruned = store.statistics().pruned
+    return elapsed, lateness, batches, pruned
 
 
 async def idle_lateness(seconds: float) -> list[float]:
@@ -125,7 +138,11 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--retention", type=int, default=None,
+                        help="journal retention in rows (default: a quarter of --rows)")
     args = parser.parse_args()
+    retention = args.retention or args.rows // 4
+    pruned: dict[str, int] = {}
     transitions = make_transitions(args.rows)
     raw_rates: list[float] = []
     store_rates: dict[int, list[float]] = {1: [], 50: [], 500: []}
@@ -137,10 +154,11 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.repeat):
             base = Path(tmp) / f"run{run}"
-            raw_rates.append(args.rows / raw_sqlite(base.with_suffix(".raw.db"), transitions))
+            raw_s, pruned["raw"] = raw_sqlite(base.with_suffix(".raw.db"), transitions, retention)
+            raw_rates.append(args.rows / raw_s)
             for chunk in store_rates:
-                elapsed, late, n = await through_store(
-                    base.with_suffix(f".store{chunk}.db"), transitions, chunk)
+                elapsed, late, n, pruned[f"store {chunk}"] = await through_store(
+                    base.with_suffix(f".store{chunk}.db"), transitions, chunk, retention)
                 store_rates[chunk].append(args.rows / elapsed)
                 batches[chunk] = n
                 if chunk == 50:
@@ -151,7 +169,8 @@ async def main() -> None:
                     idle_max.append(max(quiet))
     med = statistics.median
     raw = med(raw_rates)
-    print(f"rows={args.rows} repeat={args.repeat} (medians over runs)")
+    print(f"rows={args.rows} repeat={args.repeat} retention={retention} rows (medians over runs);"
+          " rows pruned: " + ", ".join(f"{k} {v}" for k, v in pruned.items()))
     print(f"raw sqlite3 executemany, one transaction : {raw:10.0f} rows/s   (baseline 1.00)")
     for chunk, rates in store_rates.items():
         rate = med(rates)

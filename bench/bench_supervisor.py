@@ -1,13 +1,28 @@
-"""Supervisor throughput, idle latency and memory against a bare anyio pipeline.
+"""Supervisor throughput, idle latency and memory against a bare anyio pipeline of the same shape.
 
-Run: .venv/bin/python bench/bench_supervisor.py [--events N] [--sessions N]
+Run: .venv/bin/python bench/bench_supervisor.py [--events 20000] [--sessions 1000] [--rounds 5]
 
-Baseline (measured in the same run): msgspec-decode hook bytes -> one anyio memory
-stream -> a dict of state per session -> fan-out to S subscriber tasks (one
-memory stream each). Paneward: the same bytes decoded and given to
-``Supervisor.inject`` (and ``inject_bytes``) -> session actors (reducer) ->
-broadcast hub -> S ``all`` subscribers. Every event changes its session's turn,
-so every event is one transition for every subscriber.
+The input: Claude hook frames (``NotifyHook`` JSON, UserPromptSubmit / Stop alternating per
+session, so every event is a transition for every subscriber) over ``--sessions`` sessions.
+
+The paneward path, as the daemon runs it: ``deliver_nowait`` (what the hook listener calls for
+every frame it decoded with :func:`messages.decode_inbound`) or ``await inject`` (a message built
+in Python: validated again) -> normalize (the harness maps the payload) -> route -> the
+session's actor mailbox (bounded, 256) -> the actor task -> reducer -> hub publish -> S ``all``
+subscriptions (buffer 1024) -> S subscriber tasks.
+
+The baseline, in the same run, does the same fan-out with bare anyio: the same bytes decoded by
+a msgspec decoder -> a memory object stream per session (buffer 256) fed with ``send_nowait``
+-> one task per session keeping its state in a dict -> on a change, ``send_nowait`` of one
+record into S memory object streams (buffer 1024) -> S subscriber tasks. Producers and
+subscribers are the same code on both sides: the producer hands over ``--batch`` frames then
+yields once (as the hook listener does per read of its socket), or, for ``inject``, awaits a
+send per frame (``await stream.send``: the baseline counterpart); every subscriber takes what
+is pending at each wake-up (``receive`` then ``receive_nowait``), as the sinks do. Nothing is
+dropped on either side (checked).
+
+Rounds are interleaved (baseline, paneward, baseline, ...); ratios are medians of per-round
+ratios. Idle latency: one event at a time, until every subscriber has it.
 """
 
 from __future__ import annotations
@@ -15,30 +30,29 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from functools import partial
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from messages import NotifyHook, Transition, decode_inbound
+from actors.core.reducer import SessionState, initial_state, reduce
+from actors.harnesses.catalog import normalize
+from actors.runtime.hub import DEFAULT_BUFFER
+from messages import HookHint, Inbound, NotifyHook, SessionKey, Transition, decode_inbound
 from supervisor import Supervisor
 
 T0 = 1_795_995_000_000
-
-
-class Closable(Protocol):
-    def close(self) -> None: ...
+MAILBOX = 256  # the supervisor's default mailbox_size
 
 
 def hook_frames(sessions: int, events: int) -> list[bytes]:
@@ -66,148 +80,221 @@ def hook_frames(sessions: int, events: int) -> list[bytes]:
     return frames
 
 
+def probe_frames(frames: list[bytes], count: int) -> list[bytes]:
+    """``count`` more frames, each flipping one session's turn (a transition each)."""
+    last: dict[str, dict[str, Any]] = {}
+    for frame in frames:
+        data = json.loads(frame)
+        last[data["payload"]["session_id"]] = data
+    sessions = list(last)
+    out = []
+    for k in range(count):
+        data = json.loads(json.dumps(last[sessions[k % len(sessions)]]))
+        payload = data["payload"]
+        payload["hook_event_name"] = (
+            "Stop" if payload["hook_event_name"] == "UserPromptSubmit" else "UserPromptSubmit"
+        )
+        payload["prompt_id"] = f"probe-{k}"
+        data["at_ms"] = data["observed_at_ms"] = T0 + 10_000_000 + k
+        last[payload["session_id"]] = data
+        out.append(json.dumps(data).encode())
+    return out
+
+
+class Receiver(Protocol):
+    async def receive(self) -> Any: ...
+
+    def receive_nowait(self) -> Any: ...
+
+
+class Counter:
+    """S subscriber tasks, each taking everything pending at each wake-up."""
+
+    def __init__(self, subscribers: int) -> None:
+        self.counts = [0] * subscribers
+        self.target = 0
+        self.reached = anyio.Event()
+
+    def expect(self, total: int) -> anyio.Event:
+        self.target = total
+        self.reached = anyio.Event()
+        if min(self.counts) >= total:
+            self.reached.set()
+        return self.reached
+
+    async def run(self, index: int, source: Receiver) -> None:
+        counts = self.counts
+        while True:
+            try:
+                await source.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            taken = 1
+            while True:
+                try:
+                    source.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    return
+                taken += 1
+            counts[index] += taken
+            if counts[index] >= self.target and min(counts) >= self.target:
+                self.reached.set()
+
+
+Feed = Callable[[list[bytes]], Awaitable[None]]
+#: events per CPU second of each run (this process, one thread): steadier than wall time on a
+#: shared machine, where another process may take the CPU in the middle of a run.
+CPU_RATES: list[float] = []
+
+
+async def drive(
+    frames: list[bytes], probes: list[bytes], counter: Counter, feed: Feed
+) -> tuple[float, list[float]]:
+    """Throughput (events/s) of ``frames``, then the idle latency of each probe (s)."""
+    done = counter.expect(len(frames))
+    start, cpu = time.perf_counter(), time.process_time()
+    await feed(frames)
+    await done.wait()
+    rate = len(frames) / (time.perf_counter() - start)
+    CPU_RATES.append(len(frames) / (time.process_time() - cpu))
+    latencies = []
+    for k, probe in enumerate(probes):
+        done = counter.expect(len(frames) + k + 1)
+        start = time.perf_counter()
+        await feed([probe])
+        await done.wait()
+        latencies.append(time.perf_counter() - start)
+    return rate, latencies
+
+
+def batched_feed(hand: Callable[[bytes], None], batch: int) -> Feed:
+    async def feed(frames: list[bytes]) -> None:
+        for i, frame in enumerate(frames):
+            hand(frame)
+            if i % batch == batch - 1:
+                await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+
+    return feed
+
+
 async def baseline(
-    frames: list[bytes], subscribers: int, latency_probes: int
-) -> tuple[float, list[float]]:
-    decoder = msgspec.json.Decoder(NotifyHook)
-    state: dict[str, str] = {}
-    send, receive = anyio.create_memory_object_stream[NotifyHook](1024)
-    outs: list[MemoryObjectSendStream[tuple[str, str]]] = []
-    ins: list[MemoryObjectReceiveStream[tuple[str, str]]] = []
-    for _ in range(subscribers):
-        s, r = anyio.create_memory_object_stream[tuple[str, str]](1024)
-        outs.append(s)
-        ins.append(r)
-    counts = [0] * subscribers
-    target = [0]
-    reached = [anyio.Event()]
-
-    async def router(_: int) -> None:
-        async with receive:
-            async for msg in receive:
-                sid = msg.payload["session_id"]
-                new = "working" if msg.payload["hook_event_name"] == "UserPromptSubmit" else "idle"
-                if state.get(sid) != new:
-                    state[sid] = new
-                    for out in outs:
-                        await out.send((sid, new))
-
-    async def subscriber(i: int) -> None:
-        async with ins[i]:
-            async for _ in ins[i]:
-                counts[i] += 1
-                if all(c >= target[0] for c in counts):
-                    reached[0].set()
-
-    async def feed(batch: list[bytes]) -> None:
-        for frame in batch:
-            await send.send(decoder.decode(frame))
-
-    return await _drive(
-        frames,
-        latency_probes,
-        subscribers,
-        counts,
-        target,
-        reached,
-        feed,
-        [(router, 0), *[(subscriber, i) for i in range(subscribers)]],
-        [send, *outs],
-    )
-
-
-async def _drive(
     frames: list[bytes],
-    latency_probes: int,
+    probes: list[bytes],
     subscribers: int,
-    counts: list[int],
-    target: list[int],
-    reached: list[anyio.Event],
-    feed: Callable[[list[bytes]], Awaitable[None]],
-    tasks: list[tuple[Callable[[int], Coroutine[Any, Any, None]], int]],
-    closers: Sequence[Closable],
+    batch: int,
+    awaited: bool,
+    domain: bool = True,
 ) -> tuple[float, list[float]]:
+    """The bare pipeline: decode -> one stream (buffer 256) -> one consumer -> on a change,
+    ``send_nowait`` of one record into S streams (buffer 1024) -> S subscriber tasks.
+
+    ``domain``: the consumer does paneward's domain work, with the same pure functions: the
+    harness's normalize, the session reducer (its states in a dict) and a Transition per
+    published step, so that the ratio is the framework's overhead (routing, actors and
+    mailboxes, supervision, the hub). Without it: a dict of one word per session (no domain
+    work at all: a reference, not the budget's baseline).
+    """
+    counter = Counter(subscribers)
+    outs: list[MemoryObjectSendStream[object]] = []
+    ins: list[MemoryObjectReceiveStream[object]] = []
+    for _ in range(subscribers):
+        send, receive = anyio.create_memory_object_stream[object](DEFAULT_BUFFER)
+        outs.append(send)
+        ins.append(receive)
+    inbox, receive_inbox = anyio.create_memory_object_stream[Inbound](MAILBOX)
+    words: dict[str, str] = {}
+    states: dict[SessionKey, SessionState] = {}
+    seq = [0]
+
+    def handle_word(message: Inbound) -> None:
+        payload = message.payload  # type: ignore[union-attr]
+        sid = payload["session_id"]
+        new = "working" if payload["hook_event_name"] == "UserPromptSubmit" else "idle"
+        if words.get(sid) != new:
+            words[sid] = new
+            seq[0] += 1
+            record = (sid, new, seq[0])
+            for out in outs:
+                out.send_nowait(record)  # raises WouldBlock: a drop, the run fails
+
+    def handle_domain(message: Inbound) -> None:
+        hint = normalize(message)
+        assert isinstance(hint, HookHint)
+        state = states.get(hint.key) or initial_state(hint.key)
+        step = reduce(state, hint)
+        states[hint.key] = step.state
+        if step.publish is not None:
+            seq[0] += 1
+            record = Transition(
+                seq=seq[0],
+                key=hint.key,
+                after=step.publish,
+                cause=f"HookHint:{hint.event}",
+                before=state.activity,
+            )
+            for out in outs:
+                out.send_nowait(record)  # raises WouldBlock: a drop, the run fails
+
+    handle = handle_domain if domain else handle_word
+
+    async def consumer() -> None:
+        while True:
+            handle(await receive_inbox.receive())
+            while True:  # what is queued, without a scheduler round each
+                try:
+                    handle(receive_inbox.receive_nowait())
+                except anyio.WouldBlock:
+                    break
+
+    async def awaited_feed(batch_: list[bytes]) -> None:
+        for frame in batch_:
+            await inbox.send(decode_inbound(frame))
+
     async with anyio.create_task_group() as tg:
-        for task, arg in tasks:
-            tg.start_soon(task, arg)
-        target[0] = len(frames)
-        t0 = time.perf_counter()
-        await feed(frames)
-        await reached[0].wait()
-        elapsed = time.perf_counter() - t0
-        latencies = []
-        last: dict[bytes, bytes] = {}
-        for frame in frames:
-            last[json.loads(frame)["payload"]["session_id"].encode()] = frame
-        sessions = list(last)
-        for k in range(latency_probes):
-            reached[0] = anyio.Event()
-            target[0] = len(frames) + k + 1
-            sid = sessions[k % len(sessions)]
-            # flip the current state of one session so the probe is a real change
-            probe = _flip(last[sid], len(frames) + k)
-            last[sid] = probe
-            t1 = time.perf_counter()
-            await feed([probe])
-            await reached[0].wait()
-            latencies.append(time.perf_counter() - t1)
+        tg.start_soon(consumer)
+        for i, receive in enumerate(ins):
+            tg.start_soon(counter.run, i, receive)
+        feed = awaited_feed if awaited else batched_feed(
+            lambda frame: inbox.send_nowait(decode_inbound(frame)), batch
+        )
+        result = await drive(frames, probes, counter, feed)
         tg.cancel_scope.cancel()
-    for closer in closers:
-        closer.close()
-    return elapsed, latencies
+    return result
 
 
-def _flip(frame: bytes, i: int) -> bytes:
-    data = json.loads(frame)
-    payload = data["payload"]
-    payload["hook_event_name"] = (
-        "Stop" if payload["hook_event_name"] == "UserPromptSubmit" else "UserPromptSubmit"
-    )
-    payload["prompt_id"] = f"probe-{i}"
-    data["at_ms"] = data["observed_at_ms"] = T0 + 10_000_000 + i
-    return json.dumps(data).encode()
+async def bare(
+    frames: list[bytes], probes: list[bytes], subscribers: int, batch: int, awaited: bool
+) -> tuple[float, list[float]]:
+    return await baseline(frames, probes, subscribers, batch, awaited, domain=False)
 
 
 async def paneward(
-    frames: list[bytes], subscribers: int, latency_probes: int, via_bytes: bool
+    frames: list[bytes], probes: list[bytes], subscribers: int, batch: int, awaited: bool
 ) -> tuple[float, list[float]]:
-    counts = [0] * subscribers
-    target = [0]
-    reached = [anyio.Event()]
-    async with Supervisor(mailbox_size=1024) as sup:
-        subs = [
-            sup.subscribe("all", snapshot=False, buffer=len(frames) + 10_000)
-            for _ in range(subscribers)
-        ]
+    counter = Counter(subscribers)
+    async with Supervisor() as sup, anyio.create_task_group() as tg:
+        subs = [sup.subscribe("all", snapshot=False) for _ in range(subscribers)]
+        for i, sub in enumerate(subs):
+            tg.start_soon(counter.run, i, sub)
 
-        async def subscriber(i: int) -> None:
-            async for item in subs[i]:
-                if isinstance(item, Transition):
-                    counts[i] += 1
-                    if all(c >= target[0] for c in counts):
-                        reached[0].set()
+        def hand(frame: bytes) -> None:
+            sup.deliver_nowait(decode_inbound(frame))
 
-        async def feed(batch: list[bytes]) -> None:
-            if via_bytes:
-                for frame in batch:
-                    await sup.inject_bytes(frame)
-            else:
-                for frame in batch:
-                    await sup.inject(decode_inbound(frame))
+        async def inject_feed(batch_: list[bytes]) -> None:
+            for frame in batch_:
+                await sup.inject(decode_inbound(frame))
 
-        result = await _drive(
-            frames,
-            latency_probes,
-            subscribers,
-            counts,
-            target,
-            reached,
-            feed,
-            [(subscriber, i) for i in range(subscribers)],
-            subs,
+        result = await drive(
+            frames, probes, counter, inject_feed if awaited else batched_feed(hand, batch)
         )
         stats = sup.statistics()
-        assert stats.transitions == len(frames) + latency_probes, stats
+        assert stats.transitions == len(frames) + len(probes), stats
+        assert stats.drops == stats.overflows == 0, stats
+        assert all(not s.statistics().overflowed for s in subs)
+        tg.cancel_scope.cancel()
     return result
 
 
@@ -260,39 +347,75 @@ anyio.run(main)
     return {"peak_mb": peak, "after_imports_mb": base, "python_c_pass_mb": int(bare.stdout) / 1024}
 
 
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--probes", type=int, default=200)
+    parser.add_argument(
+        "--batch", type=int, nargs="+", default=[1, 64],
+        help="frames deliver_nowait is given per yield (1: one hook per connection)",
+    )
+    parser.add_argument("--subscribers", type=int, nargs="+", default=[1, 10])
+    parser.add_argument("--paths", nargs="+", default=["inject", "deliver_nowait"],
+                        choices=["inject", "deliver_nowait"])
+    parser.add_argument("--no-rss", action="store_true")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     frames = hook_frames(args.sessions, args.events)
-    rows = []
-    for subscribers in (1, 10):
-        results = {}
-        for name, fn in (
-            ("baseline", partial(baseline, frames, subscribers, args.probes)),
-            ("inject", partial(paneward, frames, subscribers, args.probes, False)),
-            ("inject_bytes", partial(paneward, frames, subscribers, args.probes, True)),
-        ):
-            gc.collect()
-            elapsed, lat = anyio.run(fn)
-            results[name] = (
-                len(frames) / elapsed,
-                statistics.median(lat) * 1e6,
-                sorted(lat)[int(len(lat) * 0.99) - 1] * 1e6,
-            )
-        base = results["baseline"]
-        for name, (rate, p50, p99) in results.items():
-            rows.append((subscribers, name, rate, rate / base[0], p50, p50 / base[1], p99))
+    probes = probe_frames(frames, args.probes)
     print(
         f"events={args.events} sessions={args.sessions} probes={args.probes} "
-        f"python={sys.version.split()[0]} pid={os.getpid()}"
+        f"rounds={args.rounds} python={sys.version.split()[0]}"
     )
-    print("| S | pipeline | events/s | x baseline | idle p50 µs | x baseline | idle p99 µs |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for s, name, rate, ratio, p50, p50r, p99 in rows:
-        print(f"| {s} | {name} | {rate:,.0f} | {ratio:.2f} | {p50:.0f} | {p50r:.2f} | {p99:.0f} |")
+    print("| S | pipeline | producer | events/s (median) | x baseline: min / median / max "
+          "| per CPU-second x baseline | idle p50 µs | x baseline | idle p99 µs |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    runs = [
+        (path, batch)
+        for path in args.paths
+        for batch in (args.batch if path == "deliver_nowait" else [1])
+    ]
+    for subscribers in args.subscribers:
+        for path, batch in runs:
+            awaited = path == "inject"
+            feed = "await send per frame" if awaited else f"send_nowait, yield every {batch}"
+            names = ("baseline", "no domain work", path)
+            fns = (baseline, bare, paneward)
+            rates: dict[str, list[float]] = {name: [] for name in names}
+            cpu_rates: dict[str, list[float]] = {name: [] for name in names}
+            lat: dict[str, list[float]] = {name: [] for name in names}
+            for _ in range(args.rounds):
+                for name, fn in zip(names, fns, strict=True):
+                    gc.collect()
+                    rate, latencies = anyio.run(fn, frames, probes, subscribers, batch, awaited)
+                    rates[name].append(rate)
+                    cpu_rates[name].append(CPU_RATES[-1])
+                    lat[name].extend(latencies)
+            b50 = statistics.median(lat["baseline"]) * 1e6
+            for name in names:
+                ratios = sorted(
+                    p / b for p, b in zip(rates[name], rates["baseline"], strict=True)
+                )
+                cpu_ratios = sorted(
+                    p / b for p, b in zip(cpu_rates[name], cpu_rates["baseline"], strict=True)
+                )
+                p50 = statistics.median(lat[name]) * 1e6
+                print(
+                    f"| {subscribers} | {name} | {feed} | {statistics.median(rates[name]):,.0f} | "
+                    f"{ratios[0]:.2f} / {statistics.median(ratios):.2f} / {ratios[-1]:.2f} | "
+                    f"{cpu_ratios[0]:.2f} / {statistics.median(cpu_ratios):.2f} / "
+                    f"{cpu_ratios[-1]:.2f} | "
+                    f"{p50:.0f} | {p50 / b50:.2f} | {p99(lat[name]) * 1e6:.0f} |",
+                    flush=True,
+                )
+    if args.no_rss:
+        return
     mem = rss_with_live_sessions(args.sessions)
     print(
         f"\npeak RSS with {args.sessions} live session actors: {mem['peak_mb']:.1f} MB "

@@ -103,6 +103,8 @@ INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound
 OUTBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Outbound)
 SESSION_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(SessionMessage)
 
+_INBOUND_SET: Final[frozenset[type[msgspec.Struct]]] = frozenset(INBOUND_TYPES)
+
 _ENCODER: Final = msgspec.json.Encoder()
 _INBOUND: Final = msgspec.json.Decoder(Inbound)
 _OUTBOUND: Final = msgspec.json.Decoder(Outbound)
@@ -154,7 +156,9 @@ def revalidate(message: Any) -> Inbound:
 
     :raises MessageError: when ``message`` is not a valid inbound message.
     """
-    if not isinstance(message, INBOUND_TYPES):
+    # A set lookup first: isinstance against the 20-odd Struct classes of the tuple costs
+    # microseconds per message (one __instancecheck__ per class until the match).
+    if type(message) not in _INBOUND_SET and not isinstance(message, INBOUND_TYPES):
         raise MessageError(
             f"not an inbound paneward message: {type(message).__name__}"
         )

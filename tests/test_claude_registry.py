@@ -4,6 +4,7 @@ real processes (a child that renames itself to ``claude`` and writes its own rec
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -548,17 +549,58 @@ async def test_bad_files_are_skipped_and_counted(config: Path, mode: Mode) -> No
 async def test_directory_created_after_start_is_picked_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "config"))
     sink = ListSink()
-    # A write that lands between the first scan of the new directory and the start of
-    # notifications is seen by the liveness rescan, hence a short one here.
-    watcher = make_watcher("watch", liveness_interval=0.1)
+    # No liveness rescan within the test: inotify on the nearest existing ancestor says when
+    # the directories appear, and the watch is set before the new directory is scanned.
+    watcher = make_watcher("watch")
     with anyio.fail_after(20):
         async with running(watcher, sink):
-            (tmp_path / "sessions").mkdir()
-            async with fake_claude(tmp_path, "late") as child:
+            (tmp_path / "config").mkdir()
+            (tmp_path / "config" / "sessions").mkdir()
+            async with fake_claude(tmp_path / "config", "late") as child:
                 [m] = await sink.wait_count(1)
                 assert m.pid == child.pid  # type: ignore[union-attr]
+            # The directory goes (its sessions end with it), then comes back.
+            shutil.rmtree(tmp_path / "config" / "sessions")
+            [gone] = (await sink.wait_count(2))[1:]
+            assert summary(gone) == ("removed", "late", False, False)
+            (tmp_path / "config" / "sessions").mkdir()
+            async with fake_claude(tmp_path / "config", "again") as child:
+                items = await sink.wait_count(3)
+                assert summary(items[2]) == ("status", "again", None, None)
+    assert watcher.statistics().watch_failures == 0
+
+
+async def test_a_rewrite_rereads_only_the_file_that_changed(config: Path) -> None:
+    """Cost follows changes: with many records present, one status edge reads one file and
+    probes one pid, whatever the number of sessions."""
+    sessions = config / "sessions"
+    sleepers = start_sleepers(20)
+    try:
+        good = json.loads((FIXTURES / "registry-idle.json").read_bytes())
+        for n, proc in enumerate(sleepers):
+            record = dict(good, pid=proc.pid, sessionId=f"other-{n}",
+                          procStart=procfs.start_token(proc.pid))
+            (sessions / f"{proc.pid}.json").write_text(json.dumps(record))
+        sink = ListSink()
+        watcher = make_watcher("watch")
+        with anyio.fail_after(20):
+            async with fake_claude(config, "edge") as child, running(watcher, sink):
+                await sink.wait_count(21)
+                before = watcher.statistics()
+                assert before.files_read == 21 and before.tracked == 21
+                await child.send("status busy")
+                items = await sink.wait_count(22)
+                after = watcher.statistics()
+    finally:
+        for proc in sleepers:
+            proc.kill()
+            proc.wait()
+    assert summary(items[-1]) == ("status", "edge", "busy", None)
+    assert after.files_read - before.files_read == 1
+    assert after.scans - before.scans == 1
+    assert after.vanished == before.vanished == 0
 
 
 def test_bad_configuration_is_rejected() -> None:
@@ -566,6 +608,10 @@ def test_bad_configuration_is_rejected() -> None:
         ClaudeRegistryWatcher(poll_interval=0)
     with pytest.raises(ValueError, match="mode"):
         ClaudeRegistryWatcher(mode="inotify")  # type: ignore[arg-type]
+
+
+def start_sleepers(count: int) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen(["sleep", "60"]) for _ in range(count)]
 
 
 @contextmanager

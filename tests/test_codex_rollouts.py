@@ -562,7 +562,7 @@ def test_codex_processes_finds_exactly_the_renamed_children(
 
 
 @pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="needs Linux /proc")
-@pytest.mark.parametrize("watch", [True, False], ids=["watchfiles", "poll"])
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "poll"])
 async def test_run_delivers_appended_boundaries_via_notifications_or_poll(
     tmp_path: Path, spawn: list[subprocess.Popen[bytes]], watch: bool
 ) -> None:
@@ -590,6 +590,47 @@ async def test_run_delivers_appended_boundaries_via_notifications_or_poll(
             tg.cancel_scope.cancel()
     turns = [m.turn_id for m in sink.of(LifecycleBoundary)]
     assert turns == [f"w{i}" for i in range(5) for _ in (0, 1)]
+
+
+@pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="needs Linux /proc")
+async def test_notifications_decide_when_ownership_is_sampled(
+    tmp_path: Path, spawn: list[subprocess.Popen[bytes]]
+) -> None:
+    """With inotify, ownership is sampled when the tree says it may have changed: a rollout
+    created by its owner, the owner closing it (its exit). An append to an owned rollout reads
+    that rollout and samples nothing; with no safety sample in the test's time, only these
+    notifications can deliver."""
+    actor = CodexRolloutDiscovery(tmp_path, sample_interval=0.01, idle_sample_interval=3600)
+    sink = ListSink()
+    key = SessionKey("codex", THREAD)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(actor.run, sink)
+            # The sessions root does not exist yet: it is waited for, then watched and sampled.
+            await wait_until(lambda: actor.statistics().samples >= 1)
+            day = tmp_path / "sessions" / "2026" / "11" / "29"
+            day.mkdir(parents=True)
+            rollout = day / f"rollout-2026-11-29T23-37-30-{THREAD}.jsonl"
+            # Codex creates its rollout and keeps it open for appending.
+            owner = hold(spawn, "codex", rollout)
+            with rollout.open("ab", buffering=0) as writer:
+                writer.write(meta(THREAD))
+                await wait_until(lambda: bool(sink.of(RolloutOwned)))
+                samples = actor.statistics().samples
+                for i in range(3):
+                    writer.write(record("task_started", f"t{i}") + record("task_complete", f"t{i}"))
+                    want = 2 * (i + 1)
+                    await wait_until(lambda: len(sink.of(LifecycleBoundary)) >= want)  # noqa: B023
+                assert actor.statistics().samples == samples  # appends read, nothing sampled
+            owner.kill()  # its exit closes the rollout: sampled, missed twice, released
+            await wait_until(lambda: bool(sink.of(RolloutReleased)))
+            tg.cancel_scope.cancel()
+    [owned] = sink.of(RolloutOwned)
+    assert (owned.key, owned.pid) == (key, owner.pid)
+    assert [m.turn_id for m in sink.of(LifecycleBoundary)] == ["t0", "t0", "t1", "t1", "t2", "t2"]
+    [released] = sink.of(RolloutReleased)
+    assert (released.key, released.pid) == (key, owner.pid)
+    assert actor.statistics().watch_errors == 0
 
 
 def test_sink_rejections_are_message_errors() -> None:

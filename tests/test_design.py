@@ -42,7 +42,7 @@ BANNED_IN_CORE = (
     "psutil",
     "aiosqlite",
     "sqlite3",
-    "watchfiles",
+    "inotify_simple",
     "socket",
     "supervisor",
     "actors.runtime",
@@ -100,7 +100,7 @@ def test_the_hook_client_needs_only_the_standard_library() -> None:
         "actors.core.paths",
         "actors.core.procstat",
     }
-    third_party = {"anyio", "msgspec", "psutil", "aiosqlite", "watchfiles", "typing"}
+    third_party = {"anyio", "msgspec", "psutil", "aiosqlite", "inotify_simple", "typing"}
     assert {m.split(".")[0] for m in loaded} & third_party == set()
 
 
@@ -171,3 +171,87 @@ def test_wide_messages_are_keyword_only(kind: type[msgspec.Struct]) -> None:
     parameters = inspect.signature(kind).parameters.values()
     if len(kind.__struct_fields__) > WIDE:
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), kind
+
+
+_QUICK_PROBE = """
+import atexit, sys
+def report():
+    loaded = sorted(sys.modules)  # before json is imported to print them
+    import json
+    print(json.dumps(loaded), file=sys.stderr)
+atexit.register(report)
+sys.argv = ["paneward", *sys.argv[1:]]
+from actors.cli import entry
+sys.exit(entry())
+"""
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "--json"], ["watch", "--json"]])
+def test_status_and_watch_import_only_what_they_use(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """Short-lived commands start fast: with no daemon listening (exit 2) they have imported
+    everything they would use; none of the daemon's libraries, not even argparse or typing."""
+    env = {"PANEWARD_SOCKET": str(tmp_path / "hook.sock"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", _QUICK_PROBE, *argv], cwd=ROOT, env=env, capture_output=True,
+        text=True, check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    bare = subprocess.run(
+        [sys.executable, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    )
+    # What this interpreter loads anyway (the development venv's editable finder: pathlib, json).
+    preloaded = set(json.loads(bare.stdout)) - {"json", "json.decoder", "json.scanner",
+                                                "json.encoder", "_json"}
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1])) - preloaded
+    ours = {m for m in loaded if m.split(".")[0] in {"actors", "messages", "supervisor"}}
+    assert ours == {
+        "actors",
+        "actors.cli",
+        "actors.cli.commands",
+        "actors.core",
+        "actors.core.paths",
+        "actors.sources",
+        "actors.sources.control_client",
+    }
+    heavy = {"anyio", "msgspec", "psutil", "aiosqlite", "inotify_simple", "typing", "argparse"}
+    heavy |= {"json", "socket", "selectors"}  # they print what the daemon sends, as it comes
+    assert {m.split(".")[0] for m in loaded} & heavy == set()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["status", "--json", "--all"],
+        ["status", "--json", "--panes"],
+        ["status", "--proofs"],
+        ["status", "--counters", "--socket", "/x/hook.sock"],
+        ["status", "--socket=/x/hook.sock"],
+        ["watch"],
+        ["watch", "--json", "--since", "12"],
+        ["watch", "--since=0", "--socket", "/y"],
+    ],
+)
+def test_the_quick_parser_agrees_with_argparse(argv: list[str]) -> None:
+    from actors.cli import commands
+    from actors.cli.main import build_parser
+
+    parsed = commands.quick(argv)
+    assert parsed is not None
+    name, quick_args = parsed
+    full = vars(build_parser(argv[0]).parse_args(argv))
+    assert name == full.pop("command") == argv[0]
+    assert vars(quick_args) == full
+
+
+@pytest.mark.parametrize(
+    "argv", [["status", "--help"], ["watch", "--since", "-1"], ["status", "--jsn"], ["run"],
+             ["watch", "--since"]]
+)
+def test_anything_else_goes_to_argparse(argv: list[str]) -> None:
+    from actors.cli import commands
+
+    assert commands.quick(argv) is None

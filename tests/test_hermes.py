@@ -34,6 +34,7 @@ from messages import LedgerFire, SessionKey
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hermes"
 SNAPSHOTS = ("1-before-restart", "2-after-restart", "3-after-second-restart")
+from tests.polling import poll_until  # noqa: E402
 from tests.sinks import ListSink  # noqa: E402
 
 MAPS = ("map-1-before-restart", "map-2-after-restart", "map-3-holder-killed")
@@ -386,3 +387,39 @@ def test_probe_process_reads_our_own_start_token() -> None:
     me = probe_process(os.getpid())
     assert me.exists and not me.zombie and me.start_token == procfs.start_token(os.getpid())
     assert probe_process(2**22 + 11).exists is False
+
+
+@pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="start tokens as /proc field 22 need Linux")
+async def test_run_reads_the_ledger_when_it_changes_and_when_a_live_fire_exits(
+    tmp_path: Path, children: list[subprocess.Popen[bytes]]
+) -> None:
+    """No periodic poll within the test (idle_poll_interval is an hour): the home appearing,
+    a fire written, and the exit of that fire's pid (a pidfd) are what make it read."""
+    root = tmp_path / "hermes"
+    worker = sleeper(children)
+    token = procfs.start_token(worker.pid)
+    assert token is not None
+    actor = HermesLedgerDiscovery(root, poll_interval=0.01, idle_poll_interval=3600)
+    sink = ListSink()
+    job = "a" * 12
+    session = f"cron_{job}_20261130_053217"
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(actor.run, sink)
+            await poll_until(lambda: actor.statistics().polls >= 1, within=3600, interval=0.002)
+            assert actor.statistics().db_missing >= 1  # no home yet
+            home = make_home(root)
+            add_session(home, session)
+            add_fire(home, "f", job, "running", worker.pid, int(token))
+            await poll_until(lambda: session in by_session(sink), within=3600, interval=0.002)
+            assert by_session(sink)[session].pid_alive
+            polls = actor.statistics().polls
+            worker.kill()
+            await poll_until(
+                lambda: not by_session(sink)[session].pid_alive, within=3600, interval=0.002
+            )
+            assert actor.statistics().polls > polls
+            add_fire(home, "g", "b" * 12, "completed", 1, 1, finish="2026-11-30T05:40:00+05:30")
+            await poll_until(lambda: "exec_g" in by_session(sink), within=3600, interval=0.002)
+            tg.cancel_scope.cancel()
+    assert actor.statistics().watch_errors == 0

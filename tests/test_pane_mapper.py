@@ -90,6 +90,35 @@ def test_same_depth_prefers_most_recently_learnt_owner() -> None:
     assert m.walk(1, lambda p: edges.get(p, [])) == Binding(KEY_B, "claude_registry_pid")
 
 
+def test_a_known_owner_again_walks_nothing_and_children_are_read_only_when_needed() -> None:
+    """Cost follows changes: a status edge of a session the mapper knows (the same owner again)
+    marks no pane for a walk; a walk asks for a process's children only when its level proved
+    nothing (the pane's own process is usually the owner)."""
+    m = PaneMap()
+    for pane, root in (("%1", 10), ("%2", 20), ("%3", 30)):
+        m.observe(messages.PaneOpened(pane=pane, root_pid=root, at_ms=AT))
+    asked: list[int] = []
+    edges = {30: [31]}
+
+    def children(pid: int) -> list[int]:
+        asked.append(pid)
+        return edges.get(pid, [])
+
+    m.observe(registry(KEY_A, 10))
+    m.observe(registry(KEY_B, 31))
+    assert m.dirty == {"%1", "%2", "%3"}
+    bound = m.rebind(children, None, AT)
+    assert {(c.pane, c.key) for c in bound if isinstance(c, messages.PaneBound)} == {
+        ("%1", KEY_A), ("%3", KEY_B)
+    }
+    assert sorted(asked) == [20, 30]  # roots that own (10) or levels that do (31): no read
+    m.observe(registry(KEY_A, 10))  # the next status edge of a
+    m.observe(registry(KEY_B, 31, token="1"))
+    assert m.dirty == set()
+    m.observe(registry(KEY_A, 10, token="2"))  # a new incarnation is news
+    assert m.dirty == {"%1", "%2", "%3"}
+
+
 def test_walk_visits_at_most_256_processes_and_survives_cycles() -> None:
     m = PaneMap()
     chain = {n: [n + 1] for n in range(1, 400)}

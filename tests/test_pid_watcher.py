@@ -17,6 +17,7 @@ import messages
 from actors.core.pids import Ended, ProbeResult, Seen, plan
 from actors.sources import procfs
 from actors.sources.pid_watcher import PidWatcher
+from tests.polling import poll_until
 from tests.sinks import ListSink
 
 # ---------------------------------------------------------------- plan (pure)
@@ -188,6 +189,30 @@ async def test_exit_is_reported_by_pidfd_without_waiting_for_a_tick() -> None:
         assert stats.candidates == 0 and stats.pidfds_open == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfd")
+async def test_no_tick_while_every_candidate_is_behind_a_pidfd() -> None:
+    """Idle is idle: once its owners are behind pidfds the watcher runs no round at all, even
+    with a 1 ms tick; a new candidate wakes it for one round."""
+    sink = ListSink()
+    watcher = PidWatcher(tick=0.001, use_pidfd=True)
+    with anyio.fail_after(10), sleeper() as a, sleeper() as b:
+        watcher.watch(a.pid, procfs.start_token(a.pid))
+        async with running(watcher, sink):
+            await sink.wait_for(lambda items: len(seen(items)) == 1)
+            await poll_until(lambda: watcher.statistics().pidfds_open == 1)
+            assert not watcher.statistics().ticking
+            watcher.watch(b.pid, procfs.start_token(b.pid))
+            assert watcher.statistics().ticking  # until its round confirms it
+            await sink.wait_for(lambda items: len(seen(items)) == 2)
+            await poll_until(lambda: watcher.statistics().pidfds_open == 2)
+            a.kill()
+            b.kill()
+            await sink.wait_for(lambda items: len(gone(items)) == 2)
+            stats = watcher.statistics()
+    assert stats.rounds == 2 and stats.gone_by_pidfd == 2
+    assert not stats.ticking and stats.candidates == 0
+
+
 async def test_exit_is_reported_by_the_tick_when_pidfd_is_disabled() -> None:
     sink = ListSink()
     watcher = PidWatcher(tick=0.02, use_pidfd=False)
@@ -196,6 +221,7 @@ async def test_exit_is_reported_by_the_tick_when_pidfd_is_disabled() -> None:
         watcher.watch(proc.pid, token)
         async with running(watcher, sink):
             await sink.wait_for(lambda items: len(seen(items)) == 1)
+            assert watcher.statistics().ticking  # no pidfd: the tick is the only way
             proc.kill()
             await sink.wait_for(lambda items: len(gone(items)) == 1)
             stats = watcher.statistics()

@@ -1,4 +1,4 @@
-"""``paneward status``'s table (actors.cli.commands.format_table), over activities decoded from
+"""``paneward status``'s table (actors.core.status_table.format_table), over activities decoded from
 the JSON the control socket returns."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from actors.cli.commands import format_table
 from actors.core.reducer import ENDED_SHOWN_MS
+from actors.core.status_table import format_table
 from messages import Activity
 
 NOW = 1_800_000_000_000

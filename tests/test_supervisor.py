@@ -324,6 +324,29 @@ async def test_ended_session_actor_retires_and_its_activity_stays() -> None:
             assert (activity.presence, activity.turn) == ("running", "working")
 
 
+async def test_a_waiting_actor_gets_its_message_at_once_and_the_order_holds() -> None:
+    """Messages for a session whose actor waits on an empty mailbox are applied by the
+    delivering task itself (no wake-up of the actor per message); while messages are queued,
+    later ones queue behind them: the order per session holds either way."""
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            with sup.subscribe("all") as sub:
+                words = ["idle", "busy"] * 5
+                sup.inject_nowait(status(1, "waiting", 0))  # spawns: queued for the new actor
+                sup.inject_nowait(status(1, "busy", 1))  # queued behind it
+                await wait_for(lambda: sup.statistics().transitions == 2)
+                assert sup.statistics().inline == 0
+                for at, word in enumerate(words, start=2):
+                    await sup.inject(status(1, word, at))  # the actor waits: applied at once
+                got = await collect(sub, 2 + len(words))
+            stats = sup.statistics()
+    assert [t.after.turn for t in got] == ["needs_input", "working"] + [
+        "working" if w == "busy" else "idle" for w in words
+    ]
+    assert [t.seq for t in got] == list(range(1, 3 + len(words)))
+    assert stats.inline == len(words) and stats.drops == 0
+
+
 async def test_inject_nowait_on_a_full_mailbox_raises_and_counts() -> None:
     with anyio.fail_after(10):
         async with Supervisor(mailbox_size=2) as sup:

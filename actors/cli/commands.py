@@ -3,19 +3,23 @@
 Registered in :data:`actors.cli.main.COMMANDS`. ``status`` and ``watch`` talk to the
 running daemon over its control socket (:mod:`actors.sources.control_server`); they
 exit 2 when no daemon is listening.
+
+``status`` and ``watch`` are short-lived: this module's top level imports only what they use
+(the standard library; the daemon renders the status table), and ``run`` imports the daemon
+inside its own function.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+# Typing only (typing, argparse and pathlib would cost every status/watch start milliseconds).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
     from messages import Activity
 
 __all__ = [
@@ -26,7 +30,6 @@ __all__ = [
     "add_tmux_config",
     "add_wait",
     "add_watch",
-    "format_table",
     "run_next",
     "run_pick",
     "run_run",
@@ -39,10 +42,65 @@ __all__ = [
 EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON = 0, 1, 2
 
 
-def _control_path(args: argparse.Namespace) -> Path:
+class _Args:
+    """Arguments parsed by :func:`quick` (the attribute names argparse gives them)."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+#: What :func:`quick` understands: per command, its flags (-> True) and its valued options.
+_QUICK: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+    "status": (
+        {
+            "--json": "json",
+            "--panes": "panes",
+            "--counters": "counters",
+            "--all": "all",
+            "--proofs": "proofs",
+        },
+        {"--socket": "socket"},
+    ),
+    "watch": ({"--json": "json"}, {"--socket": "socket", "--since": "since"}),
+}
+
+
+def quick(argv: list[str]) -> tuple[str, argparse.Namespace] | None:
+    """``status`` / ``watch`` arguments parsed without argparse, when they are plain (flags and
+    ``--opt VALUE`` / ``--opt=VALUE`` it knows, a non-negative ``--since``): the commands a user
+    types often start without importing argparse. Anything else (help, a typo, a bad value)
+    returns None, and the full parser handles it, errors included."""
+    if not argv or argv[0] not in _QUICK:
+        return None
+    flags, valued = _QUICK[argv[0]]
+    values: dict[str, object] = dict.fromkeys(flags.values(), False)
+    values.update(dict.fromkeys(valued.values()))
+    rest = argv[1:]
+    while rest:
+        word = rest.pop(0)
+        name, eq, value = word.partition("=")
+        if not eq and word in flags:
+            values[flags[word]] = True
+        elif name in valued:
+            if not eq:
+                if not rest:
+                    return None
+                value = rest.pop(0)
+            values[valued[name]] = value
+        else:
+            return None
+    since = values.get("since")
+    if isinstance(since, str):
+        if not since.isdigit():
+            return None
+        values["since"] = int(since)
+    return argv[0], _Args(**values)  # type: ignore[return-value]  # the same attributes
+
+
+def _control_path(args: argparse.Namespace) -> str:
     from actors.core import paths
 
-    return Path(paths.control_path(getattr(args, "socket", None)))
+    return paths.control_path(getattr(args, "socket", None))
 
 
 def _add_socket(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +167,8 @@ def _kinds(text: str) -> tuple[str, ...]:
     try:
         return parse_kinds(text)
     except ValueError as exc:
+        import argparse
+
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -118,11 +178,14 @@ def _channels(text: str) -> tuple[str, ...]:
     try:
         return parse_channels(text)
     except ValueError as exc:
+        import argparse
+
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_run(args: argparse.Namespace) -> int:
     import logging
+    from pathlib import Path
 
     import anyio
 
@@ -201,12 +264,6 @@ def add_status(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _request(args: argparse.Namespace, request: dict[str, Any]) -> Any:
-    from actors.sources.control_server import request_lines
-
-    return request_lines(_control_path(args), request)
-
-
 def proofs_json() -> dict[str, Any]:
     """``status --proofs --json``: per harness, its summary and, per axis value, the sources that
     prove it (``[]``: it cannot, and that value is never shown as proven for it) and how."""
@@ -243,117 +300,64 @@ def format_proofs(table: dict[str, Any]) -> str:
 
 def run_status(args: argparse.Namespace) -> int:
     if args.proofs:
+        import json
+
         table = proofs_json()
         print(json.dumps(table, indent=2) if args.json else format_proofs(table))
         return EXIT_OK
+    from actors.sources.control_client import request_chunks
+
+    # The daemon answers in the form asked (the table it renders, the activities, the pane
+    # views, the counters): printed as received, so this command needs no JSON module at all.
+    form = (
+        "counters" if args.counters
+        else ("panes" if args.panes else "activities") if args.json
+        else "table"
+    )
+    request = b'{"op": "status", "format": "%s", "all": %s}\n' % (
+        form.encode(), b"true" if args.all else b"false"
+    )
     try:
-        line = next(iter(_request(args, {"op": "status"})))
-    except (OSError, StopIteration) as exc:
+        reply = b"".join(request_chunks(_control_path(args), request))
+    except OSError as exc:
         print(f"paneward status: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
         return EXIT_NO_DAEMON
-    body = json.loads(line)
-    if "error" in body:
-        print(f"paneward status: {body['error']}", file=sys.stderr)
-        return EXIT_INVALID
-    if args.counters:
-        print(json.dumps(body["statistics"], indent=2, sort_keys=True))
-    elif args.json and args.panes:
-        print(json.dumps(body.get("panes", [])))
-    elif args.json:
-        print(json.dumps(body["activities"]))
-    else:
-        import msgspec
+    if not reply:
+        print(f"paneward status: no answer from {_control_path(args)}", file=sys.stderr)
+        return EXIT_NO_DAEMON
+    if reply.startswith((b'{"error"', b'{"seq"')):
+        import json
 
-        from actors.core.clock import now_ms
-        from messages import Activity
-
-        activities = msgspec.convert(body["activities"], list[Activity])
-        print(format_table(activities, now_ms(), show_all=args.all))
-        for view in body.get("panes", []):
-            if view.get("note"):
-                print(f"{view['pane']}: {view['note']}")
-        print(_counter_line(body["statistics"]))
+        body = json.loads(reply)
+        if "error" in body:
+            print(f"paneward status: {body['error']}", file=sys.stderr)
+            return EXIT_INVALID
+        reply = _render_here(body, form, show_all=args.all).encode() + b"\n"  # older daemon
+    sys.stdout.buffer.write(reply)
+    sys.stdout.flush()
     return EXIT_OK
 
 
-def _age(now_ms: int, at_ms: int | None) -> str:
-    if not at_ms:
-        return "-"
-    seconds = max(0, (now_ms - at_ms) // 1000)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    if seconds < 86400:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+def _render_here(body: dict[str, Any], form: str, *, show_all: bool) -> str:
+    """What a daemon that answers only with the whole status body (an older one) left to
+    render here."""
+    import json
 
+    if form == "counters":
+        return json.dumps(body["statistics"], indent=2, sort_keys=True)
+    if form == "activities":
+        return json.dumps(body["activities"])
+    if form == "panes":
+        return json.dumps(body.get("panes", []))
+    import msgspec
 
-def format_table(
-    activities: Sequence[Activity], now_ms: int, *, show_all: bool = False
-) -> str:
-    """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
-    source, age (of the evidence), most urgent first (:func:`actors.core.reducer.attention_order`:
-    the attention queue, :func:`actors.core.attention.attention_queue`, comes first, in its
-    order). The attention reads ``needs you 2m: permission: Bash``: its word, how long it has
-    been open, its reason (in full: this is the user's own view).
+    from actors.core.clock import now_ms
+    from actors.core.status_table import counter_line, format_table
+    from messages import Activity
 
-    Sessions settled for more than a day (:func:`actors.core.reducer.hidden_after`) are left out
-    (and counted in a last line) unless ``show_all``. A session bound to a pane that shows
-    another one (:func:`actors.core.reducer.pane_winners`) has its pane in parentheses.
-    """
-    from actors.core.attention import attention_label
-    from actors.core.reducer import attention_order, hidden_after, pane_winners
-
-    hidden = 0
-    if not show_all:
-        kept = [a for a in activities if not hidden_after(a, now_ms)]
-        hidden = len(activities) - len(kept)
-        activities = kept
-    shown = pane_winners(activities)
-    header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
-    rows = [header]
-    for a in sorted(activities, key=attention_order):
-        att = a.attention
-        attention = f"{attention_label(a, now_ms)}: {att.reason}" if att else "-"
-        pane = a.pane or "-"
-        if a.pane is not None and shown[a.pane].key != a.key:
-            pane = f"({a.pane})"
-        evidence = a.evidence
-        rows.append(
-            (
-                pane,
-                a.key.harness,
-                a.key.session_id[:13],
-                a.presence,
-                a.turn,
-                attention[:48],
-                evidence.source,
-                _age(now_ms, evidence.at_ms or evidence.observed_at_ms),
-            )
-        )
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    if len(rows) == 1 and not hidden:
-        lines.append("(no sessions yet)")
-    if hidden:
-        lines.append(f"({hidden} more ended more than a day ago: paneward status --all)")
-    return "\n".join(lines)
-
-
-def _counter_line(stats: dict[str, Any]) -> str:
-    sup = stats.get("supervisor", {})
-    hook = stats.get("hook_listener", {})
-    rejected_frames = sum((hook.get("rejected") or {}).values())
-    return (
-        f"messages {sup.get('messages', 0)} · transitions {sup.get('transitions', 0)} · "
-        f"rejected {sup.get('rejected', 0) + rejected_frames} · unmapped {sup.get('unmapped', 0)}"
-        f" · drops {sup.get('drops', 0)} · overflows {sup.get('overflows', 0)}"
-        f" · restarts {sup.get('restarts', 0)}"
-    )
+    activities = msgspec.convert(body["activities"], list[Activity])
+    table = format_table(activities, now_ms(), show_all=show_all)
+    return table + "\n" + counter_line(body["statistics"])
 
 
 # ---------------------------------------------------------------------------- watch
@@ -376,13 +380,21 @@ def add_watch(parser: argparse.ArgumentParser) -> None:
 
 
 def run_watch(args: argparse.Namespace) -> int:
+    from actors.sources.control_client import request_chunks
+
+    since = b"null" if args.since is None else str(args.since).encode()
+    request = b'{"op": "watch", "since": %s}\n' % since
     try:
-        lines = _request(args, {"op": "watch", "since": args.since})
-        for line in lines:
+        # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
+        for chunk in request_chunks(_control_path(args), request):
             if args.json:
-                sys.stdout.buffer.write(line + b"\n")
+                sys.stdout.buffer.write(chunk)
             else:
-                print(_summary(json.loads(line)))
+                import json
+
+                sys.stdout.write(
+                    "".join(_summary(json.loads(line)) + "\n" for line in chunk.splitlines())
+                )
             sys.stdout.flush()
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         print(f"paneward watch: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
@@ -394,6 +406,8 @@ def run_watch(args: argparse.Namespace) -> int:
 
 def _summary(item: dict[str, Any]) -> str:
     if item.get("type") != "Transition":
+        import json
+
         return json.dumps(item)
     a = item["after"]
     att = a.get("attention")
@@ -518,6 +532,8 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     except OSError as exc:
         _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
         return EXIT_NO_DAEMON, []
+    import json
+
     body = json.loads(line)
     if "error" in body:
         _tell(args, prog, args.client, str(body["error"]))
@@ -553,6 +569,8 @@ def _tell(args: argparse.Namespace, prog: str, client: str | None, text: str) ->
     if not args.quiet or client is None:
         print(f"paneward {prog}: {text}", file=sys.stderr)
     if client is not None:
+        import contextlib
+
         with contextlib.suppress(_TmuxFailed):
             _tmux(args, message_command(client, f"paneward: {text}"))
 
@@ -694,6 +712,8 @@ def _predicate(text: str) -> Any:
     try:
         return parse_predicate(text)
     except ValueError as exc:
+        import argparse
+
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

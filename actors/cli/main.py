@@ -1,9 +1,10 @@
 """The ``paneward`` command line.
 
 ``paneward hook`` runs inside the agents on every hook event, so it is dispatched BEFORE anything
-outside the standard library is imported: this module's top level imports only ``sys`` and the
-stdlib-only :mod:`actors.cli.hook_client` / :mod:`actors.core.paths`. Every other subcommand
-imports what it needs inside its own function.
+outside the standard library is imported: this module's top level imports only ``sys``. Every
+subcommand imports what it needs inside its own function, and only the arguments of the
+subcommand being run are set up, so ``status``, ``watch`` and ``inject`` import only what they
+use.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
 side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``) is
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 import sys
 
-from actors.cli import hook_client
-
-# No typing/collections imports at run time: they would slow down `paneward hook`.
+# No typing/collections imports at run time: they would slow down `paneward hook`; and the
+# hook client itself is imported by the commands that use it only (`status` and `watch` start
+# fast too).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -46,6 +47,8 @@ def _add_hook(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_hook(args: argparse.Namespace) -> int:  # pragma: no cover - dispatched in main()
+    from actors.cli import hook_client
+
     return hook_client.main(sys.argv[2:])
 
 
@@ -72,6 +75,7 @@ def _add_inject(parser: argparse.ArgumentParser) -> None:
 
 def _run_inject(args: argparse.Namespace) -> int:
     import messages
+    from actors.cli import hook_client
     from actors.core.paths import socket_path
 
     text: str = sys.stdin.read() if args.message == "-" else args.message
@@ -165,7 +169,10 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only`` (the subcommand being run), the arguments of that
+    subcommand alone are added: the others' may import what this run never uses (the
+    install-hooks editors, the daemon), which ``paneward status`` must not pay for."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -174,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_arguments, _) in COMMANDS.items():
-        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+        subparser = sub.add_parser(name, help=help_text, description=help_text)
+        if only is None or name == only:
+            add_arguments(subparser)
     return parser
 
 
@@ -183,13 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "hook" and not ({"-h", "--help"} & set(args[1:])):
         # Fast path: stdlib only, never raises, always 0.
+        from actors.cli import hook_client
+
         return hook_client.main(args[1:])
     if args and args[0] == "wrap" and not ({"-h", "--help"} & set(args[1:])):
         # Everything after `wrap` belongs to the wrapper (and to the wrapped command).
         from actors.cli.wrap import wrap_main
 
         return wrap_main(args[1:])
-    parser = build_parser()
+    parser = build_parser(args[0] if args and args[0] in COMMANDS else None)
     namespace = parser.parse_args(args)
     _, _, run = COMMANDS[namespace.command]
     return run(namespace)

@@ -91,6 +91,7 @@ class PaneMap:
         self.panes: dict[str, int] = {}
         self.bindings: dict[str, Binding] = {}
         self.owners: dict[int, list[Owner]] = {}
+        self._owned: dict[int, set[messages.SessionKey]] = {}  # pid -> the keys in owners[pid]
         self.dirty: set[str] = set()
         self.walks = 0
         self.visited = 0
@@ -100,7 +101,26 @@ class PaneMap:
 
     # -- learning --
 
+    def owns(self, pid: int, key: messages.SessionKey) -> bool:
+        """Whether ``pid`` is known to own ``key`` (one dict lookup: a hook event of a known
+        session, on the hot path, costs nothing however many sessions one pid owns)."""
+        return key in self._owned.get(pid, ())
+
+    def _index(self, pid: int) -> None:
+        owned = self.owners.get(pid)
+        if owned:
+            self._owned[pid] = {o.key for o in owned}
+        else:
+            self._owned.pop(pid, None)
+
     def _add_owner(self, pid: int, owner: Owner) -> None:
+        known = self.owners.get(pid, ())
+        if known and known[-1].key == owner.key and known[-1].proof == owner.proof and (
+            known[-1].token == owner.token
+        ):
+            # The newest owner of this pid again (a status edge of a known session): nothing a
+            # walk could decide differently, so no pane is walked again.
+            return
         self._learnt += 1
         owner = msgspec.structs.replace(owner, learnt=self._learnt)
         owned = [o for o in self.owners.get(pid, []) if o.key != owner.key]
@@ -118,6 +138,7 @@ class PaneMap:
             owned = [o for o in owned if o.proof != "claude_registry_pid"]
         owned.append(owner)
         self.owners[pid] = owned
+        self._index(pid)
         self.dirty.update(self.panes)
 
     def _drop_owner(self, pid: int, key: messages.SessionKey | None, token: str | None) -> None:
@@ -136,6 +157,7 @@ class PaneMap:
             self.owners[pid] = keep
         else:
             del self.owners[pid]
+        self._index(pid)
         if len(keep) != len(owned):
             self.dirty.update(self.panes)
 
@@ -156,7 +178,7 @@ class PaneMap:
         elif isinstance(m, messages.HookHint):
             if m.pid is None:
                 self.ignored += 1
-            elif not any(o.key == m.key for o in self.owners.get(m.pid, [])):
+            elif not self.owns(m.pid, m.key):
                 self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
         elif isinstance(m, messages.ClientAttached):
             self._add_owner(m.pid, Owner(m.key, m.proof, m.start_token, client=True))
@@ -227,13 +249,15 @@ class PaneMap:
             best: Owner | None = None
             named: Binding | None = None
             itself: Binding | None = None
-            next_level: list[int] = []
+            looked: list[int] = []
+            truncated = False
             for pid in level:
                 if visited >= self.max_visit:
                     self.truncated += 1
-                    next_level = []
+                    truncated = True
                     break
                 visited += 1
+                looked.append(pid)
                 for owner in self.owners.get(pid, ()):
                     if best is None or owner.learnt > best.learnt:
                         best, best_pid = owner, pid
@@ -244,10 +268,15 @@ class PaneMap:
                             named = found
                         elif itself is None:
                             itself = found
-                for child in children(pid):
-                    if child not in seen:
-                        seen.add(child)
-                        next_level.append(child)
+            # The next level is asked for only when this one proved nothing: children are a
+            # read per process, and the pane's own process is usually the owner.
+            next_level: list[int] = []
+            if best is None and named is None and itself is None and not truncated:
+                for pid in looked:
+                    for child in children(pid):
+                        if child not in seen:
+                            seen.add(child)
+                            next_level.append(child)
             if best is not None:
                 self.visited += visited
                 return Binding(best.key, best.proof, client=best_pid if best.client else None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeAlias, TypeVar, cast, get_args
 
 from actors.core.reducer import SessionMessage, SessionState
 from messages.codec import Inbound
@@ -88,24 +88,22 @@ class RoutingIndex:
         if state.pane is not None:
             _discard(self.panes, state.pane, state.key)
 
+    def route(self, message: Inbound) -> list[Delivery]:
+        """:meth:`deliveries` as a list; a message for its own key alone (the hot path: hook
+        hints, registry and rollout evidence) without the generator and the type match."""
+        if type(message) in _OWN_KEY:
+            return [_own(message)]
+        return list(self.deliveries(message))
+
     def deliveries(self, message: Inbound) -> Iterator[Delivery]:
         """The (session, message) pairs ``message`` turns into, in a stable order.
 
         ``message`` must already be normalized (no :class:`NotifyHook`).
         """
+        if type(message) in _OWN_KEY:
+            yield _own(message)
+            return
         match message:
-            case (
-                RegistryStatus()
-                | RegistryRemoved()
-                | RolloutOwned()
-                | RolloutReleased()
-                | HookHint()
-                | LedgerFire()
-                | PtySpawned()
-                | PaneBound()
-                | HostSignal()
-            ):
-                yield Delivery(message.key, message, True)
             case PaneUnbound():
                 yield Delivery(message.key, message, False)
             case LifecycleBoundary() | ThreadStatus():
@@ -140,6 +138,26 @@ class RoutingIndex:
                     yield Delivery(key, PaneUnbound(key, message.pane, message.at_ms), False)
             case PaneOpened() | NotifyHook() | ClientAttached():
                 return  # for the listeners (pane mapper, pid watcher) only
+
+
+#: The messages that concern exactly their own ``key`` and may create its session.
+OwnKeyed: TypeAlias = (
+    RegistryStatus
+    | RegistryRemoved
+    | RolloutOwned
+    | RolloutReleased
+    | HookHint
+    | LedgerFire
+    | PtySpawned
+    | PaneBound
+    | HostSignal
+)
+_OWN_KEY: Final[frozenset[type]] = frozenset(get_args(OwnKeyed))
+
+
+def _own(message: Inbound) -> Delivery:
+    own = cast(OwnKeyed, message)
+    return Delivery(own.key, own, True)
 
 
 def _sorted(keys: set[SessionKey] | None) -> list[SessionKey]:

@@ -3,9 +3,14 @@
 A Unix socket next to the hook socket (same 0700 directory, socket 0600). A client
 sends one JSON request line and reads JSON lines back:
 
-* ``{"op": "status"}`` -> one line ``{"seq": N, "activities": [Activity...],
-  "panes": [PaneView...], "statistics": {...}}`` (every counter of every actor; ``panes``:
-  which session each pane shows, :func:`actors.core.reducer.pane_views`).
+* ``{"op": "status", "all": false}`` -> one line ``{"seq": N, "activities": [Activity...],
+  "panes": [PaneView...], "statistics": {...}, "table": "..."}`` (every counter of every
+  actor; ``panes``: which session each pane shows, :func:`actors.core.reducer.pane_views`; the
+  ``paneward status`` table rendered with :func:`actors.core.status_table.format_table`, each
+  pane's note below it; ``all`` also lists the sessions it hides). With ``"format"``:
+  ``"table"`` answers the table's text lines, ``"activities"`` the JSON list of activities,
+  ``"panes"`` the JSON list of pane views, ``"counters"`` the counters as indented JSON (what
+  ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given, then live, with no gap and no duplicate; a client that cannot keep up
@@ -33,12 +38,24 @@ import anyio.abc
 import msgspec
 
 import messages
+from actors.core.clock import now_ms
 from actors.core.reducer import pane_views
-from messages.activity import Snapshot, Transition
+from actors.core.status_table import counter_line, format_table
+from actors.sources.control_client import request_lines
+from messages.activity import Overflow, Snapshot, Transition
 
 __all__ = ["ControlServer", "ControlStatistics", "request_lines"]
 
 MAX_REQUEST = 64 * 1024
+#: What ``{"op": "status", "format": ...}`` may ask for (``json``, the default: everything).
+_STATUS_FORMS = frozenset({"json", "table", "activities", "panes", "counters"})
+#: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
+#: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
+WATCH_BUFFER = 16384
+#: Transitions written to a watcher in one write at most.
+WATCH_BATCH = 512
+#: Watch lines kept encoded for the other watchers (they follow close to each other).
+_SHARED_LINES = 2 * WATCH_BATCH
 
 
 class _Host(Protocol):
@@ -58,6 +75,8 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
     watches: int = 0
     bad_requests: int = 0
     refused_peers: int = 0  # connections from another uid (only if the 0700 dir was opened)
+    watch_writes: int = 0  # writes to watchers (each carries every transition pending then)
+    watch_lines: int = 0  # transitions written to watchers
 
 
 class ControlServer:
@@ -86,6 +105,7 @@ class ControlServer:
         self._journal = journal
         self._listening = anyio.Event()
         self._stats = ControlStatistics()
+        self._lines: dict[int, bytes] = {}  # seq -> its watch line, shared by the watchers
 
     def statistics(self) -> ControlStatistics:
         """A point-in-time copy of the counters."""
@@ -128,7 +148,10 @@ class ControlServer:
             try:
                 if op == "status":
                     self._stats.status += 1
-                    await self._status(stream)
+                    form = request.get("format", "json")
+                    if form not in _STATUS_FORMS:
+                        raise ValueError(f"unknown status format {form!r}")
+                    await self._status(stream, form, show_all=request.get("all") is True)
                 elif op == "watch":
                     self._stats.watches += 1
                     since = request.get("since")
@@ -147,20 +170,56 @@ class ControlServer:
                 self._stats.bad_requests += 1
                 await _send_json(stream, {"error": str(exc)})
 
-    async def _status(self, stream: anyio.abc.SocketStream) -> None:
-        snapshot = self._host.snapshot()
+    async def _status(
+        self, stream: anyio.abc.SocketStream, form: str, *, show_all: bool
+    ) -> None:
+        activities = self._host.snapshot()
+        if form == "activities":
+            await stream.send(msgspec.json.encode(activities) + b"\n")
+            return
+        views = pane_views(activities, self._pane_note)
+        if form == "panes":
+            await stream.send(msgspec.json.encode(views) + b"\n")
+            return
+        statistics = self._statistics()
+        if form == "counters":
+            await stream.send(json.dumps(statistics, indent=2, sort_keys=True).encode() + b"\n")
+            return
+        # Rendered here, where the reducer is loaded: `paneward status` then only prints it.
+        table = format_table(activities, now_ms(), show_all=show_all)
+        notes = "".join(f"\n{view.pane}: {view.note}" for view in views if view.note)
+        table += notes + "\n" + counter_line(statistics)
+        if form == "table":
+            await stream.send(table.encode() + b"\n")
+            return
         body = {
             "seq": self._host.seq,
-            "activities": msgspec.to_builtins(snapshot),
-            "panes": msgspec.to_builtins(pane_views(snapshot, self._pane_note)),
-            "statistics": self._statistics(),
+            "activities": msgspec.to_builtins(activities),
+            "panes": msgspec.to_builtins(views),
+            "statistics": statistics,
+            "table": table,
         }
         await stream.send(msgspec.json.encode(body) + b"\n")
+
+    def _line(self, item: Transition | Overflow) -> bytes:
+        """One watch line. Every watcher gets the same Transition object: it is encoded once
+        for all of them (the cache keeps the lines of the last seqs encoded)."""
+        if not isinstance(item, Transition):
+            return messages.encode(item) + b"\n"
+        lines = self._lines
+        line = lines.get(item.seq)
+        if line is None:
+            line = lines[item.seq] = messages.encode(item) + b"\n"
+            if len(lines) > _SHARED_LINES:
+                del lines[next(iter(lines))]  # the oldest (insertion order is seq order)
+        return line
 
     async def _watch(
         self, stream: anyio.abc.SocketStream, since: int | None, *, snapshot: bool = False
     ) -> None:
-        subscription = self._host.subscribe("all", snapshot=True, buffer=4096)
+        subscription = self._host.subscribe("all", snapshot=True, buffer=WATCH_BUFFER)
+        encode = messages.encode
+        line = self._line
         with subscription:
             async for item in subscription:
                 if isinstance(item, Snapshot):
@@ -169,10 +228,23 @@ class ControlServer:
                     if since is not None and since < item.seq:
                         # Replay what happened before we subscribed: journal rows up to
                         # the snapshot, then the live ones (all > snapshot.seq).
-                        for transition in await self._journal(since, item.seq):
-                            await stream.send(messages.encode(transition) + b"\n")
+                        replay = await self._journal(since, item.seq)
+                        for start in range(0, len(replay), WATCH_BATCH):
+                            chunk = replay[start : start + WATCH_BATCH]
+                            await stream.send(b"".join(encode(t) + b"\n" for t in chunk))
                     continue
-                await stream.send(messages.encode(item) + b"\n")
+                # Everything pending goes out in one write: one system call and one scheduler
+                # round per wake-up, not per transition (10 watchers of a busy daemon would
+                # otherwise cost a send each per transition, and fall behind).
+                lines = [line(item)]
+                while len(lines) < WATCH_BATCH:
+                    try:
+                        lines.append(line(subscription.receive_nowait()))
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                self._stats.watch_writes += 1
+                self._stats.watch_lines += len(lines)
+                await stream.send(b"".join(lines))
 
 
 def _peer_uid(stream: anyio.abc.SocketStream) -> int:
@@ -202,20 +274,3 @@ async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any]:
 async def _send_json(stream: anyio.abc.SocketStream, body: dict[str, Any]) -> None:
     with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         await stream.send(json.dumps(body).encode() + b"\n")
-
-
-def request_lines(socket_path: Path, request: dict[str, Any], timeout: float | None = 5.0):  # type: ignore[no-untyped-def]
-    """Blocking client: send ``request``, yield each response line (bytes, no newline).
-
-    :raises OSError: no daemon is listening (``FileNotFoundError``/``ConnectionRefusedError``).
-    """
-    import socket
-
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(str(socket_path))
-        sock.sendall(json.dumps(request).encode() + b"\n")
-        sock.settimeout(None if request.get("op") == "watch" else timeout)
-        with sock.makefile("rb") as reader:
-            for line in reader:
-                yield line.rstrip(b"\n")

@@ -58,26 +58,47 @@ class PaneMapperStatistics(msgspec.Struct, kw_only=True):
 
 
 class _TreeReader:
-    """Worker thread: one process-table snapshot, cmdlines read only when the walk asks."""
+    """Worker thread: the process tree as far as the walks go, cmdlines read only when the
+    walk asks.
+
+    Where ``/proc/<pid>/task/<tid>/children`` exists (:data:`procfs.HAVE_CHILDREN`) every read
+    is of a process a walk visits: walking a pane whose own process is the owner reads
+    nothing, so the cost follows the panes' trees, not the machine's process table. Elsewhere
+    one whole-table snapshot per round.
+    """
 
     def __init__(self, claims: ProcessClaims) -> None:
         self._claims = claims
-        table = procfs.scan_processes()
-        self.comm = {p.pid: p.comm for p in table}
-        self.tokens = {p.pid: p.start_token for p in table}
-        self.children = procfs.children_map(table)
+        self._lazy = procfs.HAVE_CHILDREN
+        self._children: dict[int, Sequence[int]] = {}
+        self._ident: dict[int, tuple[str, str] | None] = {}  # pid -> (comm, token)
+        if not self._lazy:
+            table = procfs.scan_processes()
+            self._ident = {p.pid: (p.comm, p.start_token) for p in table}
+            self._children = dict(procfs.children_map(table))
 
     def kids(self, pid: int) -> Sequence[int]:
-        return self.children.get(pid, ())
+        if not self._lazy:
+            return self._children.get(pid, ())
+        found = self._children.get(pid)
+        if found is None:
+            found = self._children[pid] = procfs.children(pid)
+        return found
+
+    def _identity(self, pid: int) -> tuple[str, str] | None:
+        if pid not in self._ident and self._lazy:
+            stat = procfs.read_stat(pid)
+            self._ident[pid] = None if stat is None else (stat.comm, stat.start_token)
+        return self._ident.get(pid)
 
     def claim(self, pid: int) -> Binding | None:
-        comm = self.comm.get(pid)
-        if comm is None or comm not in self._claims.comms:
+        ident = self._identity(pid)
+        if ident is None or ident[0] not in self._claims.comms:
             return None  # no harness proves anything by this name: skip the cmdline read
         argv = procfs.read_cmdline(pid)
         if argv is None:
             return None
-        return self._claims.claim(pid, comm, argv, self.tokens.get(pid))
+        return self._claims.claim(pid, ident[0], argv, ident[1])
 
 
 class PaneMapper:
@@ -123,6 +144,7 @@ class PaneMapper:
         self._stats = PaneMapperStatistics()
         self._idle: anyio.Event | None = None
         self._busy = False
+        self._queued = 0  # messages in the mailbox (anyio's statistics() costs a record each)
 
     def send_nowait(self, message: messages.Inbound) -> None:
         """Queue a message without blocking.
@@ -134,11 +156,23 @@ class PaneMapper:
         except anyio.WouldBlock:
             self._stats.mailbox_overflow += 1
             raise
+        self._queued += 1
 
     def deliver_nowait(self, message: messages.Inbound) -> None:
         """The supervisor's hand-over (:class:`~actors.runtime.mailbox.Listener`): queue
         ``message``; a full mailbox is counted as overflow, a closed one (the mapper stopped)
         ignored."""
+        if (
+            type(message) is messages.HookHint
+            and message.pid is not None
+            and not self._busy
+            and not self._queued
+            and self._map.owns(message.pid, message.key)
+        ):
+            # The hook of an owner it knows, with nothing queued that could change that: its
+            # observation would change nothing, so it is not queued (no wake-up per hook).
+            self._stats.received += 1
+            return
         with contextlib.suppress(
             anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
         ):
@@ -153,6 +187,7 @@ class PaneMapper:
     async def send(self, message: messages.Inbound) -> None:
         """Queue a message, waiting for room in the mailbox."""
         await self._send_stream.send(message)
+        self._queued += 1
 
     def statistics(self) -> PaneMapperStatistics:
         """A point-in-time copy of the counters (see :class:`PaneMapperStatistics`)."""
@@ -199,6 +234,7 @@ class PaneMapper:
                         batch.append(self._receive.receive_nowait())
                     except anyio.WouldBlock:
                         break
+                self._queued -= len(batch)
                 await self._handle(batch, sink, rescan=not batch)
             finally:
                 self._busy = False

@@ -5,12 +5,13 @@ means. Imperative shell: :class:`PidWatcher`, a listener of the supervisor: ever
 message that names an owner (``RegistryStatus``, ``RolloutOwned``, ``PtySpawned``, a
 ``ProcessSeen`` claiming a key, a ``HookHint`` with a pid, a ``ClientAttached`` client, a
 ``ThreadStatus`` naming its daemon) is handed to it as the supervisor routes it, and the
-owners of sessions restored at start come in its constructor. It probes every candidate on a
-tick (default 1 s) in a worker thread, and for each pid it saw alive opens a pidfd (Linux
-``os.pidfd_open``) and waits for it to become readable on the event loop, so an exit is
-reported within milliseconds; the tick is the fallback where pidfds are unavailable (and
-catches pid recycling, which a pidfd cannot miss anyway since it pins one incarnation). A pid
-is watched until it dies or is recycled.
+owners of sessions restored at start come in its constructor. It probes each new candidate in
+a worker thread, and for each pid it saw alive opens a pidfd (Linux ``os.pidfd_open``) and
+waits for it to become readable on the event loop, so an exit is reported within
+milliseconds. While every candidate is behind a pidfd nothing runs at all (no tick: a pidfd
+pins one incarnation, so pid recycling cannot pass for it); the tick (default 1 s) probes
+again only while some candidate is not (pidfds unavailable, not yet confirmed). A pid is
+watched until it dies or is recycled.
 
 Messages sent (through the sink, handled by the supervisor, routed to the sessions owned by
 the pid): :class:`messages.ProcessSeen` the first time a pid is seen alive with a token
@@ -21,6 +22,7 @@ was recycled.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -47,12 +49,15 @@ __all__ = [
 class PidWatcherStatistics(msgspec.Struct, kw_only=True):
     """Counters of one :class:`PidWatcher`: one record it keeps, copied by ``statistics()``.
 
-    ``candidates`` / ``confirmed_alive`` / ``pidfds_open`` are sizes now; the rest monotonic.
+    ``candidates`` / ``confirmed_alive`` / ``pidfds_open`` are sizes now and ``ticking`` whether
+    the watcher probes on its tick now (some candidate is not behind a pidfd); the rest
+    monotonic.
     """
 
     candidates: int = 0
     confirmed_alive: int = 0
     pidfds_open: int = 0
+    ticking: bool = False
     rounds: int = 0
     probes: int = 0
     seen_sent: int = 0
@@ -153,7 +158,10 @@ class PidWatcher:
         that claims a key, ``HookHint`` / ``NotifyHook`` with a pid. Other messages are
         ignored.
         """
-        if isinstance(
+        if type(message) is messages.HookHint:  # the most frequent by far: first, and cheap
+            if message.pid is not None:
+                self.watch(message.pid, message.start_token)
+        elif isinstance(
             message,
             messages.RegistryStatus
             | messages.RolloutOwned
@@ -164,11 +172,10 @@ class PidWatcher:
         elif isinstance(message, messages.ProcessSeen):
             if message.key is not None:
                 self.watch(message.pid, message.start_token)
-        elif isinstance(message, messages.HookHint | messages.NotifyHook | messages.ThreadStatus):
+        elif isinstance(message, messages.NotifyHook | messages.ThreadStatus):
             pid = message.pid
             if pid is not None:
                 self.watch(pid, message.start_token)
-
 
     def statistics(self) -> PidWatcherStatistics:
         """A point-in-time copy of the counters."""
@@ -177,6 +184,7 @@ class PidWatcher:
             candidates=len(self._candidates),
             confirmed_alive=len(self._seen),
             pidfds_open=len(self._pidfds),
+            ticking=self._needs_tick(),
         )
 
     async def wait_rounds(self, count: int) -> None:
@@ -200,7 +208,12 @@ class PidWatcher:
                 while True:
                     self._wake = anyio.Event()
                     await self._round()
-                    with anyio.move_on_after(self._tick):
+                    # Every candidate behind a pidfd: its exit wakes us, a tick would only
+                    # re-prove what the kernel already guarantees (a pidfd pins one
+                    # incarnation, so a recycled pid cannot pass for it). Sleep until a new
+                    # pid is watched.
+                    tick = self._tick if self._needs_tick() else math.inf
+                    with anyio.move_on_after(tick):
                         await self._wake.wait()
         finally:
             self._tg = None
@@ -208,6 +221,13 @@ class PidWatcher:
             for _, scope in self._pidfds.values():
                 scope.cancel()
             self._pidfds.clear()
+
+    def _needs_tick(self) -> bool:
+        """Whether some candidate is not behind a pidfd (pidfds unavailable, a pid not yet
+        confirmed, a pidfd that could not be opened): then only probing can tell its end."""
+        if not self._use_pidfd:
+            return bool(self._candidates)
+        return any(pid not in self._pidfds for pid in self._candidates)
 
     async def _round(self) -> None:
         candidates = dict(self._candidates)

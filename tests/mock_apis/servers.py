@@ -138,7 +138,17 @@ class _Anthropic(_Handler):
         tool_result = isinstance(content, list) and any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content
         )
+        # The prompt may not be the last message: in a git repository Claude Code 2.1.332
+        # sends the prompt, then an environment message. The newest message of the turn that
+        # names a keyword decides.
         text = _texts(content)
+        for message in reversed(messages):
+            if not isinstance(message, dict) or message.get("role") == "assistant":
+                break
+            words = _texts(message.get("content"))
+            if "SLOW" in words or "WRITE" in words:
+                text = words
+                break
         # Claude may put a new prompt in the same user message as an earlier tool result.
         if SUBAGENT_PROMPT in text and not tool_result:
             self._stream(self._subagent())

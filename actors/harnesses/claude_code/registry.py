@@ -17,14 +17,13 @@ This module turns those files into evidence:
   ``RegistryRemoved(rotated=True, pid_alive=True)`` for the old key when the same
   process switches ``sessionId`` in place (``/clear``, ``/resume``), followed by
   ``RegistryStatus`` for the new key.
-- :class:`ClaudeRegistryWatcher` (the actor) rescans the directory in a worker
-  thread when ``watchfiles`` reports a change (``debounce=5, step=1``; the default
-  1.6 s debounce would make every status edge late) and at least every
-  ``liveness_interval`` seconds, 5 by default (a SIGKILLed Claude leaves its file
-  behind and no file event says so; its session already ended within milliseconds
-  through the pid watcher's pidfd, so this rescan only tidies the registry's own
-  view), or, in ``mode="poll"``, on a stat-only poll every
-  ``poll_interval`` seconds (the fallback where notifications are unavailable).
+- :class:`ClaudeRegistryWatcher` (the actor) re-reads, in a worker thread, the files an
+  inotify notification names (:mod:`actors.sources.fswatch`: on the event loop, no thread
+  and no timer while nothing changes), and rescans every file every ``liveness_interval``
+  seconds, 60 by default (a SIGKILLed Claude leaves its file behind and no file event says
+  so; its session already ended within milliseconds through the pid watcher's pidfd, so this
+  rescan only tidies the registry's own view), or, in ``mode="poll"``, on a stat-only poll
+  every ``poll_interval`` seconds (the fallback where notifications are unavailable).
 
 ``at_ms`` of a ``RegistryStatus`` is ``statusUpdatedAt``, falling back to
 ``updatedAt``, ``startedAt`` and the file's mtime. Records of Claude 2.1.112 carry
@@ -40,7 +39,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,7 +50,7 @@ import messages
 from actors.core.clock import now_ms
 from actors.harnesses.claude_code import paths
 from actors.runtime.mailbox import EvidenceSink
-from actors.sources import procfs
+from actors.sources import fswatch, procfs
 from messages.common import MAX_ID_LEN, MAX_TEXT_LEN
 
 __all__ = [
@@ -283,6 +282,11 @@ class RegistryTracker:
         return self.stats.rotations
 
     @property
+    def emitted(self) -> Collection[int]:
+        """File pids with an emitted record (a live view, not a copy)."""
+        return self._emitted.keys()
+
+    @property
     def emitted_pids(self) -> list[int]:
         """File pids with an emitted record: a scan must probe these even if the file is gone."""
         return sorted(self._emitted)
@@ -297,21 +301,28 @@ class RegistryTracker:
         files: Mapping[int, FileObservation],
         gone_tokens: Mapping[int, str | None],
         now_ms: int,
+        *,
+        only: Iterable[int] | None = None,
     ) -> list[messages.RegistryStatus | messages.RegistryRemoved]:
         """Messages for one scan.
 
-        ``files`` is every ``<pid>.json`` present; ``gone_tokens`` the probed token of
-        each emitted pid whose file is no longer present.
+        ``files`` is every ``<pid>.json`` present, or with ``only`` (the file pids a
+        notification named) those of them present: a pid of ``only`` missing from ``files``
+        was deleted, and the other files are not looked at (a change costs work for the file
+        that changed). ``gone_tokens`` is the probed token of each emitted pid whose file is
+        no longer present.
         """
         out: list[messages.RegistryStatus | messages.RegistryRemoved] = []
         for file_pid in sorted(files):
             out.extend(self._apply_file(file_pid, files[file_pid], now_ms))
-        for file_pid in sorted(set(self._emitted) - set(files)):
+        scope = set(self._emitted) if only is None else {p for p in only if p in self._emitted}
+        for file_pid in sorted(scope - files.keys()):
             prev = self._emitted.pop(file_pid)
             self._counted.pop(file_pid, None)
             alive = gone_tokens.get(file_pid) == prev.token
             out.append(self._removed(prev, now_ms, pid_alive=alive, rotated=False))
-        for file_pid in set(self._counted) - set(files):
+        counted = set(self._counted) if only is None else {p for p in only if p in self._counted}
+        for file_pid in counted - files.keys():
             del self._counted[file_pid]
         return out
 
@@ -427,22 +438,27 @@ def scan_directory(
     directory: Path,
     cache: dict[int, _Cached],
     force: Iterable[str],
-    extra_pids: Iterable[int],
+    extra_pids: Collection[int],
     counters: RegistryStatistics,
+    only: Iterable[str] | None = None,
 ) -> tuple[dict[int, FileObservation], dict[int, str | None]]:
-    """Blocking (worker thread): stat every ``<pid>.json``, re-read changed or ``force``d
-    ones, probe every pid. Updates ``cache`` in place, and ``files_read`` / ``vanished`` /
-    ``unreadable`` in ``counters``.
+    """Blocking (worker thread): stat every ``<pid>.json`` (or only the names in ``only``),
+    re-read changed or ``force``d ones, probe their pids. Updates ``cache`` in place, and
+    ``files_read`` / ``vanished`` / ``unreadable`` in ``counters``.
 
     Returns the observations and the probed tokens of ``extra_pids`` whose files are
-    gone. A file that vanishes between listing and reading is omitted (as deleted).
+    gone (with ``only``: of those among the names looked at). A file that vanishes between
+    listing and reading is omitted (as deleted).
     """
     forced = set(force)
     files: dict[int, FileObservation] = {}
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        names = []
+    if only is None:
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            names = []
+    else:
+        names = sorted(set(only))
     for name in names:
         file_pid = _file_pid(name)
         if file_pid is None:
@@ -468,7 +484,8 @@ def scan_directory(
                 cache[file_pid] = cached
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ESTALE):
-                counters.vanished += 1
+                if only is None:  # listed, then gone (with ``only``: a deletion, not a race)
+                    counters.vanished += 1
             else:
                 counters.unreadable += 1
             cache.pop(file_pid, None)
@@ -484,33 +501,37 @@ def scan_directory(
         files[file_pid] = FileObservation(
             identity=cached.identity, parsed=cached.parsed, token=token, comm=comm
         )
-    for file_pid in set(cache) - set(files):
-        del cache[file_pid]
-    gone = {pid: procfs.probe(pid) for pid in extra_pids if pid not in files}
+    if only is None:
+        looked = set(cache)
+        wanted = set(extra_pids)
+    else:
+        looked = {pid for pid in map(_file_pid, names) if pid is not None}
+        wanted = {pid for pid in looked if pid in extra_pids}
+    for file_pid in looked - set(files):
+        cache.pop(file_pid, None)
+    gone = {pid: procfs.probe(pid) for pid in wanted if pid not in files}
     return files, gone
 
 
 # ---------------------------------------------------------------- the actor
 
-
-async def _set_when_cancelled(event: anyio.Event) -> None:
-    try:
-        await anyio.sleep_forever()
-    finally:
-        event.set()
-
-
-def _only_json(_change: object, path: str) -> bool:
-    return path.endswith(".json")
+#: What a registry change looks like to inotify: a record renamed into place or closed after
+#: writing, a record deleted or renamed away.
+_WATCH_MASK = fswatch.CLOSE_WRITE | fswatch.MOVED_TO | fswatch.DELETE | fswatch.MOVED_FROM
 
 
 class ClaudeRegistryWatcher:
     """Actor: watches Claude Code's ``sessions/`` and sends registry evidence to the sink.
 
-    ``mode="watch"`` (default): ``watchfiles`` notifications plus a rescan at least
-    every ``liveness_interval`` s; ``mode="poll"``: a stat-only poll every
-    ``poll_interval`` s. If notifications fail at runtime the watcher falls back to
-    polling (counted in ``watch_failures``).
+    ``mode="watch"`` (default, Linux): inotify on the event loop (:mod:`actors.sources.fswatch`);
+    each notification re-reads only the files it names, and a rescan of every file runs every
+    ``liveness_interval`` s (60 by default: a SIGKILLed Claude leaves its file behind and no
+    file event says so; its session ended within milliseconds through the pid watcher's pidfd,
+    so this rescan only tidies the registry's own view). While ``sessions/`` does not exist,
+    inotify on its nearest existing ancestor says when it appears. ``mode="poll"`` (and
+    wherever inotify is unavailable): a stat-only poll every ``poll_interval`` s. If
+    notifications fail at runtime the watcher falls back to polling (counted in
+    ``watch_failures``).
     """
 
     def __init__(
@@ -519,7 +540,7 @@ class ClaudeRegistryWatcher:
         *,
         mode: Literal["watch", "poll"] = "watch",
         poll_interval: float = 0.25,
-        liveness_interval: float = 5.0,
+        liveness_interval: float = 60.0,
     ) -> None:
         if poll_interval <= 0 or liveness_interval <= 0:
             raise ValueError("poll_interval and liveness_interval must be positive")
@@ -551,23 +572,20 @@ class ClaudeRegistryWatcher:
 
     async def run(self, sink: EvidenceSink) -> None:
         """Scan now, then on every change until cancelled."""
-        if self._mode == "poll":
+        if self._mode == "poll" or not fswatch.AVAILABLE:
             await self._poll(sink)
             return
-        while True:
-            if not await anyio.to_thread.run_sync(self._dir.is_dir):
-                # Claude has not created sessions/ yet: poll for it (and for records).
-                await self.scan(sink)
-                await anyio.sleep(self._poll_interval)
-                continue
-            try:
+        try:
+            while True:
+                if not await anyio.to_thread.run_sync(self._dir.is_dir):
+                    await self.scan(sink)  # what was emitted from a vanished directory ends
+                    # Claude has not created sessions/ yet: inotify says when it does.
+                    await fswatch.wait_for_directory(self._dir)
                 await self._watch(sink)
-            except (OSError, RuntimeError):
-                if await anyio.to_thread.run_sync(self._dir.is_dir):
-                    # Notifications do not work here (inotify limits, unsupported fs).
-                    self._stats.watch_failures += 1
-                    await self._poll(sink)
-                    return
+        except OSError:
+            # Notifications do not work here (inotify limits, unsupported fs).
+            self._stats.watch_failures += 1
+            await self._poll(sink)
 
     async def _poll(self, sink: EvidenceSink) -> None:
         while True:
@@ -575,58 +593,50 @@ class ClaudeRegistryWatcher:
             await anyio.sleep(self._poll_interval)
 
     async def _watch(self, sink: EvidenceSink) -> None:
-        # Imported here so that a broken watchfiles build degrades to polling.
-        from watchfiles import awatch
-
-        # awatch blocks in a worker thread that cancellation cannot interrupt; the
-        # thread checks ``stop`` every ``step`` ms, so a sibling task sets it the moment
-        # we are cancelled (otherwise cancelling waits up to ``liveness_interval``).
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_set_when_cancelled, stop)
+        """Follow the directory until it goes away (returns) or inotify fails (raises)."""
+        with fswatch.Inotify() as notify:
+            # Watch first, then scan: a change made in between is both scanned and notified.
+            if not await anyio.to_thread.run_sync(notify.add, self._dir, _WATCH_MASK):
+                return  # gone again
             await self.scan(sink)
-            async for changes in awatch(
-                self._dir,
-                watch_filter=_only_json,
-                debounce=5,
-                step=1,
-                stop_event=stop,
-                rust_timeout=max(1, int(self._liveness_interval * 1000)),
-                yield_on_timeout=True,
-                recursive=False,
-            ):
-                # An empty set is the liveness timeout: rescan for dead owners, and check
-                # that the directory itself is still there (in the same worker-thread hop:
-                # every wake-up of an idle loop costs it 0.1-0.25 ms of CPU on this VM).
-                present = await self.scan(
-                    sink, force={Path(p).name for _, p in changes}, check_dir=not changes
-                )
-                if not present:
-                    break
-            tg.cancel_scope.cancel()
+            while True:
+                events: list[fswatch.FsEvent] | None = None
+                with anyio.move_on_after(self._liveness_interval):
+                    events = await notify.wait()
+                if events is None or any(e.mask & fswatch.Q_OVERFLOW for e in events):
+                    await self.scan(sink)  # the liveness rescan, or notifications were lost
+                    continue
+                names = {e.name for e in events if _file_pid(e.name) is not None}
+                if names:
+                    await self.scan(sink, force=names, only=names)
+                if any(e.mask & fswatch.IGNORED for e in events):
+                    return  # the directory itself was removed or moved away
 
     async def scan(
-        self, sink: EvidenceSink, force: Iterable[str] = (), *, check_dir: bool = False
-    ) -> bool:
-        """One scan and the messages it implies, decided in the same worker-thread hop.
+        self,
+        sink: EvidenceSink,
+        force: Iterable[str] = (),
+        *,
+        only: Iterable[str] | None = None,
+    ) -> None:
+        """One scan (of every file, or of the names in ``only``) and the messages it implies,
+        decided in the same worker-thread hop.
 
         The tracker is touched only here, and scans never overlap (this actor awaits
-        each one), so deciding off the loop is safe; an idle rescan then costs the loop
-        one wake-up and nothing else. Returns False when ``check_dir`` is set and the
-        registry directory is gone (checked in the same hop), else True.
+        each one), so deciding off the loop is safe; a scan then costs the loop one
+        wake-up and the sends it implies, nothing per file.
         """
         forced = tuple(force)
+        names = None if only is None else tuple(only)
 
-        def scan_and_decide() -> tuple[
-            list[messages.RegistryStatus | messages.RegistryRemoved], bool
-        ]:
+        def scan_and_decide() -> list[messages.RegistryStatus | messages.RegistryRemoved]:
             files, gone = scan_directory(
-                self._dir, self._cache, forced, self._tracker.emitted_pids, self._stats
+                self._dir, self._cache, forced, self._tracker.emitted, self._stats, names
             )
-            present = self._dir.is_dir() if check_dir else True
-            return self._tracker.apply(files, gone, now_ms()), present
+            pids = None if names is None else [p for p in map(_file_pid, names) if p]
+            return self._tracker.apply(files, gone, now_ms(), only=pids)
 
-        decided, present = await anyio.to_thread.run_sync(scan_and_decide)
+        decided = await anyio.to_thread.run_sync(scan_and_decide)
         for message in decided:
             try:
                 sink.inject_nowait(message)
@@ -641,4 +651,3 @@ class ClaudeRegistryWatcher:
         if self._scan_done is not None:
             self._scan_done.set()
             self._scan_done = None
-        return present

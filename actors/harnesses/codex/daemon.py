@@ -54,7 +54,7 @@ from actors.core.clock import now_ms
 from actors.harnesses.codex import paths
 from actors.harnesses.codex.tui import is_codex_tui
 from actors.runtime.mailbox import EvidenceSink
-from actors.sources import procfs
+from actors.sources import fswatch, procfs
 from messages.common import SessionKey
 from messages.errors import MessageError
 from messages.evidence import ThreadState
@@ -94,6 +94,8 @@ _REQUEST_TIMEOUT_S: Final = 10.0
 _MAX_PAGES: Final = 100
 _RETRY_MIN_S: Final = 0.25
 _RETRY_MAX_S: Final = 30.0
+#: What may bring the control socket back: an entry created, moved in, removed or moved away.
+_DIR_CHANGES: Final = fswatch.CREATE | fswatch.MOVED_TO | fswatch.DELETE | fswatch.MOVED_FROM
 _STATES: Final[frozenset[str]] = frozenset({"idle", "active", "systemError", "notLoaded"})
 
 
@@ -673,17 +675,13 @@ class CodexDaemonSource:
         with anyio.move_on_after(delay):
             if not watched:
                 await anyio.sleep_forever()
-            from watchfiles import awatch  # imported lazily, as in the other discovery actors
-
-            stop = anyio.Event()
             try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_set_when_cancelled, stop)
-                    async for _ in awatch(*watched, debounce=5, step=1, recursive=False,
-                                          stop_event=stop):
-                        tg.cancel_scope.cancel()
-                        break
-            except (OSError, RuntimeError):
+                # inotify on the event loop: no thread and no timer while nothing changes.
+                with fswatch.Inotify() as inotify:
+                    for directory in watched:
+                        inotify.add(directory, _DIR_CHANGES)
+                    await inotify.wait()
+            except OSError:
                 await anyio.sleep_forever()  # no watching here: the delay decides
 
     def _watch_dirs(self) -> list[Path]:
@@ -692,10 +690,3 @@ class CodexDaemonSource:
         with contextlib.suppress(OSError):
             dirs.append((link.parent / os.readlink(link)).parent)
         return dirs
-
-
-async def _set_when_cancelled(event: anyio.Event) -> None:
-    try:
-        await anyio.sleep_forever()
-    finally:
-        event.set()

@@ -29,9 +29,10 @@ Functional core (no I/O, tested without an event loop):
   stays owned; the second consecutive miss releases it; a process whose fd table
   could not be read is never counted as a miss).
 
-Imperative shell: :class:`CodexRolloutDiscovery` samples ownership at most once a
-second and follows owned rollouts through ``watchfiles`` notifications (or a
-stat poll, selectable), doing every blocking read in ``anyio.to_thread``.
+Imperative shell: :class:`CodexRolloutDiscovery` follows the sessions tree through inotify
+(:mod:`actors.sources.fswatch`; or a stat poll, selectable): an append to an owned rollout
+reads that rollout, and ownership is sampled, at most once a second, when the tree says it may
+have changed (plus a rare safety sample); every blocking read in ``anyio.to_thread``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ import psutil
 from actors.core.clock import now_ms
 from actors.harnesses.codex import paths
 from actors.runtime.mailbox import EvidenceSink
-from actors.sources import procfs
+from actors.sources import fswatch, procfs
 from messages.codec import Inbound
 from messages.common import SessionKey
 from messages.errors import MessageError
@@ -102,7 +103,9 @@ HEADER_LIMIT_BYTES: Final = 256 << 10  # session_meta must fit in the first 256 
 MAX_LINE_BYTES: Final = 1 << 20
 MISS_CONFIRMATIONS: Final = 2
 SAMPLE_INTERVAL_S: Final = 1.0
-FULL_REFRESH_TICKS = 5  # watching: re-read every owned tail every 5th sample
+# With notifications, ownership is sampled when the tree says it may have changed, and once
+# in this long besides (what leaves no trace in the tree; lost notifications).
+IDLE_SAMPLE_INTERVAL_S: Final = 30.0
 POLL_INTERVAL_S: Final = 0.02
 
 BOUNDARIES: Final[frozenset[str]] = frozenset({"task_started", "task_complete", "turn_aborted"})
@@ -712,9 +715,9 @@ class CodexRolloutDiscovery:
     consecutive missed sample, :class:`~messages.LifecycleBoundary` for the latest
     boundary at first sight and for every boundary appended afterwards.
 
-    ``run`` samples ownership every ``sample_interval`` seconds and follows owned
-    rollouts through ``watchfiles`` (``watch=True``) or a stat poll every
-    ``poll_interval`` seconds. Tests drive it deterministically with
+    ``run`` follows the sessions tree through inotify (``watch=True``, Linux: see
+    :meth:`_notified`) or samples ownership every ``sample_interval`` seconds and polls the
+    owned rollouts' sizes every ``poll_interval`` seconds. Tests drive it deterministically with
     :meth:`sample_now` and :meth:`refresh_now` instead.
     """
 
@@ -723,6 +726,7 @@ class CodexRolloutDiscovery:
         codex_home: str | os.PathLike[str] | None = None,
         *,
         sample_interval: float = SAMPLE_INTERVAL_S,
+        idle_sample_interval: float = IDLE_SAMPLE_INTERVAL_S,
         watch: bool = True,
         poll_interval: float = POLL_INTERVAL_S,
         clock: Callable[[], int] = now_ms,
@@ -735,6 +739,9 @@ class CodexRolloutDiscovery:
         self._poll_interval = poll_interval
         self._clock = clock
         self._process_table = process_table
+        self._idle_sample_interval = idle_sample_interval
+        self._wanted = anyio.Event()  # set when a notification asks for a sample
+        self._full = False  # ... and for every tail to be re-read with it
         self._lock = anyio.Lock(fast_acquire=True)
         self._state = OwnershipState()
         self._tracked: dict[str, _Tracked] = {}
@@ -754,12 +761,16 @@ class CodexRolloutDiscovery:
 
     async def run(self, sink: EvidenceSink) -> None:
         """Sample ownership and follow owned rollouts until cancelled."""
+        if self._watch and fswatch.AVAILABLE:
+            try:
+                await self._notified(sink)
+                return
+            except OSError:
+                # inotify refused (watch or instance limits): sample and poll instead.
+                self._stats.watch_errors += 1
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._sample_loop, sink)
-            if self._watch:
-                tg.start_soon(self._watch_loop, sink)
-            else:
-                tg.start_soon(self._poll_loop, sink)
+            tg.start_soon(self._poll_loop, sink)
 
     async def _sample_loop(self, sink: EvidenceSink) -> None:
         # The wait between samples happens in the worker thread, just before the sample: an
@@ -771,12 +782,8 @@ class CodexRolloutDiscovery:
             tg.start_soon(_set_when_cancelled, stop)
             ticks = 0
             while True:
-                # With notifications, appends are read when they happen; every tail is still
-                # re-read every FULL_REFRESH_TICKS samples, in case a notification was lost
-                # (inotify queue overflow).
-                full = not self._watch or ticks % FULL_REFRESH_TICKS == 0
                 after = self._sample_interval if ticks else 0.0
-                await self.sample_now(sink, refresh_all=full, after=after, stop=stop)
+                await self.sample_now(sink, refresh_all=True, after=after, stop=stop)
                 ticks += 1
 
     async def _poll_loop(self, sink: EvidenceSink) -> None:
@@ -784,31 +791,82 @@ class CodexRolloutDiscovery:
             await anyio.sleep(self._poll_interval)
             await self.refresh_now(sink)
 
-    async def _watch_loop(self, sink: EvidenceSink) -> None:
-        from watchfiles import awatch  # imported lazily: only the watching mode needs it
+    async def _notified(self, sink: EvidenceSink) -> None:
+        """Event-driven mode: inotify on the sessions tree says when to read and when to sample.
 
-        while True:
-            if not await anyio.Path(self._sessions_root).is_dir():
-                # Nothing to watch yet (fresh Codex home); the sampler still runs.
-                await anyio.sleep(self._sample_interval)
+        - a tracked rollout modified: read what was appended to it (that file only);
+        - a rollout created, or an untracked one written (a thread resumed by a new process),
+          or a tracked one closed after writing or removed (its owner let go of it or exited):
+          sample ownership, at most once per ``sample_interval``; while a released-looking
+          rollout waits for its second miss, the next sample follows ``sample_interval`` later;
+        - nothing at all: one safety sample (with every tail re-read) every
+          ``idle_sample_interval`` s, for what leaves no trace in the tree (a thread loaded
+          without a write) and in case notifications were lost; a queue overflow does the same
+          at once.
+
+        :raises OSError: inotify could not be set up (the caller falls back to polling).
+        """
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._sample_on_demand, sink)
+            while True:
+                # A fresh Codex home has no sessions/ yet: inotify says when it appears.
+                await fswatch.wait_for_directory(self._sessions_root)
+                with fswatch.Inotify() as notify:
+                    await anyio.to_thread.run_sync(_watch_tree, notify, self._sessions_root)
+                    self._wanted.set()  # sample what appeared before the watch began
+                    while await self._on_events(sink, notify, await notify.wait()):
+                        pass
+
+    async def _on_events(
+        self, sink: EvidenceSink, notify: fswatch.Inotify, events: list[fswatch.FsEvent]
+    ) -> bool:
+        """Act on one batch of notifications; False when the sessions root itself went."""
+        gone = False
+        touched: set[str] = set()
+        sample = full = False
+        for event in events:
+            if event.mask & fswatch.Q_OVERFLOW:
+                sample = full = True
+            elif event.is_dir:
+                if event.mask & (fswatch.CREATE | fswatch.MOVED_TO):
+                    # A new day directory: watch it, and sample for what it already holds.
+                    await anyio.to_thread.run_sync(_watch_tree, notify, event.path)
+                    sample = True
+            elif event.mask & fswatch.IGNORED:
+                gone = gone or event.path == self._sessions_root
+            elif not is_rollout_path(event.path, self._sessions_root):
                 continue
-            # awatch's worker thread only notices cancellation through its stop event;
-            # without one, shutdown would wait out rust_timeout (seconds).
-            stop = anyio.Event()
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_set_when_cancelled, stop)
-                    async for changes in awatch(
-                        self._sessions_root, debounce=5, step=1, recursive=True, stop_event=stop
-                    ):
-                        touched = {path for _change, path in changes}
-                        if touched & self._tracked.keys():
-                            await self.refresh_now(sink, touched)
-                    tg.cancel_scope.cancel()
-            except (OSError, RuntimeError):
-                # The root vanished or the backend failed: poll until it is back.
-                self._stats.watch_errors += 1
-                await anyio.sleep(self._sample_interval)
+            elif event.path in self._tracked:
+                if event.mask & fswatch.MODIFY:
+                    touched.add(event.path)
+                if event.mask & (fswatch.CLOSE_WRITE | fswatch.DELETE | fswatch.MOVED_FROM):
+                    sample = True
+            elif event.mask & (fswatch.CREATE | fswatch.MODIFY | fswatch.MOVED_TO):
+                sample = True
+        if touched:
+            await self.refresh_now(sink, touched)
+        if sample or gone:
+            self._full = self._full or full
+            self._wanted.set()
+        return not gone
+
+    async def _sample_on_demand(self, sink: EvidenceSink) -> None:
+        await self.sample_now(sink, refresh_all=True)
+        last = time.monotonic()
+        while True:
+            # A rollout missed once is confirmed (or not) by the next sample.
+            wait = self._sample_interval if self._state.misses else self._idle_sample_interval
+            full = True
+            with anyio.move_on_after(wait):
+                await self._wanted.wait()
+                full = self._full
+            self._wanted = anyio.Event()
+            self._full = False
+            pause = last + self._sample_interval - time.monotonic()
+            if pause > 0:
+                await anyio.sleep(pause)  # at most one sample per sample_interval
+            await self.sample_now(sink, refresh_all=full)
+            last = time.monotonic()
 
     async def sample_now(
         self,
@@ -987,6 +1045,26 @@ async def _set_when_cancelled(event: anyio.Event | threading.Event) -> None:
         await anyio.sleep_forever()
     finally:
         event.set()
+
+
+#: What the sessions tree tells: appends, new rollouts and day directories, a writer closing.
+_WATCH_MASK: Final = (
+    fswatch.CREATE
+    | fswatch.MODIFY
+    | fswatch.CLOSE_WRITE
+    | fswatch.DELETE
+    | fswatch.MOVED_FROM
+    | fswatch.MOVED_TO
+)
+
+
+def _watch_tree(notify: fswatch.Inotify, top: str) -> None:
+    """Worker thread: watch ``top`` and every directory below it (``YYYY/MM/DD``).
+
+    :raises OSError: the kernel refused a watch (``ENOSPC``: the user's watch limit).
+    """
+    for directory, _dirs, _files in os.walk(top):
+        notify.add(directory, _WATCH_MASK)
 
 
 def _read_heads(paths_: list[str]) -> dict[str, bytes | None]:

@@ -36,9 +36,11 @@ thread; a missing, locked or half-migrated database is counted and retried.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Final
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 import msgspec
 import psutil
@@ -54,7 +57,7 @@ import psutil
 from actors.core.clock import now_ms
 from actors.harnesses.hermes import paths
 from actors.runtime.mailbox import EvidenceSink
-from actors.sources import procfs
+from actors.sources import fswatch, procfs
 from messages.common import SessionKey
 from messages.errors import MessageError
 from messages.evidence import LedgerFire
@@ -81,6 +84,8 @@ __all__ = [
 
 LIVE_STATUSES: Final[frozenset[str]] = frozenset({"claimed", "running"})
 POLL_INTERVAL_S: Final = 1.0
+# With notifications, the ledgers are read when they change, and once in this long besides.
+IDLE_POLL_INTERVAL_S: Final = 60.0
 SUPERSEDED: Final = "superseded"
 # Hermes' open upper bound for a fire that has not finished yet (hermes.md §0).
 _OPEN_END: Final = "99999999_999999"
@@ -422,6 +427,7 @@ class HermesStatistics(msgspec.Struct, kw_only=True):
     superseded: int = 0
     fires_forgotten: int = 0
     rejected: int = 0
+    watch_errors: int = 0
 
 
 @dataclass
@@ -449,11 +455,17 @@ class HermesLedgerDiscovery:
         home: str | os.PathLike[str] | None = None,
         *,
         poll_interval: float = POLL_INTERVAL_S,
+        idle_poll_interval: float = IDLE_POLL_INTERVAL_S,
+        watch: bool = True,
         clock: Callable[[], int] = now_ms,
         probe: Callable[[int], Probe] = probe_process,
     ) -> None:
         self._root = Path(home) if home is not None else paths.home()
         self._poll_interval = poll_interval
+        self._idle_poll_interval = idle_poll_interval
+        self._watch = watch
+        self._wanted = anyio.Event()  # set when a notification or an owner's exit asks for a poll
+        self._pidfds: dict[int, anyio.CancelScope] = {}  # live fires' pids we wait on
         self._clock = clock
         self._probe = probe
         self._lock = anyio.Lock()
@@ -469,10 +481,78 @@ class HermesLedgerDiscovery:
         )
 
     async def run(self, sink: EvidenceSink) -> None:
-        """Poll until cancelled."""
+        """Poll until cancelled: on every change of a ledger (inotify) and when the pid of a
+        live fire exits (pidfd), at most once per ``poll_interval``, plus once every
+        ``idle_poll_interval`` s; every ``poll_interval`` s where notifications are
+        unavailable (or ``watch=False``)."""
+        if self._watch and fswatch.AVAILABLE and hasattr(os, "pidfd_open"):
+            try:
+                await self._notified(sink)
+            except OSError:
+                self._stats.watch_errors += 1  # inotify refused: poll instead
         while True:
             await self.poll_now(sink)
             await anyio.sleep(self._poll_interval)
+
+    async def _notified(self, sink: EvidenceSink) -> None:
+        with fswatch.Inotify() as notify:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._poll_on_demand, sink, tg)
+                while True:
+                    # (Re)arm after any directory appeared or went: a new profile, a first
+                    # cron/ directory, the home itself created.
+                    await anyio.to_thread.run_sync(_watch_homes, notify, self._root)
+                    self._wanted.set()  # what changed before the watches were in place
+                    while True:
+                        events = await notify.wait()
+                        if any(e.is_dir or e.mask & (fswatch.IGNORED | fswatch.Q_OVERFLOW)
+                               for e in events):
+                            break
+                        if any(e.name in _LEDGER_FILES for e in events):
+                            self._wanted.set()
+
+    async def _poll_on_demand(self, sink: EvidenceSink, tg: anyio.abc.TaskGroup) -> None:
+        last = -math.inf
+        while True:
+            with anyio.move_on_after(self._idle_poll_interval):
+                await self._wanted.wait()
+            self._wanted = anyio.Event()
+            pause = last + self._poll_interval - time.monotonic()
+            if pause > 0:
+                await anyio.sleep(pause)  # at most one poll per poll_interval
+            await self.poll_now(sink)
+            last = time.monotonic()
+            self._follow_owners(tg)
+
+    def _follow_owners(self, tg: anyio.abc.TaskGroup) -> None:
+        """Wait on a pidfd for the pid of every live fire: its exit asks for a poll."""
+        live = {
+            sent.pid
+            for fires in self._sent.values()
+            for sent in fires.values()
+            if sent.pid is not None and sent.pid_alive and sent.status in LIVE_STATUSES
+        }
+        for pid in self._pidfds.keys() - live:
+            self._pidfds.pop(pid).cancel()
+        for pid in live - self._pidfds.keys():
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                self._wanted.set()  # already gone: the next poll says so
+                continue
+            scope = anyio.CancelScope()
+            self._pidfds[pid] = scope
+            tg.start_soon(self._wait_exit, pid, fd, scope)
+
+    async def _wait_exit(self, pid: int, fd: int, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                await anyio.wait_readable(fd)
+                self._wanted.set()
+        finally:
+            os.close(fd)
+            if self._pidfds.get(pid) is scope:
+                del self._pidfds[pid]
 
     async def poll_now(self, sink: EvidenceSink) -> None:
         """Read every home's ledger once and send what changed."""
@@ -574,6 +654,32 @@ class HermesLedgerDiscovery:
                 )
             )
         return result
+
+
+#: The files whose changes can change what the ledgers say (the -shm index is not one: readers
+#: touch it too, and it holds no rows).
+_LEDGER_FILES: Final = frozenset(
+    f"{db}{suffix}" for db in ("executions.db", "state.db") for suffix in ("", "-wal", "-journal")
+)
+# Data written, a file created, renamed into place or removed: never what a reader does.
+_HOME_MASK: Final = fswatch.MODIFY | fswatch.CREATE | fswatch.MOVED_TO | fswatch.DELETE
+
+
+def _watch_homes(notify: fswatch.Inotify, root: Path) -> None:
+    """Worker thread: watch every home (``root``, ``root/profiles/*``), its ``cron/`` and
+    ``profiles/`` directories; while ``root`` does not exist, its nearest existing ancestor.
+
+    :raises OSError: the kernel refused a watch.
+    """
+    if not root.is_dir():
+        for ancestor in root.parents:
+            if notify.add(ancestor, fswatch.CREATE | fswatch.MOVED_TO):
+                return
+        return
+    notify.add(root / "profiles", fswatch.CREATE | fswatch.MOVED_TO)
+    for home in hermes_homes(root):
+        notify.add(home, _HOME_MASK)
+        notify.add(home / "cron", _HOME_MASK)
 
 
 def _session_of(sent: Sent, fire_id: str) -> str | None:

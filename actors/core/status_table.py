@@ -1,0 +1,96 @@
+"""The ``paneward status`` table, rendered from activities (pure).
+
+The daemon renders it (its control server answers ``{"op": "status"}`` with the table text), so
+that ``paneward status`` needs nothing but the standard library to print it; the order, the pane
+winners and what is hidden are the reducer's decisions (:func:`attention_order`,
+:func:`pane_winners`, :func:`hidden_after`), never re-decided here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from actors.core.attention import attention_label
+from actors.core.reducer import attention_order, hidden_after, pane_winners
+from messages import Activity
+
+__all__ = ["counter_line", "format_table"]
+
+
+def _age(now_ms: int, at_ms: int | None) -> str:
+    if not at_ms:
+        return "-"
+    seconds = max(0, (now_ms - at_ms) // 1000)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def format_table(
+    activities: Sequence[Activity], now_ms: int, *, show_all: bool = False
+) -> str:
+    """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
+    source, age (of the evidence), most urgent first (:func:`actors.core.reducer.attention_order`:
+    the attention queue, :func:`actors.core.attention.attention_queue`, comes first, in its
+    order). The attention reads ``needs you 2m: permission: Bash``: its word, how long it has
+    been open, its reason (in full: this is the user's own view).
+
+    Sessions settled for more than a day (:func:`actors.core.reducer.hidden_after`) are left out
+    (and counted in a last line) unless ``show_all``. A session bound to a pane that shows
+    another one (:func:`actors.core.reducer.pane_winners`) has its pane in parentheses.
+    """
+    hidden = 0
+    if not show_all:
+        kept = [a for a in activities if not hidden_after(a, now_ms)]
+        hidden = len(activities) - len(kept)
+        activities = kept
+    shown = pane_winners(activities)
+    header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
+    rows = [header]
+    for a in sorted(activities, key=attention_order):
+        att = a.attention
+        attention = f"{attention_label(a, now_ms)}: {att.reason}" if att else "-"
+        pane = a.pane or "-"
+        if a.pane is not None and shown[a.pane].key != a.key:
+            pane = f"({a.pane})"
+        evidence = a.evidence
+        rows.append(
+            (
+                pane,
+                a.key.harness,
+                a.key.session_id[:13],
+                a.presence,
+                a.turn,
+                attention[:48],
+                evidence.source,
+                _age(now_ms, evidence.at_ms or evidence.observed_at_ms),
+            )
+        )
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    if len(rows) == 1 and not hidden:
+        lines.append("(no sessions yet)")
+    if hidden:
+        lines.append(f"({hidden} more ended more than a day ago: paneward status --all)")
+    return "\n".join(lines)
+
+
+def counter_line(stats: Mapping[str, Any]) -> str:
+    """The table's last line: the counters one looks at first (from ``statistics``)."""
+    sup = stats.get("supervisor", {})
+    hook = stats.get("hook_listener", {})
+    rejected_frames = sum((hook.get("rejected") or {}).values())
+    return (
+        f"messages {sup.get('messages', 0)} · transitions {sup.get('transitions', 0)} · "
+        f"rejected {sup.get('rejected', 0) + rejected_frames} · unmapped {sup.get('unmapped', 0)}"
+        f" · drops {sup.get('drops', 0)} · overflows {sup.get('overflows', 0)}"
+        f" · restarts {sup.get('restarts', 0)}"
+    )

@@ -1,0 +1,252 @@
+"""Cost follows changes: a change -> the pane's badge, at N = 10 and N = 200 sessions.
+
+Run: ``.venv/bin/python bench/bench_changes.py [--sizes 10 200] [--events 200] [--runs 3]
+[--load-s 20]``
+
+Each run builds a fresh world (:mod:`bench.world`) of N sessions (half Claude, half Codex, each
+in its own tmux pane) under ``paneward run --tmux`` with discovery on, waits until every session
+is bound to its pane, then:
+
+1. **registry rewrite -> badge**: rewrites one Claude session's ``sessions/<pid>.json`` (write
+   + rename, as Claude does; ``busy`` and ``idle`` alternating, sessions in turn) and times
+   until another control-mode client of the tmux server reads the new ``@paneward_badge`` on
+   that pane (``show-options`` every 1 ms);
+2. **rollout append -> badge**: the same for one Codex session's rollout (``task_started`` /
+   ``task_complete`` appended);
+3. **load**: every session changes once a second (registry rewrites, rollout appends) for
+   ``--load-s`` seconds; the daemon's CPU (every thread, ``/proc/<pid>/stat``) over that time.
+
+The floor, measured in the same world: a ``set-option`` of the same pane option sent by a third
+control-mode client, read by the same 1 ms poll (what tmux and the poll add whatever paneward
+does). Sizes are run in turn, ``--runs`` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.fspath(ROOT))
+
+from actors.core.tmux_protocol import quote  # noqa: E402
+from actors.sinks.tmux_client import ControlClient  # noqa: E402
+from bench.world import ClaudeSession, CodexSession, World, process_cpu, world  # noqa: E402
+
+#: registry/rollout: change -> badge read by another tmux client; "watch": change -> the
+#: transition line on a control-socket watch; floor: a bare set-option -> read by the same poll.
+KINDS = ("registry", "registry watch", "rollout", "rollout watch", "floor")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def read_badge(client: ControlClient, pane: str) -> str | None:
+    [reply] = await client.run_batch([f"show-options -p -q -v -t {quote(pane)} @paneward_badge"])
+    return reply.lines[0] if reply.lines else None
+
+
+class WatchLines:
+    """A ``watch`` subscription on the daemon's control socket: when each session's next
+    transition line arrives (the daemon's own latency, without tmux)."""
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self._lines = BufferedByteReceiveStream(stream)
+        self._waiting: dict[str, tuple[anyio.Event, list[float]]] = {}
+
+    async def read(self) -> None:
+        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+            while True:
+                item = json.loads(await self._lines.receive_until(b"\n", 1 << 24))
+                if item.get("type") != "Transition":
+                    continue
+                waiter = self._waiting.pop(item["key"]["session_id"], None)
+                if waiter is not None:
+                    waiter[1].append(time.perf_counter())
+                    waiter[0].set()
+
+    def arm(self, session_id: str) -> tuple[anyio.Event, list[float]]:
+        waiter: tuple[anyio.Event, list[float]] = (anyio.Event(), [])
+        self._waiting[session_id] = waiter
+        return waiter
+
+
+async def time_change(
+    client: ControlClient,
+    watch: WatchLines,
+    session_id: str,
+    pane: str,
+    change: Callable[[], None],
+) -> tuple[float, float]:
+    """Milliseconds from ``change()`` to the transition line on ``watch`` and to a different
+    badge on ``pane``."""
+    before = await read_badge(client, pane)
+    seen, at = watch.arm(session_id)
+    start = time.perf_counter()
+    change()
+    with anyio.fail_after(30):
+        while True:  # a tmux option has no event: polled every 1 ms
+            if await read_badge(client, pane) != before:
+                break
+            await anyio.sleep(0.001)
+        badge = time.perf_counter()
+        await seen.wait()
+    return (at[0] - start) * 1000, (badge - start) * 1000
+
+
+async def floor(w: World, client: ControlClient, pane: str, events: int) -> list[float]:
+    out: list[float] = []
+    async with w.reader() as writer:
+        for i in range(events):
+            value = f"floor-{i}"
+            start = time.perf_counter()
+            await writer.run_batch([f"set-option -p -t {quote(pane)} @paneward_floor {value}"])
+            show = f"show-options -p -q -v -t {quote(pane)} @paneward_floor"
+            while True:
+                [reply] = await client.run_batch([show])
+                if reply.lines and reply.lines[0] == value:
+                    break
+                await anyio.sleep(0.001)
+            out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+async def one_run(size: int, events: int, load_s: float) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="pw-bench-changes-") as raw:
+        async with world(Path(raw)) as w:
+            w.add_claude(size // 2)
+            w.add_codex(size - size // 2)
+            daemon = await w.start_daemon()
+            await w.wait_bound()
+            await anyio.sleep(2)  # let the start-up work settle
+            results: dict[str, object] = {}
+            async with (
+                w.reader() as client,
+                await anyio.connect_unix(daemon.control_socket) as stream,
+                anyio.create_task_group() as tg,
+            ):
+                await stream.send(b'{"op": "watch"}\n')
+                watch = WatchLines(stream)
+                tg.start_soon(watch.read)
+                registry: list[tuple[float, float]] = []
+                for i in range(events):
+                    session = w.claude[i % len(w.claude)]
+                    status = "busy" if session.status == "idle" else "idle"
+                    rewrite = partial(session.write, status, time.time_ns() // 1_000_000)
+                    registry.append(
+                        await time_change(client, watch, session.session_id, session.pane, rewrite)
+                    )
+                rollout: list[tuple[float, float]] = []
+                for i in range(events):
+                    codex = w.codex[i % len(w.codex)]
+                    codex.turns += 1 if i % 2 == 0 else 0
+                    boundary = "task_started" if (i // len(w.codex)) % 2 == 0 else "task_complete"
+                    append = partial(codex.append, boundary, time.time_ns() // 1_000_000)
+                    rollout.append(
+                        await time_change(client, watch, codex.thread_id, codex.pane, append)
+                    )
+                results["registry"] = [b for _, b in registry]
+                results["registry watch"] = [a for a, _ in registry]
+                results["rollout"] = [b for _, b in rollout]
+                results["rollout watch"] = [a for a, _ in rollout]
+                results["floor"] = await floor(w, client, w.claude[0].pane, events)
+                tg.cancel_scope.cancel()
+            results["load"] = await load(w, daemon.pid, load_s) if load_s > 0 else None
+    return results
+
+
+def flip_claude(session: ClaudeSession) -> Callable[[], None]:
+    def change() -> None:
+        session.write("busy" if session.status == "idle" else "idle", time.time_ns() // 1_000_000)
+
+    return change
+
+
+def flip_codex(session: CodexSession) -> Callable[[], None]:
+    def change() -> None:
+        session.turns += 1
+        boundary = "task_started" if session.turns % 2 else "task_complete"
+        session.append(boundary, time.time_ns() // 1_000_000)
+
+    return change
+
+
+async def load(w: World, pid: int, seconds: float) -> float:
+    """Every session changes once a second for ``seconds``: the daemon's % of a core."""
+    sessions: list[Callable[[], None]] = [*map(flip_claude, w.claude), *map(flip_codex, w.codex)]
+    gap = 1.0 / len(sessions)
+    cpu0, t0 = process_cpu(pid), time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < seconds:
+        sessions[n % len(sessions)]()
+        n += 1
+        await anyio.sleep(max(0.0, t0 + n * gap - time.monotonic()))
+    cpu1, t1 = process_cpu(pid), time.monotonic()
+    return (cpu1 - cpu0) / (t1 - t0) * 100
+
+
+def summary(values: list[float]) -> str:
+    return (
+        f"p50 {pct(values, 0.5):.2f} ms, p99 {pct(values, 0.99):.2f} ms, "
+        f"max {max(values):.2f} ms (n={len(values)})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 200])
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--load-s", type=float, default=20.0)
+    args = parser.parse_args()
+    p99: dict[tuple[str, int], list[float]] = {}
+    loads: dict[int, list[float]] = {}
+    for run in range(args.runs):
+        for size in args.sizes:
+            r = anyio.run(one_run, size, args.events, args.load_s)
+            for kind in KINDS:
+                values = r[kind]
+                assert isinstance(values, list)
+                p99.setdefault((kind, size), []).append(pct(values, 0.99))
+                print(f"run {run + 1} N={size} {kind}: {summary(values)}", flush=True)
+            if isinstance(r["load"], float):
+                loads.setdefault(size, []).append(r["load"])
+                print(f"run {run + 1} N={size} load (every session changes once a second): "
+                      f"daemon {r['load']:.2f} % of a core", flush=True)
+    print()
+    for kind in KINDS:
+        for size in args.sizes:
+            values = sorted(p99[(kind, size)])
+            print(f"{kind} p99, N={size}: min {values[0]:.2f} / median "
+                  f"{statistics.median(values):.2f} / max {values[-1]:.2f} ms "
+                  f"over {len(values)} runs")
+        if len(args.sizes) >= 2:
+            small, large = min(args.sizes), max(args.sizes)
+            ratios = sorted(
+                b / a for a, b in zip(p99[(kind, small)], p99[(kind, large)], strict=True)
+            )
+            print(f"{kind}: p99 N={large} / N={small} per run: "
+                  + ", ".join(f"{x:.2f}x" for x in ratios))
+    for size, values in sorted(loads.items()):
+        values.sort()
+        print(f"load, N={size} (one change per second per session): daemon % of a core min "
+              f"{values[0]:.2f} / median {statistics.median(values):.2f} / max {values[-1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

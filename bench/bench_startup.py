@@ -1,0 +1,136 @@
+"""Short-lived commands start fast: wall time against ``python -c pass``, as users install it.
+
+Run: ``.venv/bin/python bench/bench_startup.py [--runs 40]``
+
+paneward is installed the way the README installs it (``pip install .`` into a fresh venv, not
+editable: the development venv's editable finder costs every import, ``python -c pass`` included)
+and a real daemon (``paneward run`` with discovery on) is listening. Interleaved, ``--runs``
+times each, after one warm-up: ``<venv>/bin/python -c pass`` (the baseline: an interpreter that
+starts and exits), ``paneward status`` (the table, rendered by the daemon), ``paneward status
+--json``, ``paneward inject MESSAGE`` (one message sent), and ``paneward hook`` (the payload as
+the last argument, as Codex ``notify`` passes it). Medians; ratios to the baseline. Also the
+modules each command imports (``-X importtime``), ours and third-party.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.fspath(ROOT))
+
+from tests.daemon_helpers import Daemon, daemon_env  # noqa: E402
+
+PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
+MESSAGE = json.dumps(
+    {
+        "type": "Acknowledge",
+        "at_ms": 1_800_000_000_000,
+        "key": {"harness": "claude-code", "session_id": "startup"},
+    }
+)
+
+
+def installed_venv(where: Path) -> Path:
+    """A venv with paneward installed as users install it: ``pip install .`` (a current pip,
+    not editable, with its dependencies: ``inject`` needs msgspec)."""
+    import venv
+
+    venv.create(where, with_pip=False)
+    python = where / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", os.fspath(python), "install", "-q",
+         os.fspath(ROOT)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return where / "bin"
+
+
+def wall(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def imported(python: str, argv: list[str], env: dict[str, str]) -> list[str]:
+    """The modules ``paneward ARGV`` imports that ``python -c pass`` does not."""
+    code = (
+        "import sys; sys.argv = ['paneward', *sys.argv[1:]]\n"
+        "from actors.cli import entry\n"
+        "try:\n    entry()\nfinally:\n"
+        "    import json as _j; print(_j.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [python, "-c", code, *argv], env=env, capture_output=True, text=True, check=False
+    )
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    bare = subprocess.run(
+        [python, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    return sorted(loaded - set(json.loads(bare.stdout)) - {"json", "json.decoder",
+                                                            "json.encoder", "json.scanner",
+                                                            "_json"})
+
+
+async def amain(runs: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="pw-bench-startup-") as raw:
+        tmp = Path(raw)
+        bin_dir = installed_venv(tmp / "venv")
+        python, script = os.fspath(bin_dir / "python"), os.fspath(bin_dir / "paneward")
+        state = tmp / "state"
+        for home in ("claude", "codex", "hermes"):
+            (tmp / "homes" / home).mkdir(parents=True)
+        async with Daemon(state, discovery=True, env=daemon_env(state)) as daemon:
+            env = daemon.env
+            variants = {
+                "python -c pass": [python, "-c", "pass"],
+                "paneward status": [script, "status"],
+                "paneward status --json": [script, "status", "--json"],
+                "paneward inject": [script, "inject", MESSAGE],
+                "paneward hook": [script, "hook", "--harness", "codex", PAYLOAD],
+            }
+            samples: dict[str, list[float]] = {name: [] for name in variants}
+            for argv in variants.values():
+                wall(argv, env)
+            for _ in range(runs):
+                for name, argv in variants.items():
+                    samples[name].append(wall(argv, env))
+            modules = {
+                name: imported(python, argv[1:], env)
+                for name, argv in variants.items()
+                if name != "python -c pass"
+            }
+    base = statistics.median(samples["python -c pass"])
+    for name, values in samples.items():
+        median = statistics.median(values)
+        ordered = sorted(values)
+        print(
+            f"{name}: median {median * 1000:.1f} ms (min {ordered[0] * 1000:.1f}, max "
+            f"{ordered[-1] * 1000:.1f}) -> {median / base:.2f}x python -c pass"
+        )
+    for name, mods in modules.items():
+        ours = [m for m in mods if m.split(".")[0] in {"actors", "messages", "supervisor"}]
+        third = sorted({m.split(".")[0] for m in mods} - {"actors", "messages", "supervisor"})
+        print(f"{name} imports: ours {', '.join(ours)}; others {', '.join(third)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=40)
+    anyio.run(amain, parser.parse_args().runs)
+
+
+if __name__ == "__main__":
+    main()
