@@ -33,7 +33,15 @@ from actors.core.frames import (
     nesting_depth,
     restamp,
 )
-from actors.core.http import RequestHead, check_http_request, parse_request_head
+from actors.core.http import (
+    Closed,
+    HttpHook,
+    HttpHookProtocol,
+    HttpRefusal,
+    NeedData,
+    RequestHead,
+    check_http_request,
+)
 from actors.harnesses.catalog import HOOK_ROUTES, HOOKS
 from actors.sources.hook_listener import HookListener, HookListenerError, load_http_token
 from tests.polling import poll_until
@@ -163,23 +171,112 @@ def test_restamp_sets_observed_time_only() -> None:
     assert msgspec.structs.replace(stamped, observed_at_ms=AT) == message
 
 
-def test_parse_request_head() -> None:
-    head = parse_request_head(
-        b"POST /hook/claude-code HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-        b"X-Paneward-Token: t\r\nConnection: keep-alive"
+AUTH = b"Host: x\r\nX-Paneward-Token: tok\r\n"
+
+
+def _request(body: bytes = b'{"hook_event_name": "Stop"}', extra: bytes = b"") -> bytes:
+    return (
+        b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH + extra
+        + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
     )
-    assert head == RequestHead(
-        "POST",
-        "/hook/claude-code",
-        "HTTP/1.1",
-        {"host": "x", "content-length": "2", "x-paneward-token": "t", "connection": "keep-alive"},
-    )
-    assert isinstance(head, RequestHead) and head.keep_alive
-    for bad in (b"GARBAGE", b"POST / HTTP/2\r\n", b"POST / HTTP/1.1\r\nno colon"):
-        result = parse_request_head(bad)
-        assert isinstance(result, Rejection) and result.reason == "http_bad_request"
-    dup = parse_request_head(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2")
-    assert isinstance(dup, Rejection)
+
+
+def _events(data: bytes, *, eof: bool = True) -> list[object]:
+    """Every event the protocol gives for ``data`` (answering each hook with 200)."""
+    protocol = HttpHookProtocol("tok", HOOKS)
+    protocol.receive_data(data)
+    if eof:
+        protocol.receive_data(b"")
+    out: list[object] = []
+    for _ in range(100):
+        event = protocol.next_event(AT)
+        out.append(event)
+        if isinstance(event, HttpHook):
+            protocol.respond(200, {})
+        elif isinstance(event, NeedData | Closed) or (
+            isinstance(event, HttpRefusal) and event.close
+        ):
+            break
+    return out
+
+
+def test_http_protocol_parses_requests_with_h11() -> None:
+    events = _events(_request() + _request(b'{"n": 2}', b"Connection: close\r\n"))
+    hooks = [e.message.payload for e in events if isinstance(e, HttpHook)]
+    assert hooks == [{"hook_event_name": "Stop"}, {"n": 2}]
+    assert isinstance(events[-1], Closed)  # Connection: close after the second
+    # Keep-alive: a request split anywhere is one hook.
+    whole = _request()
+    for cut in (1, 20, len(whole) - 1):
+        protocol = HttpHookProtocol("tok", HOOKS)
+        protocol.receive_data(whole[:cut])
+        assert isinstance(protocol.next_event(AT), NeedData)
+        protocol.receive_data(whole[cut:])
+        assert isinstance(protocol.next_event(AT), HttpHook)
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "reason"),
+    [
+        (b"GARBAGE\r\n\r\n", 400, "http_bad_request"),
+        (b"POST / HTTP/2\r\n\r\n", 400, "http_bad_request"),
+        (b"POST / HTTP/1.1\r\nno colon\r\n\r\n", 400, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
+         + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "http_bad_request"),
+        # Digits str.isdigit() accepts but int() does not: the listener used to crash on them.
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
+         + "Content-Length: \u00b2\r\n\r\n".encode(), 400, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
+         + b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n", 400, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH + b"X: " + b"a" * 20_000,
+         431, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH + b"Content-Length: 5\r\n\r\n{",
+         400, "http_bad_request"),  # truncated body at end of stream
+        (_request(b"[1]"), 400, "http_not_object"),
+        (_request(b'{"hook_event_name": "SessionStart"}'), 422, "http_session_start"),
+    ],
+)
+def test_http_protocol_refusals(data: bytes, status: int, reason: str) -> None:
+    refusals = [e for e in _events(data) if isinstance(e, HttpRefusal)]
+    assert [r.rejection.reason for r in refusals] == [reason]
+    assert refusals[0].reply.startswith(f"HTTP/1.1 {status} ".encode())
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=64),
+            st.sampled_from([
+                _request(), b"\r\n", b"\r\n\r\n", b"Content-Length: ", b"9" * 30,
+                "\u00b2\u0663".encode(), b"Transfer-Encoding: chunked\r\n", AUTH,
+                b"POST /hook/codex HTTP/1.1\r\n", b"GET / HTTP/1.0\r\n", b"\x00\xff",
+            ]),
+        ),
+        max_size=12,
+    ),
+    st.booleans(),
+)
+def test_http_protocol_is_total(chunks: list[bytes], eof: bool) -> None:
+    """Fuzz: whatever bytes arrive, in whatever pieces, every call returns an event (no
+    exception), refusals carry a counted reason and a complete reply, and hooks are valid."""
+    protocol = HttpHookProtocol("tok", HOOKS)
+    for chunk in [*chunks, *([b""] if eof else [])]:
+        protocol.receive_data(chunk)
+        for _ in range(50):
+            event = protocol.next_event(AT)
+            if isinstance(event, HttpHook):
+                messages.revalidate(event.message)
+                assert protocol.respond(200, {}).startswith(b"HTTP/1.1 200 ")
+                continue
+            if isinstance(event, HttpRefusal):
+                assert event.rejection.reason.startswith(("http_", "bad_json", "too_deep",
+                                                           "nul_byte", "invalid_utf8"))
+                assert not event.reply or event.reply.startswith(b"HTTP/1.1 ")
+                if event.close:
+                    break
+                continue
+            break  # NeedData or Closed
 
 
 def _head(target: str = "/hook/claude-code", method: str = "POST", **headers: str) -> RequestHead:
@@ -259,12 +356,27 @@ async def test_socket_and_directory_permissions_and_cleanup(sock_path: Path) -> 
         assert not await anyio.Path(sock_path).exists()
 
 
-async def test_directory_mode_is_tightened(sock_path: Path) -> None:
+async def test_a_directory_others_can_reach_is_refused_not_changed(sock_path: Path) -> None:
+    # As tmux does for its socket directory: refuse with the reason, never chmod it.
     sock_path.parent.mkdir(parents=True, mode=0o755)
     sock_path.parent.chmod(0o755)
-    with anyio.fail_after(10):
-        async with running(HookListener(HOOKS, socket_path=sock_path), ListSink()):
-            assert stat.S_IMODE(sock_path.parent.stat().st_mode) == 0o700
+    with anyio.fail_after(10), pytest.raises(HookListenerError, match="accessible by other"):
+        await HookListener(HOOKS, socket_path=sock_path).run(ListSink())
+    assert stat.S_IMODE(sock_path.parent.stat().st_mode) == 0o755
+    assert list(sock_path.parent.iterdir()) == []
+
+
+async def test_a_symlinked_directory_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o755)
+    victim.chmod(0o755)
+    (tmp_path / "rt").mkdir(mode=0o700)
+    (tmp_path / "rt" / "paneward").symlink_to(victim)
+    path = tmp_path / "rt" / "paneward" / "hook.sock"
+    with anyio.fail_after(10), pytest.raises(HookListenerError, match="symbolic link"):
+        await HookListener(HOOKS, socket_path=path).run(ListSink())
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o755
+    assert list(victim.iterdir()) == []
 
 
 async def test_stale_socket_is_replaced_live_one_is_not(sock_path: Path) -> None:
@@ -593,7 +705,7 @@ async def test_http_hooks_token_delivery_and_refusals(sock_path: Path, token_fil
                 (post("claude-code", b"{}", token="nope"), 401),
                 (post("vim", b"{}"), 404),
                 (
-                    b"POST /hook/codex HTTP/1.1\r\nX-Paneward-Token: s3cret-token\r\n"
+                    b"POST /hook/codex HTTP/1.1\r\nHost: x\r\nX-Paneward-Token: s3cret-token\r\n"
                     + f"Content-Length: {MAX_FRAME_BYTES + 1}\r\n\r\n".encode(),
                     413,
                 ),
