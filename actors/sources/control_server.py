@@ -7,10 +7,18 @@ sends one JSON request line and reads JSON lines back:
   "statistics": {...}}`` (every counter of every actor).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
-  given, then live, with no gap and no duplicate; a client that cannot keep up
-  gets one :class:`~messages.Overflow` line and is disconnected.
+  given -- with a :class:`~messages.Gap` line where the journal misses transitions (the
+  store dropped them, or retention pruned them) -- then live, with no gap and no duplicate; a
+  client that cannot keep up gets one :class:`~messages.Overflow` line and is disconnected.
 
-Sent by the CLI (:mod:`actors.cli.main`); served by :class:`ControlServer`, an actor the
+Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anything malformed
+(deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes nothing.
+Connections go through the same admission as the hook socket (:mod:`actors.sources.admission`):
+at most ``cap`` at once, a request line within 2 s; the socket is created, and removed, only
+through its verified directory (:mod:`actors.runtime.files`), and only a stale *socket* is ever
+replaced.
+
+Sent by the CLI (:mod:`actors.cli.commands`); served by :class:`ControlServer`, an actor the
 daemon starts under the supervisor.
 """
 
@@ -19,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Awaitable, Callable
+import resource
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,11 +37,30 @@ import anyio.abc
 import msgspec
 
 import messages
-from messages.activity import Snapshot, Transition
+from actors.core.control_requests import (
+    BadRequest,
+    StatusRequest,
+    parse_request,
+    take_request,
+)
+from actors.core.limits import HEAD_DEADLINE_S, connection_caps
+from actors.runtime.files import (
+    UnsafePath,
+    bind_socket,
+    open_private_dir,
+    prepare_socket,
+    remove_socket,
+)
+from actors.sources.admission import Admission, AdmissionStatistics, Connection
+from messages.activity import Gap, Snapshot, Transition
+from messages.errors import PanewardError
 
-__all__ = ["ControlServer", "ControlStatistics", "request_lines"]
+__all__ = ["ControlServer", "ControlServerError", "ControlStatistics", "request_lines"]
 
-MAX_REQUEST = 64 * 1024
+
+class ControlServerError(PanewardError):
+    """The control socket cannot be served: unsafe directory, a file in its place, or another
+    daemon answering on it."""
 
 
 class _Host(Protocol):
@@ -45,13 +73,23 @@ class _Host(Protocol):
 
 
 class ControlStatistics(msgspec.Struct, kw_only=True):
-    """Counters of the control socket: one record it keeps, copied by ``statistics()``."""
+    """Counters of the control socket: one record it keeps, copied by ``statistics()``.
+
+    ``bad_requests`` refused requests, by reason in ``rejected``
+    (:data:`~actors.core.control_requests.BadRequestReason`); ``admission`` the socket's caps,
+    timeouts and accept errors.
+    """
 
     requests: int = 0
     status: int = 0
     watches: int = 0
     bad_requests: int = 0
+    rejected: dict[str, int] = msgspec.field(default_factory=dict)
     refused_peers: int = 0  # connections from another uid (only if the 0700 dir was opened)
+    admission: AdmissionStatistics | None = None
+
+
+Journal = Callable[[int, int], Awaitable[Sequence[Transition | Gap]]]
 
 
 class ControlServer:
@@ -60,7 +98,9 @@ class ControlServer:
     :param host: the supervisor (snapshot, seq, subscribe).
     :param statistics: returns every actor's counters as plain data.
     :param journal: ``await journal(since, until)`` returns the stored transitions
-        with ``since < seq <= until`` (the store, flushed first).
+        with ``since < seq <= until`` and the gaps among them, in seq order (the store,
+        flushed first).
+    :param cap: the most connections open at once (default: from the file-descriptor limit).
     """
 
     def __init__(
@@ -68,71 +108,107 @@ class ControlServer:
         socket_path: Path,
         host: _Host,
         statistics: Callable[[], dict[str, Any]],
-        journal: Callable[[int, int], Awaitable[list[Transition]]],
+        journal: Journal,
+        *,
+        cap: int | None = None,
+        head_deadline: float = HEAD_DEADLINE_S,
     ) -> None:
         self._path = socket_path
         self._host = host
         self._statistics = statistics
         self._journal = journal
+        self._cap = cap
+        self._head_deadline = head_deadline
         self._listening = anyio.Event()
         self._stats = ControlStatistics()
+        self._admission: Admission | None = None
 
     def statistics(self) -> ControlStatistics:
         """A point-in-time copy of the counters."""
-        return msgspec.structs.replace(self._stats)
+        return msgspec.structs.replace(
+            self._stats,
+            rejected=dict(self._stats.rejected),
+            admission=None if self._admission is None else self._admission.statistics(),
+        )
 
     async def wait_listening(self) -> None:
         await self._listening.wait()
 
     async def run(self, sink: object) -> None:
-        """Listen until cancelled (``sink`` is unused: the control socket injects nothing)."""
-        del sink
-        self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self._path.unlink()
-        listener = await anyio.create_unix_listener(self._path)
-        os.chmod(self._path, 0o600)
-        try:
-            async with listener:
-                self._listening.set()
-                await listener.serve(self._serve)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                self._path.unlink()
+        """Listen until cancelled (``sink`` is unused: the control socket injects nothing).
 
-    async def _serve(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            self._stats.requests += 1
-            # Status and watch reveal every session: only our own uid may ask (SO_PEERCRED),
-            # even if someone loosened the directory or socket modes.
-            if _peer_uid(stream) != os.getuid():
-                self._stats.refused_peers += 1
-                return
+        :raises ControlServerError: see the class.
+        """
+        del sink
+        cap = self._cap or connection_caps(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).control
+        shown = os.fspath(self._path)
+        try:
+            dir_fd = await anyio.to_thread.run_sync(open_private_dir, os.fspath(self._path.parent))
+        except UnsafePath as exc:
+            raise ControlServerError(str(exc)) from None
+        sock = None
+        inode = 0
+        try:
             try:
-                request = await _read_request(stream)
-            except (ValueError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-                self._stats.bad_requests += 1
-                await _send_json(stream, {"error": f"bad request: {exc}"})
-                return
-            op = request.get("op")
-            try:
-                if op == "status":
-                    self._stats.status += 1
-                    await self._status(stream)
-                elif op == "watch":
-                    self._stats.watches += 1
-                    since = request.get("since")
-                    if since is not None and (not isinstance(since, int) or since < 0):
-                        raise ValueError("since must be a non-negative integer or null")
-                    await self._watch(stream, since)
-                else:
-                    self._stats.bad_requests += 1
-                    await _send_json(stream, {"error": f"unknown op {op!r}"})
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-                return  # the client went away
-            except ValueError as exc:
-                self._stats.bad_requests += 1
-                await _send_json(stream, {"error": str(exc)})
+                await anyio.to_thread.run_sync(prepare_socket, dir_fd, self._path.name, shown)
+                sock, inode = bind_socket(dir_fd, self._path.name)
+            except UnsafePath as exc:
+                raise ControlServerError(str(exc)) from None
+            self._admission = Admission(cap, head_deadline=self._head_deadline)
+            self._listening.set()
+            await self._admission.serve(sock, self._serve)
+        finally:
+            if sock is not None:
+                sock.close()
+                remove_socket(dir_fd, self._path.name, inode)
+            os.close(dir_fd)
+
+    def _bad(self, problem: BadRequest) -> dict[str, Any]:
+        self._stats.bad_requests += 1
+        rejected = self._stats.rejected
+        rejected[problem.reason] = rejected.get(problem.reason, 0) + 1
+        return {"error": f"bad request: {problem.detail}"}
+
+    async def _serve(self, stream: anyio.abc.SocketStream, connection: Connection) -> None:
+        self._stats.requests += 1
+        # Status and watch reveal every session: only our own uid may ask (SO_PEERCRED),
+        # even if someone loosened the directory or socket modes.
+        try:
+            uid = _peer_uid(stream)
+        except OSError:
+            uid = -1
+        if uid != os.getuid():
+            self._stats.refused_peers += 1
+            return
+        buffer = b""
+        line: bytes | BadRequest | None = None
+        while line is None:
+            eof = False
+            with anyio.move_on_at(connection.deadline()) as scope:
+                try:
+                    buffer += await stream.receive(4096)
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    eof = True
+            if scope.cancelled_caught:
+                connection.timed_out()
+                line = BadRequest("truncated", "no request line within the deadline")
+                break
+            connection.active()
+            line = take_request(buffer, eof=eof)
+        request = parse_request(line) if isinstance(line, bytes) else line
+        if isinstance(request, BadRequest):
+            await _send_json(stream, self._bad(request))
+            return
+        connection.prove()
+        with contextlib.suppress(
+            anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError
+        ):  # the client went away
+            if isinstance(request, StatusRequest):
+                self._stats.status += 1
+                await self._status(stream)
+            else:
+                self._stats.watches += 1
+                await self._watch(stream, request.since)
 
     async def _status(self, stream: anyio.abc.SocketStream) -> None:
         body = {
@@ -148,10 +224,10 @@ class ControlServer:
             async for item in subscription:
                 if isinstance(item, Snapshot):
                     if since is not None and since < item.seq:
-                        # Replay what happened before we subscribed: journal rows up to
-                        # the snapshot, then the live ones (all > snapshot.seq).
-                        for transition in await self._journal(since, item.seq):
-                            await stream.send(messages.encode(transition) + b"\n")
+                        # Replay what happened before we subscribed: journal rows (and the
+                        # gaps among them) up to the snapshot, then the live ones.
+                        for stored in await self._journal(since, item.seq):
+                            await stream.send(messages.encode(stored) + b"\n")
                     continue
                 await stream.send(messages.encode(item) + b"\n")
 
@@ -164,20 +240,6 @@ def _peer_uid(stream: anyio.abc.SocketStream) -> int:
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     uid: int = struct.unpack("3i", raw)[1]
     return uid
-
-
-async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any]:
-    buffer = b""
-    while b"\n" not in buffer:
-        chunk = await stream.receive(4096)
-        buffer += chunk
-        if len(buffer) > MAX_REQUEST:
-            raise ValueError("request line too long")
-    line = buffer.split(b"\n", 1)[0]
-    value = json.loads(line)
-    if not isinstance(value, dict):
-        raise ValueError("request must be a JSON object")
-    return value
 
 
 async def _send_json(stream: anyio.abc.SocketStream, body: dict[str, Any]) -> None:
