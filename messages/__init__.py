@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from messages.activity import (
     Activity,
+    Gap,
     Overflow,
     Rejected,
     Snapshot,
@@ -74,6 +75,7 @@ __all__ = [
     "MessageError",
     "NotifyHook",
     "Outbound",
+    "Gap",
     "Overflow",
     "PaneBound",
     "PaneClosed",

@@ -12,7 +12,15 @@ from typing import Any, Final, Union
 
 import msgspec
 
-from messages.activity import Activity, Overflow, Rejected, Snapshot, Transition, Unmapped
+from messages.activity import (
+    Activity,
+    Gap,
+    Overflow,
+    Rejected,
+    Snapshot,
+    Transition,
+    Unmapped,
+)
 from messages.control import (
     Acknowledge,
     HostSignal,
@@ -83,7 +91,7 @@ Inbound = Union[  # noqa: UP007
     PaneClosed,
 ]
 """Every message paneward accepts (``Supervisor.inject``, the hook socket, ``paneward inject``)."""
-Outbound = Union[Activity, Transition, Snapshot, Overflow, Unmapped, Rejected]  # noqa: UP007
+Outbound = Union[Activity, Transition, Snapshot, Overflow, Gap, Unmapped, Rejected]  # noqa: UP007
 
 INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound)
 OUTBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Outbound)
