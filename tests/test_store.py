@@ -317,10 +317,13 @@ async def test_pending_cap_counts_drops(tmp_path: Path) -> None:
             for seq in range(1, 16):
                 store.record(transition(seq, key(0)))
             st = store.statistics()
-            assert (st.recorded, st.pending, st.dropped) == (15, 10, 5)
+            # 10 rows wait, and one gap row saying which 5 were dropped.
+            assert (st.recorded, st.pending, st.dropped) == (15, 11, 5)
             await store.flush()
             assert store.statistics().written == 10
             assert [t.seq for t in await store.journal_since(0)] == list(range(1, 11))
+            (gap,) = await store.gaps_between(0, 15)
+            assert (gap.next_seq, gap.dropped, gap.reason) == (11, 5, "store_full")
 
 
 async def test_close_flushes_even_when_cancelled(tmp_path: Path) -> None:
