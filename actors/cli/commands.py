@@ -29,7 +29,7 @@ __all__ = [
     "run_watch",
 ]
 
-EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON = 0, 1, 2
+EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON, EXIT_FAILED = 0, 1, 2, 3
 
 
 def _control_path(args: argparse.Namespace) -> Path:
@@ -71,7 +71,12 @@ def run_run(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from actors.cli.daemon import DaemonAlreadyRunning, DaemonConfig, run_daemon
+    from actors.cli.daemon import (
+        DaemonAlreadyRunning,
+        DaemonConfig,
+        EssentialActorStopped,
+        run_daemon,
+    )
     from actors.core import paths
     from messages.errors import PanewardError
 
@@ -101,6 +106,11 @@ def run_run(args: argparse.Namespace) -> int:
     except DaemonAlreadyRunning as exc:
         print(f"paneward run: {exc}", file=sys.stderr)
         return EXIT_INVALID
+    except EssentialActorStopped as exc:
+        # Loud and non-zero, so that a service manager (systemd Restart=on-failure) restarts
+        # the daemon instead of leaving one that runs but hears nothing.
+        print(f"paneward run: {exc}; exiting so that the daemon is restarted", file=sys.stderr)
+        return EXIT_FAILED
     except PanewardError as exc:
         print(f"paneward run: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -134,14 +144,23 @@ def _request(args: argparse.Namespace, request: dict[str, Any]) -> Any:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from actors.core.text import printable
+
     try:
-        line = next(iter(_request(args, {"op": "status"})))
-    except (OSError, StopIteration) as exc:
+        line = next(iter(_request(args, {"op": "status"})), None)
+    except OSError as exc:
         print(f"paneward status: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
+        return EXIT_NO_DAEMON
+    if line is None:
+        print(
+            f"paneward status: the daemon at {_control_path(args)} closed the connection "
+            "without answering",
+            file=sys.stderr,
+        )
         return EXIT_NO_DAEMON
     body = json.loads(line)
     if "error" in body:
-        print(f"paneward status: {body['error']}", file=sys.stderr)
+        print(f"paneward status: {printable(str(body['error']))}", file=sys.stderr)
         return EXIT_INVALID
     if args.counters:
         print(json.dumps(body["statistics"], indent=2, sort_keys=True))
@@ -156,6 +175,7 @@ def run_status(args: argparse.Namespace) -> int:
         activities = msgspec.convert(body["activities"], list[Activity])
         print(format_table(activities, now_ms(), show_all=args.all))
         print(_counter_line(body["statistics"]))
+        print(_actor_line(body["statistics"]))
     return EXIT_OK
 
 
@@ -183,6 +203,7 @@ def format_table(
     another one (:func:`actors.core.reducer.pane_winners`) has its pane in parentheses.
     """
     from actors.core.reducer import attention_order, hidden_after, pane_winners
+    from actors.core.text import clip, printable
 
     hidden = 0
     if not show_all:
@@ -192,21 +213,23 @@ def format_table(
     shown = pane_winners(activities)
     header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
     rows = [header]
+    # Ids, panes and reasons come from payloads: escaped (never raw control characters), and
+    # cut after escaping, so a cut cannot leave an escape sequence open.
     for a in sorted(activities, key=attention_order):
         att = a.attention
         attention = f"{att.kind}: {att.reason}" if att else "-"
-        pane = a.pane or "-"
+        pane = printable(a.pane) if a.pane is not None else "-"
         if a.pane is not None and shown[a.pane].key != a.key:
-            pane = f"({a.pane})"
+            pane = f"({pane})"
         evidence = a.evidence
         rows.append(
             (
                 pane,
                 a.key.harness,
-                a.key.session_id[:13],
+                clip(a.key.session_id, 13),
                 a.presence,
                 a.turn,
-                attention[:40],
+                clip(attention, 40),
                 evidence.source,
                 _age(now_ms, evidence.at_ms or evidence.observed_at_ms),
             )
@@ -224,15 +247,35 @@ def format_table(
 
 
 def _counter_line(stats: dict[str, Any]) -> str:
+    """The summary line: ``drops`` counts every message or row paneward lost on purpose --
+    the supervisor's (crashing or refused messages) and the store's (rows it could not keep)."""
     sup = stats.get("supervisor", {})
     hook = stats.get("hook_listener", {})
+    store = stats.get("store", {})
+    control = stats.get("control", {})
     rejected_frames = sum((hook.get("rejected") or {}).values())
+    rejected = sup.get("rejected", 0) + rejected_frames + control.get("bad_requests", 0)
+    drops = sup.get("drops", 0) + store.get("dropped", 0) + store.get("gap_transitions", 0)
     return (
         f"messages {sup.get('messages', 0)} · transitions {sup.get('transitions', 0)} · "
-        f"rejected {sup.get('rejected', 0) + rejected_frames} · unmapped {sup.get('unmapped', 0)}"
-        f" · drops {sup.get('drops', 0)} · overflows {sup.get('overflows', 0)}"
+        f"rejected {rejected} · unmapped {sup.get('unmapped', 0)}"
+        f" · drops {drops} · overflows {sup.get('overflows', 0)}"
         f" · restarts {sup.get('restarts', 0)}"
     )
+
+
+def _actor_line(stats: dict[str, Any]) -> str:
+    """Every long-running actor's state (``running``, ``restarting``, ``stopped``, ``done``),
+    a stopped one first and in capitals so it cannot be missed."""
+    states: dict[str, str] = stats.get("supervisor", {}).get("actor_states") or {}
+    if not states:
+        return "actors: none"
+    order = {"stopped": 0, "restarting": 1, "running": 2, "done": 3}
+    parts = [
+        f"{name} {state.upper() if state == 'stopped' else state}"
+        for name, state in sorted(states.items(), key=lambda kv: (order.get(kv[1], 9), kv[0]))
+    ]
+    return "actors: " + " · ".join(parts)
 
 
 # ---------------------------------------------------------------------------- watch
@@ -272,15 +315,22 @@ def run_watch(args: argparse.Namespace) -> int:
 
 
 def _summary(item: dict[str, Any]) -> str:
+    from actors.core.text import clip, printable
+
+    if item.get("type") == "Gap":
+        return (
+            f"# gap: {item['dropped']} transitions from #{item['next_seq']} are not in the "
+            f"journal ({printable(str(item['reason']))})"
+        )
     if item.get("type") != "Transition":
-        return json.dumps(item)
+        return json.dumps(item)  # ASCII only: every control character is escaped
     a = item["after"]
     att = a.get("attention")
-    attention = f" [{att['kind']}: {att['reason']}]" if att else ""
-    pane = f" {a['pane']}" if a.get("pane") else ""
+    attention = f" [{att['kind']}: {printable(att['reason'])}]" if att else ""
+    pane = f" {printable(a['pane'])}" if a.get("pane") else ""
     return (
-        f"#{item['seq']} {a['key']['harness']}:{a['key']['session_id'][:13]}{pane} "
-        f"{a['presence']}/{a['turn']}{attention} <- {item['cause']}"
+        f"#{item['seq']} {a['key']['harness']}:{clip(a['key']['session_id'], 13)}{pane} "
+        f"{a['presence']}/{a['turn']}{attention} <- {printable(item['cause'])}"
     )
 
 
