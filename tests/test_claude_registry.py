@@ -4,6 +4,8 @@ real processes (a child that renames itself to ``claude`` and writes its own rec
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,9 +152,14 @@ def obs(
     parsed: RegistryRecord | RecordError,
     token: str | None = "100",
     identity: tuple[int, int, int] = (1, 1, 1),
-    comm: str | None = None,
+    comm: str | None = "claude",
+    uid: int | None = None,
 ) -> FileObservation:
-    return FileObservation(identity=identity, parsed=parsed, token=token, comm=comm)
+    """What a scan sees; by default the pid is a live ``claude`` process of ours."""
+    return FileObservation(
+        identity=identity, parsed=parsed, token=token, comm=comm,
+        uid=os.getuid() if uid is None else uid,
+    )
 
 
 def status(m: object) -> tuple[str, str | None] | None:
@@ -266,7 +273,7 @@ def test_tracker_garbled_rewrite_keeps_session_while_owner_lives() -> None:
 def test_tracker_record_without_proc_start_needs_a_claude_process() -> None:
     t = RegistryTracker()
     assert t.apply({7: obs(rec(proc_start=None), token="5", comm="bash")}, {}, NOW) == []
-    assert t.counts["proc_start_mismatch"] == 1
+    assert t.counts["not_claude"] == 1
     [m] = t.apply(
         {7: obs(rec(proc_start=None), token="5", comm="claude", identity=(4, 4, 4))}, {}, NOW
     )
@@ -513,7 +520,7 @@ async def test_deleted_file_and_parked_session(config: Path, mode: Mode) -> None
 @pytest.mark.parametrize("mode", MODES)
 async def test_bad_files_are_skipped_and_counted(config: Path, mode: Mode) -> None:
     sessions = config / "sessions"
-    with subprocess_sleeper() as sleeper:
+    with subprocess_sleeper(config / "bin") as sleeper:
         live_token = procfs.start_token(sleeper.pid)
         assert live_token is not None
         good = json.loads((FIXTURES / "registry-idle.json").read_bytes())
@@ -523,7 +530,8 @@ async def test_bad_files_are_skipped_and_counted(config: Path, mode: Mode) -> No
         (sessions / "102.json").write_bytes(b'{"pid": 102, "sessionId": "\xff"}')
         (sessions / "103.json").write_text(json.dumps(dict(good, pid=103, parkedJobId="j")))
         (sessions / "104.json").write_text("[]")
-        (sessions / "105.json").symlink_to(sessions / "does-not-exist")  # vanished
+        (sessions / "105.json").symlink_to(sessions / "does-not-exist")  # never followed
+        os.mkfifo(sessions / "107.json")  # never opened for reading (it would block)
         (sessions / "106.json").write_text(json.dumps(dict(good, pid=999_999_999)))
         (sessions / "notes.txt").write_text("ignored")
         stale = (FIXTURES / "stale-after-kill-9-14537.json").read_bytes()
@@ -540,8 +548,11 @@ async def test_bad_files_are_skipped_and_counted(config: Path, mode: Mode) -> No
         1, 1, 1, 1,
     )  # fmt: skip
     assert stats.pid_mismatch == 1
-    assert stats.vanished >= 1
-    assert stats.proc_start_mismatch + stats.dead_pid == 2  # the sleeper's and 14537's
+    assert stats.not_regular >= 2  # the symlink and the FIFO
+    # The sleeper (named claude, wrong procStart) and 14537 (gone, or some other process).
+    assert (
+        stats.proc_start_mismatch + stats.dead_pid + stats.not_claude + stats.not_ours == 2
+    )
     assert stats.proc_start_mismatch >= 1
 
 
@@ -569,8 +580,16 @@ def test_bad_configuration_is_rejected() -> None:
 
 
 @contextmanager
-def subprocess_sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "60"])
+def subprocess_sleeper(bin_dir: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A live ``sleep 60``; with ``bin_dir``, started through a link named ``claude`` there, so
+    its comm is ``claude`` (comm is the name of the path exec'd)."""
+    argv = ["sleep", "60"]
+    if bin_dir is not None:
+        bin_dir.mkdir(exist_ok=True)
+        link = bin_dir / "claude"
+        link.symlink_to(shutil.which("sleep") or "/bin/sleep")
+        argv[0] = os.fspath(link)
+    proc = subprocess.Popen(argv)
     try:
         yield proc
     finally:
