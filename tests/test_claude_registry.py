@@ -3,12 +3,15 @@ real processes (a child that renames itself to ``claude`` and writes its own rec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -24,9 +27,11 @@ from actors.harnesses.claude_code.registry import (
     FileObservation,
     RecordError,
     RegistryRecord,
+    RegistryStatistics,
     RegistryTracker,
     parse_record,
     registry_dir,
+    scan_directory,
 )
 from actors.sources import procfs
 from tests.sinks import ListSink
@@ -595,3 +600,107 @@ def subprocess_sleeper(bin_dir: Path | None = None) -> Iterator[subprocess.Popen
     finally:
         proc.kill()
         proc.wait()
+
+
+# ---------------------------------------------------------------- hostile files and owners
+
+
+def test_tracker_needs_a_claude_process_of_our_own_user() -> None:
+    t = RegistryTracker()
+    assert t.apply({7: obs(rec(), uid=os.getuid() + 1)}, {}, NOW) == []
+    assert t.apply({8: obs(rec(pid=8), comm="bash")}, {}, NOW) == []
+    assert (t.counts["not_ours"], t.counts["not_claude"]) == (1, 1)
+    [m] = t.apply({9: obs(rec(pid=9), comm="claude.exe")}, {}, NOW)
+    assert isinstance(m, messages.RegistryStatus)
+
+
+def _registry_file(sessions: Path, pid: int, token: str) -> None:
+    good = json.loads((FIXTURES / "registry-idle.json").read_bytes())
+    (sessions / f"{pid}.json").write_text(json.dumps(dict(good, pid=pid, procStart=token)))
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="another uid's process needs root (setpriv)")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing")
+def test_records_naming_live_processes_that_are_not_our_claude_prove_nothing(
+    tmp_path: Path,
+) -> None:
+    """A registry file naming any live pid with its real start time used to be a running
+    Claude: pid 1 (not claude), and a process named claude running as another user."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    link = tmp_path / "bin" / "claude"
+    link.parent.mkdir()
+    link.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    other = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", os.fspath(link), "60"]
+    )
+    try:
+        token_1 = procfs.start_token(1)
+        assert token_1 is not None
+        deadline = time.monotonic() + 10
+        while procfs.read_comm(other.pid) != "claude":  # until setpriv has exec'd it
+            assert time.monotonic() < deadline, "setpriv never ran the claude-named sleep"
+            time.sleep(0.001)  # polling another process's /proc entry
+        other_token = procfs.start_token(other.pid)
+        assert other_token is not None
+        assert procfs.read_uid(other.pid) == 65534
+        _registry_file(sessions, 1, token_1)
+        _registry_file(sessions, other.pid, other_token)
+        stats = RegistryStatistics()
+        tracker = RegistryTracker(stats)
+        files, gone = scan_directory(sessions, {}, (), (), stats)
+        assert tracker.apply(files, gone, NOW) == []
+    finally:
+        other.kill()
+        other.wait()
+    assert stats.not_ours == 1  # the other user's "claude"
+    assert stats.not_claude + stats.not_ours == 2  # pid 1: not claude (or not ours)
+
+
+def test_a_record_swapped_for_a_fifo_mid_scan_never_blocks_the_scan(tmp_path: Path) -> None:
+    """Another thread keeps renaming a regular file and a FIFO over one record's name while
+    scans run: a scan that lands between its stat and its open used to block on the FIFO
+    forever (discovery stopped, with no counter; SIGTERM no longer ended the daemon)."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    good = (FIXTURES / "registry-idle.json").read_bytes()
+    name = sessions / "4242.json"
+    name.write_bytes(good)
+    stop = threading.Event()
+
+    def swap() -> None:
+        n = 0
+        while not stop.is_set():
+            spare = sessions / f".swap-{n}"
+            if n % 2:
+                os.mkfifo(spare)
+            else:
+                spare.write_bytes(good)
+            os.rename(spare, name)
+            n += 1
+
+    stats = RegistryStatistics()
+    scans = threading.Event()
+
+    def scan() -> None:
+        cache: dict[int, Any] = {}
+        for _ in range(3000):
+            scan_directory(sessions, cache, ("4242.json",), (), stats)
+        scans.set()
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    scanner = threading.Thread(target=scan, daemon=True)
+    swapper.start()
+    scanner.start()
+    try:
+        finished = scans.wait(60)
+    finally:
+        stop.set()
+        swapper.join(10)
+        # Release a scan stuck in open() on the FIFO, if one is (the old behaviour).
+        with contextlib.suppress(OSError):
+            os.close(os.open(name, os.O_WRONLY | os.O_NONBLOCK))
+        scanner.join(10)
+    assert finished, "a scan blocked on the FIFO"
+    assert stats.not_regular > 0
+    assert stats.files_read > 0

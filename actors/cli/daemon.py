@@ -52,7 +52,7 @@ from actors.harnesses import catalog
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
 from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
-from actors.runtime.files import open_private_dir
+from actors.runtime.files import open_private_dir, prepare_socket
 from actors.sinks.store import Restored, Store, open_store
 from actors.sources import procfs
 from actors.sources.control_server import ControlServer
@@ -161,11 +161,16 @@ def _take_lock(dir_fd: int, directory: Path, what: str) -> int:
 
 
 @contextlib.contextmanager
-def daemon_locks(state_dir: Path, runtime_dir: Path) -> Iterator[None]:
+def daemon_locks(
+    state_dir: Path, runtime_dir: Path, sockets: tuple[str, ...] = ()
+) -> Iterator[None]:
     """Check both directories and hold their locks for the daemon's lifetime (one lock when
-    they are the same directory).
+    they are the same directory); then check that each of ``sockets`` (names in the runtime
+    directory) is free or a stale socket, so a file in a socket's place stops the start-up
+    here, with the reason, instead of failing the listener later.
 
-    :raises UnsafePath: a directory is a link, another user's, or open to group/others.
+    :raises UnsafePath: a directory is a link, another user's, or open to group/others; or
+        something that is not a socket sits where a socket goes.
     :raises DaemonAlreadyRunning: another daemon holds either lock (nothing of it is touched:
         the lock file is only opened, and the second daemon stops here).
     """
@@ -179,6 +184,8 @@ def daemon_locks(state_dir: Path, runtime_dir: Path) -> Iterator[None]:
         a, b = os.fstat(state_fd), os.fstat(runtime_fd)
         if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
             held.append(_take_lock(runtime_fd, runtime_dir, "runtime directory (sockets)"))
+        for name in sockets:
+            prepare_socket(runtime_fd, name, os.fspath(runtime_dir / name))
         yield
     finally:
         for fd in reversed(held):
@@ -229,7 +236,8 @@ async def run_daemon(
     stop = stop or anyio.Event()
     raise_fd_limit()
     error: PanewardError | None = None
-    with daemon_locks(config.state_dir, config.runtime_dir):
+    sockets = (config.socket_path.name, config.control_path.name)
+    with daemon_locks(config.state_dir, config.runtime_dir, sockets):
         async with anyio.create_task_group() as signals:
             signals.start_soon(_wait_for_signal, stop)
             try:

@@ -1138,8 +1138,9 @@ class Store:
         """Where the journal misses transitions with ``since < seq <= until``, oldest first.
 
         For ``paneward watch --since SEQ``: the gap log's rows in that range (transitions the
-        store dropped, or its subscription never got), and, when retention pruned rows after
-        ``since``, one ``retention`` gap from ``since + 1`` to the oldest row kept.
+        store dropped, or its subscription never got, including those a failing disk keeps in
+        memory for now), and ``retention`` gaps for the rest of what is missing before the
+        oldest row the journal keeps.
         """
         self._check_open("gaps_between()")
         await self.flush()
@@ -1152,24 +1153,30 @@ class Store:
                 )
             )
             bounds = list(await self._db.execute_fetchall("SELECT min(seq) FROM journal"))
+        recorded = [
+            Gap(next_seq=next_seq, dropped=dropped, reason=reason, noticed_ms=noticed_ms)
+            for next_seq, dropped, reason, noticed_ms in rows
+        ]
+        recorded += [
+            Gap(next_seq=g.next_seq, dropped=g.dropped, reason=g.reason, noticed_ms=g.noticed_ms)
+            for g in self._pending_gaps
+            if g.next_seq + g.dropped > since and g.next_seq <= until
+        ]
         oldest = bounds[0][0]
-        out: list[Gap] = []
-        if oldest is not None and oldest > since + 1 and since + 1 <= until:
-            out.append(
-                Gap(next_seq=since + 1, dropped=min(oldest, until + 1) - since - 1,
-                    reason="retention", noticed_ms=self._clock())
-            )
-        for next_seq, dropped, reason, noticed_ms in rows:
-            if oldest is not None and next_seq < oldest:
-                continue  # inside the retention gap already reported
-            out.append(Gap(next_seq=next_seq, dropped=dropped, reason=reason,
-                           noticed_ms=noticed_ms))
-        # Rows the last failed flush kept in memory have not reached the table yet.
-        for gap in self._pending_gaps:
-            if gap.next_seq + gap.dropped > since and gap.next_seq <= until:
-                out.append(Gap(next_seq=gap.next_seq, dropped=gap.dropped, reason=gap.reason,
-                               noticed_ms=gap.noticed_ms))
-        return sorted(out, key=lambda g: g.next_seq)
+        # Before the oldest kept row, what no recorded gap explains was pruned by retention.
+        end = until if oldest is None else min(oldest - 1, until)
+        cursor = since + 1
+        retention: list[Gap] = []
+        for gap in sorted(recorded, key=lambda g: g.next_seq):
+            if gap.next_seq > cursor and cursor <= end and oldest is not None:
+                upto = min(gap.next_seq - 1, end)
+                retention.append(Gap(next_seq=cursor, dropped=upto - cursor + 1,
+                                     reason="retention", noticed_ms=self._clock()))
+            cursor = max(cursor, gap.next_seq + gap.dropped)
+        if oldest is not None and cursor <= end:
+            retention.append(Gap(next_seq=cursor, dropped=end - cursor + 1,
+                                 reason="retention", noticed_ms=self._clock()))
+        return sorted(recorded + retention, key=lambda g: g.next_seq)
 
     async def _count_journal(self) -> None:
         rows = list(await self._db.execute_fetchall("SELECT count(*), max(seq) FROM journal"))

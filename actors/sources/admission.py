@@ -4,11 +4,12 @@ Used by the hook listener (its Unix socket and its http port) and the control se
 rules are :mod:`actors.core.limits`; this is their I/O shell:
 
 - ``accept()`` errors never end the loop. ``EMFILE``/``ENFILE``/``ENOBUFS``/``ENOMEM`` are
-  counted; the loop makes room by closing the unproven connection idle the longest (if any),
-  otherwise sheds the oldest pending connection with the process's reserve descriptor (closed,
-  the connection accepted and closed at once, reopened: the libev/nginx trick, so the listening
-  socket does not stay readable forever), then backs off (10 ms doubling to 0.5 s) and carries
-  on. ``ECONNABORTED`` and friends (the peer left while queued) are counted and skipped.
+  counted; the loop makes room by closing the unproven connection idle the longest (if any)
+  and backs off (10 ms doubling to 0.5 s), the queued connections waiting meanwhile; when the
+  shortage persists (:data:`SHED_AFTER_ERRORS` in a row) it sheds the oldest queued connection
+  with the process's reserve descriptor (closed, the connection accepted and closed at once,
+  reopened: the libev/nginx trick), so the queue drains rather than every client hanging.
+  ``ECONNABORTED`` and friends (the peer left while queued) are counted and skipped.
 - At most ``cap`` connections are open. At the cap the loop closes the unproven connection idle
   the longest once it has been idle :data:`~actors.core.limits.EVICT_IDLE_S`; with nothing to
   close it waits (new connections stay queued in the kernel) until a slot frees. Nothing is
@@ -39,6 +40,9 @@ from actors.core.limits import EVICT_IDLE_S, HEAD_DEADLINE_S, accept_backoff, ev
 __all__ = ["Admission", "AdmissionStatistics", "Connection", "Handler"]
 
 logger = logging.getLogger("paneward.admission")
+
+#: Consecutive accept() errors (10+20+40+80 ms of backoff) before a queued connection is shed.
+SHED_AFTER_ERRORS: Final = 5
 
 #: Errors that mean "out of descriptors or kernel memory right now": back off, keep serving.
 _RESOURCE_ERRORS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -183,7 +187,14 @@ class Admission:
                     if code not in _RESOURCE_ERRORS:
                         raise
                     errors_in_a_row += 1
-                    if not self._evict(min_idle=0.0) and _RESERVE.shed(listener):
+                    # Make room: an unproven connection goes first; a short exhaustion is
+                    # waited out with the connection still queued (nothing lost); only a
+                    # persistent one sheds the oldest queued connection.
+                    if (
+                        not self._evict(min_idle=0.0)
+                        and errors_in_a_row >= SHED_AFTER_ERRORS
+                        and _RESERVE.shed(listener)
+                    ):
                         self.stats.shed += 1
                     await anyio.sleep(accept_backoff(errors_in_a_row))
                     continue

@@ -101,7 +101,9 @@ class Tmux:
         # The shell reports the exit status on screen: tmux 3.3a sometimes leaves the pane's
         # process unreaped (a zombie, #{pane_dead_status} empty) when it exits quickly.
         line = (
-            f"cd {shlex.quote(str(cwd))} && env -i {exports} {shlex.join(command)}; "
+            # tmux's own TMUX and TMUX_PANE (the wrapper reads its pane from them) pass through.
+            f'cd {shlex.quote(str(cwd))} && env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" '
+            f"{exports} {shlex.join(command)}; "
             'echo "[exit $?]"'
         )
         # One tmux command list, so remain-on-exit is in force before the program can exit.
