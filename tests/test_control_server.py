@@ -180,13 +180,17 @@ async def test_an_idle_connection_is_closed_at_the_head_deadline(control: Path) 
     with anyio.fail_after(30):
         async with serving(control, head_deadline=0.3) as (_, server):
             async with await anyio.connect_unix(control) as idle:
+                with pytest.raises(anyio.EndOfStream):  # hung up on, without a word
+                    await idle.receive()
+            async with await anyio.connect_unix(control) as partial:
+                await partial.send(b'{"op": "sta')
                 answer = b""
-                with pytest.raises(anyio.EndOfStream):  # then it hangs up
+                with pytest.raises(anyio.EndOfStream):  # told why, then hung up on
                     while True:
-                        answer += await idle.receive()
+                        answer += await partial.receive()
             stats = server.statistics()
     assert json.loads(answer) == {"error": "bad request: no request line within the deadline"}
-    assert stats.admission is not None and stats.admission.timeouts == 1
+    assert stats.admission is not None and stats.admission.timeouts == 2
     assert stats.rejected == {"truncated": 1}
 
 

@@ -169,6 +169,14 @@ async def test_another_user_cannot_switch_hook_intake_off(tmp_path: Path) -> Non
                 # make room), with the token.
                 code = await anyio.to_thread.run_sync(_http_hook, port, token)
                 assert code == 200
+
+                # The flood's connections, which never send a byte, are closed by the daemon
+                # (once the kernel's deferral is over) and re-opened by the attacker: the daemon
+                # holds none of them long.
+                async def closing_them() -> bool:
+                    return int((await daemon.counters())["hook_listener"]["http"]["timeouts"]) > 0
+
+                await poll_until(closing_them, "the idle connections closed", within=30)
                 counters = await daemon.counters()
                 await flood.stdin.aclose()
                 await flood.wait()
@@ -178,7 +186,6 @@ async def test_another_user_cannot_switch_hook_intake_off(tmp_path: Path) -> Non
     assert counters["supervisor"]["restarts"] == 0
     assert listener["http"]["cap"] == 12  # a sixteenth of (256 - 64)
     assert listener["http"]["open"] <= 12
-    assert listener["http"]["evicted"] + listener["http"]["timeouts"] > 0
     assert listener["frames_delivered"] == 20 and listener["http_delivered"] == 1
     assert status["statistics"]["supervisor"]["actor_states"]["hook-listener"] == "running"
 

@@ -350,6 +350,44 @@ async def test_a_batch_that_cannot_be_written_is_dropped_as_a_gap(tmp_path: Path
     ]
 
 
+async def test_backpressure_holds_intake_one_batch_behind_and_never_forever(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bp.db"
+    published = 0
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=60_000, batch_rows=100,
+                              busy_timeout_ms=20) as store:
+            gate = store.backpressure(lambda: published, stall_s=0.3)
+            # A locker holds the write lock: nothing can commit.
+            locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            try:
+                await anyio.to_thread.run_sync(locker.execute, "BEGIN IMMEDIATE")
+                for seq in range(1, 100):
+                    published = seq
+                    store.record(transition(seq, key(seq % 5)))
+                assert not gate.closed()  # 99 ahead: less than one batch
+                published = 100
+                store.record(transition(100, key(0)))
+                assert gate.closed()  # one batch ahead
+                await gate.wait()  # returns although nothing committed: the store is stuck
+                assert (gate.waits, gate.stalls) == (1, 1)
+                assert store.statistics().backpressure_stalls == 1
+                assert not gate.closed()  # and stays open until the store moves again
+                await anyio.to_thread.run_sync(locker.execute, "ROLLBACK")
+            finally:
+                locker.close()
+            await store.flush()
+            assert store.handled_seq == 100 and not gate.closed()
+            for seq in range(101, 201):
+                published = seq
+                store.record(transition(seq, key(seq % 5)))
+            assert gate.closed()
+            await gate.wait()  # the size trigger commits the batch: intake may go on
+            assert gate.stalls == 1 and not gate.closed()
+            assert store.handled_seq == 200
+
+
 async def test_retention_shows_as_a_gap_from_since(tmp_path: Path) -> None:
     path = tmp_path / "rg.db"
     with anyio.fail_after(30):

@@ -408,6 +408,8 @@ def _start_actors(
         catalog.HOOKS,
         socket_path=config.socket_path,
         http_port=config.http_port,
+        # Intake waits while the store is a batch behind: what a kill -9 loses stays bounded.
+        gate=store.backpressure(lambda: sup.seq),
     )
     parts["hook_listener"] = listener
     control = ControlServer(config.control_path, sup, _statistics_of(parts), journal)

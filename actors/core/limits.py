@@ -36,6 +36,7 @@ __all__ = [
     "connection_caps",
     "eviction_victim",
     "raised_fd_limit",
+    "spread_deadline",
 ]
 
 #: A connection must prove itself this soon after it was accepted (a hook takes milliseconds).
@@ -84,6 +85,14 @@ def raised_fd_limit(soft: int, hard: int, infinity: int = -1) -> int:
     :data:`MAX_FD_LIMIT`, never lower than ``soft``."""
     ceiling = MAX_FD_LIMIT if hard == infinity else min(hard, MAX_FD_LIMIT)
     return max(soft, ceiling) if soft != infinity else soft
+
+
+def spread_deadline(deadline: float, sequence: int) -> float:
+    """The head deadline of the ``sequence``-th connection accepted: ``deadline`` stretched by
+    up to half (64 steps), so a thousand connections opened at once do not all time out -- and
+    get re-opened by whoever holds them -- in the same instant, one spike for every real hook
+    that lands in it."""
+    return deadline * (1 + (sequence % 64) / 128)
 
 
 def accept_backoff(errors_in_a_row: int) -> float:

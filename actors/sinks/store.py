@@ -89,6 +89,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Migration",
+    "DurabilityGate",
     "Owner",
     "Restored",
     "Store",
@@ -119,6 +120,10 @@ MAX_FLUSH_ATTEMPTS: Final = 3
 GAP_RETENTION_ROWS: Final = 1_000
 #: Default upper bound on ``journal_since`` results.
 DEFAULT_JOURNAL_LIMIT: Final = 10_000
+#: A store that has neither committed nor dropped anything for this long while rows wait is
+#: stuck (a locked or failing disk): backpressure then lets intake go on (rows beyond
+#: ``max_pending`` are dropped as gaps) rather than stall the daemon.
+BACKPRESSURE_STALL_S: Final = 1.0
 
 
 class StoreError(PanewardError):
@@ -298,6 +303,9 @@ class StoreStatistics(msgspec.Struct, kw_only=True):
     """Rows in the flush transaction currently running."""
     last_flushed_seq: int = 0
     """Highest journal seq committed by this store (0 if none)."""
+    backpressure_stalls: int = 0
+    """Times intake stopped waiting for this store because it made no progress for
+    ``BACKPRESSURE_STALL_S`` (a stuck disk): see :meth:`Store.backpressure`."""
 
     @property
     def unflushed(self) -> int:
@@ -625,6 +633,12 @@ class Store:
         # rows were left over by the last transaction (the next one starts at once then).
         self._window_opened = 0.0
         self._carry = False
+        # The highest seq committed or given up on (dropped), when it last moved, and an event
+        # set when it does: what backpressure (DurabilityGate) waits for.
+        self._handled_seq = 0
+        self._last_progress = anyio.current_time()
+        self._progress = anyio.Event()
+        self._recovered = anyio.Event()
         self._attempts = 0
         self._journal_count = 0
         self._last_recorded_seq = 0
@@ -662,6 +676,7 @@ class Store:
             self._stats.dropped += 1
             if row.journal is not None:
                 self._note_drop(row.seq, 1, "store_full")
+                self._advanced(row.seq)
             return
         if not self._pending:
             self._window_opened = anyio.current_time()
@@ -879,8 +894,11 @@ class Store:
             async with self._lock:
                 await self._flush_once()
             if self._attempts:
-                # The last flush failed: back off one window before retrying.
-                await anyio.sleep(self._batch_s)
+                # The last flush failed: back off one window before retrying (or until a flush
+                # called meanwhile succeeded: the disk is back).
+                self._recovered = anyio.Event()
+                with anyio.move_on_after(self._batch_s):
+                    await self._recovered.wait()
 
     async def _flush_once(self) -> None:
         """Commit the oldest ``batch_rows`` waiting rows (and the gaps) in one transaction.
@@ -929,7 +947,34 @@ class Store:
         self._stats.pruned += pruned
         self._stats.batches += 1
         self._stats.last_flushed_seq = max(self._stats.last_flushed_seq, max_seq)
+        self._advanced(max_seq)
 
+    def _advanced(self, seq: int) -> None:
+        """Rows up to ``seq`` are committed or given up on: wake whoever waits for that."""
+        self._recovered.set()
+        self._handled_seq = max(self._handled_seq, seq)
+        self._last_progress = anyio.current_time()
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    @property
+    def handled_seq(self) -> int:
+        """The highest journal seq committed or dropped (counted) by this store."""
+        return self._handled_seq
+
+    def backpressure(
+        self,
+        published: Callable[[], int],
+        limit: int | None = None,
+        stall_s: float = BACKPRESSURE_STALL_S,
+    ) -> DurabilityGate:
+        """An intake gate (:class:`actors.runtime.mailbox.IntakeGate`) closed while
+        ``published()`` (the hub's seq) runs ``limit`` (default ``batch_rows``) or more ahead of
+        what this store has committed, unless the store is stuck (held up ``stall_s`` with no
+        progress)."""
+        return DurabilityGate(
+            self, published, self._batch_rows if limit is None else limit, stall_s
+        )
     def _commit(
         self, rows: Sequence[_Row], gaps: Sequence[_Gap], journal_count: int
     ) -> tuple[int, int, int]:
@@ -959,9 +1004,13 @@ class Store:
         return inserted, pruned, len(newest)
 
     def _drop_rows(self, rows: Sequence[_Row], reason: str) -> None:
+        top = 0
         for row in rows:
             if row.journal is not None:
                 self._note_drop(row.seq, 1, reason)
+                top = max(top, row.seq)
+        if top:
+            self._advanced(top)
 
     def _requeue(self, rows: list[_Row], gaps: list[_Gap]) -> None:
         room = max(self._max_pending - len(self._pending), 0)
@@ -1182,6 +1231,57 @@ class Store:
         rows = list(await self._db.execute_fetchall("SELECT count(*), max(seq) FROM journal"))
         self._journal_count = rows[0][0]
         self._last_recorded_seq = rows[0][1] or 0
+        self._handled_seq = self._last_recorded_seq
+
+
+class DurabilityGate:
+    """Backpressure from the store to intake (made by :meth:`Store.backpressure`).
+
+    ``closed()`` while the hub's seq runs ``limit`` or more ahead of the store's
+    :attr:`~Store.handled_seq` (committed or dropped), so a ``kill -9`` loses at most about
+    one batch whatever the load; ``wait()`` returns at the store's next progress, or once it has
+    been held up ``stall_s`` with no progress (a stuck disk never stalls intake for longer: the
+    store then drops what it cannot keep, as gaps, and the gate stays open until the store
+    moves again). ``waits`` and ``stalls`` count both.
+    """
+
+    def __init__(
+        self, store: Store, published: Callable[[], int], limit: int, stall_s: float
+    ) -> None:
+        self._store = store
+        self._published = published
+        self._limit = limit
+        self._stall_s = stall_s
+        self._base = published() - store.handled_seq  # what was restored, not recorded here
+        self._held_since: float | None = None  # since when the lag has been over the limit
+        self.waits = 0
+        self.stalls = 0
+
+    def _lag(self) -> int:
+        return self._published() - self._base - self._store.handled_seq
+
+    def _held_for(self) -> float:
+        now = anyio.current_time()
+        if self._held_since is None:
+            self._held_since = now
+        return now - max(self._held_since, self._store._last_progress)
+
+    def closed(self) -> bool:
+        if self._lag() < self._limit:
+            self._held_since = None
+            return False
+        return self._held_for() < self._stall_s
+
+    async def wait(self) -> None:
+        self.waits += 1
+        store = self._store
+        while self.closed():
+            with anyio.move_on_after(max(self._stall_s - self._held_for(), 0.0)) as scope:
+                await store._progress.wait()
+            if scope.cancelled_caught and self._lag() >= self._limit:
+                self.stalls += 1
+                store._stats.backpressure_stalls += 1
+                return
 
 
 @contextlib.asynccontextmanager

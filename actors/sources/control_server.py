@@ -169,12 +169,12 @@ class ControlServer:
         rejected[problem.reason] = rejected.get(problem.reason, 0) + 1
         return {"error": f"bad request: {problem.detail}"}
 
-    async def _serve(self, stream: anyio.abc.SocketStream, connection: Connection) -> None:
+    async def _serve(self, connection: Connection) -> None:
         self._stats.requests += 1
         # Status and watch reveal every session: only our own uid may ask (SO_PEERCRED),
         # even if someone loosened the directory or socket modes.
         try:
-            uid = _peer_uid(stream)
+            _, uid = connection.peer_credentials()
         except OSError:
             uid = -1
         if uid != os.getuid():
@@ -183,42 +183,35 @@ class ControlServer:
         buffer = b""
         line: bytes | BadRequest | None = None
         while line is None:
-            eof = False
-            with anyio.move_on_at(connection.deadline()) as scope:
-                try:
-                    buffer += await stream.receive(4096)
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    eof = True
-            if scope.cancelled_caught:
-                connection.timed_out()
+            data = await connection.receive(4096, connection.deadline())
+            if data is None:
                 line = BadRequest("truncated", "no request line within the deadline")
                 break
-            connection.active()
-            line = take_request(buffer, eof=eof)
+            buffer += data
+            line = take_request(buffer, eof=not data)
         request = parse_request(line) if isinstance(line, bytes) else line
         if isinstance(request, BadRequest):
-            await _send_json(stream, self._bad(request))
+            with contextlib.suppress(OSError):
+                await connection.send(json.dumps(self._bad(request)).encode() + b"\n")
             return
         connection.prove()
-        with contextlib.suppress(
-            anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError
-        ):  # the client went away
+        with contextlib.suppress(OSError):  # the client went away
             if isinstance(request, StatusRequest):
                 self._stats.status += 1
-                await self._status(stream)
+                await self._status(connection)
             else:
                 self._stats.watches += 1
-                await self._watch(stream, request.since)
+                await self._watch(connection, request.since)
 
-    async def _status(self, stream: anyio.abc.SocketStream) -> None:
+    async def _status(self, connection: Connection) -> None:
         body = {
             "seq": self._host.seq,
             "activities": msgspec.to_builtins(self._host.snapshot()),
             "statistics": self._statistics(),
         }
-        await stream.send(msgspec.json.encode(body) + b"\n")
+        await connection.send(msgspec.json.encode(body) + b"\n")
 
-    async def _watch(self, stream: anyio.abc.SocketStream, since: int | None) -> None:
+    async def _watch(self, connection: Connection, since: int | None) -> None:
         subscription = self._host.subscribe("all", snapshot=True, buffer=4096)
         with subscription:
             async for item in subscription:
@@ -227,24 +220,9 @@ class ControlServer:
                         # Replay what happened before we subscribed: journal rows (and the
                         # gaps among them) up to the snapshot, then the live ones.
                         for stored in await self._journal(since, item.seq):
-                            await stream.send(messages.encode(stored) + b"\n")
+                            await connection.send(messages.encode(stored) + b"\n")
                     continue
-                await stream.send(messages.encode(item) + b"\n")
-
-
-def _peer_uid(stream: anyio.abc.SocketStream) -> int:
-    import socket
-    import struct
-
-    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    uid: int = struct.unpack("3i", raw)[1]
-    return uid
-
-
-async def _send_json(stream: anyio.abc.SocketStream, body: dict[str, Any]) -> None:
-    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        await stream.send(json.dumps(body).encode() + b"\n")
+                await connection.send(messages.encode(item) + b"\n")
 
 
 def request_lines(socket_path: Path, request: dict[str, Any], timeout: float | None = 5.0):  # type: ignore[no-untyped-def]

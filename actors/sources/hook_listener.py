@@ -37,7 +37,6 @@ import os
 import resource
 import socket
 import stat
-import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +46,6 @@ from typing import Final, Literal
 import anyio
 import anyio.abc
 import msgspec
-from anyio.abc import SocketAttribute
 
 import messages
 from actors.core import paths
@@ -77,7 +75,7 @@ from actors.runtime.files import (
     prepare_socket,
     remove_socket,
 )
-from actors.runtime.mailbox import EvidenceSink
+from actors.runtime.mailbox import EvidenceSink, IntakeGate
 from actors.sources.admission import Admission, AdmissionStatistics, Connection, Handler
 
 __all__ = [
@@ -89,6 +87,8 @@ __all__ = [
 ]
 
 MAX_RECENT_REJECTIONS: Final = 64
+#: Seconds the kernel holds an http connection that has sent nothing before accept() sees it.
+HTTP_DEFER_ACCEPT_S: Final = 2
 
 
 class HookListenerError(messages.PanewardError):
@@ -111,7 +111,8 @@ class HookListenerStatistics(msgspec.Struct, kw_only=True):
     ``recent_rejections`` (the last :data:`MAX_RECENT_REJECTIONS`), ``socket_path``,
     ``http_port`` and the admission counters of each socket (``unix``, ``http``: caps,
     evictions, timeouts, accept errors; see :class:`~actors.sources.admission.AdmissionStatistics`)
-    are filled in by :meth:`HookListener.statistics`; the rest monotonic.
+    are filled in by :meth:`HookListener.statistics`; ``backpressure_waits`` counts the
+    pauses for the store (the ``gate``); the rest monotonic.
     """
 
     connections_accepted: int = 0
@@ -121,6 +122,7 @@ class HookListenerStatistics(msgspec.Struct, kw_only=True):
     blank_lines: int = 0
     http_requests: int = 0
     http_delivered: int = 0
+    backpressure_waits: int = 0
     rejected: dict[str, int] = msgspec.field(default_factory=dict)
     recent_rejections: tuple[RejectionRecord, ...] = ()
     socket_path: str | None = None
@@ -162,13 +164,6 @@ def load_http_token(path: Path) -> str:
     return text
 
 
-def _peer_credentials(stream: anyio.abc.SocketStream) -> tuple[int, int]:
-    sock = stream.extra(SocketAttribute.raw_socket)
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", raw)
-    return pid, uid
-
-
 # ---------------------------------------------------------------------------------------------
 # The actor
 
@@ -182,7 +177,8 @@ class HookListener:
     :func:`actors.core.paths.http_token_path`) at start. ``caps`` (default: from the process's
     file-descriptor limit, :func:`actors.core.limits.connection_caps`) bounds the connections
     open at once on each socket; ``head_deadline`` is how long a connection may take to send
-    its first valid frame (request).
+    its first valid frame (request). ``gate`` (the daemon passes the store's backpressure)
+    pauses reading while it is closed: frames wait in the kernel, nothing is refused.
     """
 
     def __init__(
@@ -196,8 +192,10 @@ class HookListener:
         clock_ms: Callable[[], int] = now_ms,
         caps: ConnectionCaps | None = None,
         head_deadline: float = HEAD_DEADLINE_S,
+        gate: IntakeGate | None = None,
     ) -> None:
         self._hooks = hooks
+        self._gate = gate
         self._socket_path = socket_path
         self._http_requested_port = http_port
         self._http_host = http_host
@@ -274,11 +272,23 @@ class HookListener:
                 tg.start_soon(self._unix.serve, unix_sock, self._unix_connection_for(sink))
                 if self._http_requested_port is not None:
                     tcp = socket.create_server(
-                        (self._http_host, self._http_requested_port), backlog=1024
+                        (self._http_host, self._http_requested_port), backlog=4096
                     )
+                    # nginx's "deferred": accept() sees a connection only once its request
+                    # has started to arrive, so connections that never send (any local user
+                    # can open them) wait in the kernel instead of ahead of real hooks.
+                    deferred = True
+                    try:
+                        tcp.setsockopt(
+                            socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, HTTP_DEFER_ACCEPT_S
+                        )
+                    except (OSError, AttributeError):
+                        deferred = False  # not Linux: idle ones wait out the head deadline
                     tcp.setblocking(False)
                     self._bound_port = tcp.getsockname()[1]
-                    self._http = Admission(caps.http, head_deadline=self._head_deadline)
+                    self._http = Admission(
+                        caps.http, head_deadline=self._head_deadline, close_silent=deferred
+                    )
                     tg.start_soon(self._http.serve, tcp, self._http_connection_for(sink))
                 self._listening.set()
         finally:
@@ -317,19 +327,15 @@ class HookListener:
             return Rejection("refused_by_sink", str(exc))
         return None
 
-    def _unix_connection_for(
-        self, sink: EvidenceSink
-    ) -> Handler:
-        async def handle(stream: anyio.abc.SocketStream, connection: Connection) -> None:
-            await self._unix_connection(stream, connection, sink)
+    def _unix_connection_for(self, sink: EvidenceSink) -> Handler:
+        async def handle(connection: Connection) -> None:
+            await self._unix_connection(connection, sink)
 
         return handle
 
-    async def _unix_connection(
-        self, stream: anyio.abc.SocketStream, connection: Connection, sink: EvidenceSink
-    ) -> None:
+    async def _unix_connection(self, connection: Connection, sink: EvidenceSink) -> None:
         try:
-            peer_pid, peer_uid = _peer_credentials(stream)
+            peer_pid, peer_uid = connection.peer_credentials()
         except OSError as exc:
             self._reject(Rejection("peer_uid", f"no peer credentials: {exc}"), "unix", None)
             return
@@ -343,13 +349,8 @@ class HookListener:
         self._stats.connections_accepted += 1
         splitter = FrameSplitter()
         while True:
-            with anyio.move_on_at(connection.deadline()) as scope:
-                try:
-                    chunk = await stream.receive(1 << 18)
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    break
-            if scope.cancelled_caught:
-                connection.timed_out()
+            chunk = await connection.receive(1 << 18, connection.deadline())
+            if chunk is None:  # not proven by its deadline
                 if splitter.buffered:
                     self._stats.frames_received += 1
                     self._reject(
@@ -362,8 +363,12 @@ class HookListener:
                         peer_pid,
                     )
                 return
-            connection.active()
+            if not chunk:
+                break
             for item in splitter.feed(chunk):
+                if self._gate is not None and self._gate.closed():
+                    self._stats.backpressure_waits += 1
+                    await self._gate.wait()
                 if self._frame(item, sink, peer_pid):
                     connection.prove()
         for item in splitter.close():
@@ -394,20 +399,14 @@ class HookListener:
         self._stats.frames_delivered += 1
         return True
 
-    def _http_connection_for(
-        self, sink: EvidenceSink
-    ) -> Handler:
-        async def handle(stream: anyio.abc.SocketStream, connection: Connection) -> None:
-            with contextlib.suppress(
-                anyio.BrokenResourceError, anyio.ClosedResourceError, OSError
-            ):
-                await self._http_connection(stream, connection, sink)
+    def _http_connection_for(self, sink: EvidenceSink) -> Handler:
+        async def handle(connection: Connection) -> None:
+            with contextlib.suppress(OSError):  # the client went away
+                await self._http_connection(connection, sink)
 
         return handle
 
-    async def _http_connection(
-        self, stream: anyio.abc.SocketStream, connection: Connection, sink: EvidenceSink
-    ) -> None:
+    async def _http_connection(self, connection: Connection, sink: EvidenceSink) -> None:
         protocol = HttpHookProtocol(self._token, self._hooks)
         while True:
             event = protocol.next_event(self._clock_ms())
@@ -415,13 +414,8 @@ class HookListener:
                 connection.prove()  # the right token: no longer the first to be shed
             if isinstance(event, NeedData):
                 idle = KEEPALIVE_IDLE_S if protocol.between_requests else self._head_deadline
-                with anyio.move_on_at(connection.deadline(idle)) as scope:
-                    try:
-                        data = await stream.receive(1 << 18)
-                    except anyio.EndOfStream:
-                        data = b""
-                if scope.cancelled_caught:
-                    connection.timed_out()
+                data = await connection.receive(1 << 18, connection.deadline(idle))
+                if data is None:
                     if not protocol.between_requests:
                         self._stats.http_requests += 1
                         self._reject(
@@ -430,19 +424,21 @@ class HookListener:
                             None,
                         )
                     return
-                connection.active()
                 protocol.receive_data(data)
                 continue
             if isinstance(event, HttpRefusal):
                 self._stats.http_requests += 1
                 self._reject(event.rejection, "http", None)
                 if event.reply:
-                    await stream.send(event.reply)
+                    await connection.send(event.reply)
                 if event.close:
                     return
                 continue
             if isinstance(event, HttpHook):
                 self._stats.http_requests += 1
+                if self._gate is not None and self._gate.closed():
+                    self._stats.backpressure_waits += 1
+                    await self._gate.wait()
                 refused = self._deliver(event.message, sink)
                 if refused is not None:
                     self._reject(refused, "http", None)
@@ -450,6 +446,6 @@ class HookListener:
                 else:
                     self._stats.http_delivered += 1
                     reply = protocol.respond(200, {})
-                await stream.send(reply)
+                await connection.send(reply)
                 continue
             return  # Closed
