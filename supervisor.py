@@ -191,6 +191,7 @@ class Supervisor:
         self._mailbox_overflows = 0
         self._failure: EssentialActorStopped | None = None
         self._failed = anyio.Event()
+        self._queued = 0  # messages in session mailboxes, not applied yet
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -299,6 +300,7 @@ class Supervisor:
             if actor is not None:
                 try:
                     await actor.mailbox.send(delivery.message)
+                    self._queued += 1
                 except MailboxClosed:
                     self._stats.drops += 1
 
@@ -310,6 +312,7 @@ class Supervisor:
                 continue
             try:
                 actor.mailbox.send_nowait(delivery.message)
+                self._queued += 1
             except MailboxFull:
                 self._mailbox_overflows += 1
                 self._stats.drops += 1
@@ -407,6 +410,7 @@ class Supervisor:
         self, actor: SessionActor, old: SessionState, message: SessionMessage, step: Step
     ) -> None:
         """Called by a session actor after each applied message: re-index, publish."""
+        self._queued -= 1
         self._index.update(old, step.state)
         if step.publish is not None:
             self._publish(step, cause_of(message))
@@ -414,6 +418,7 @@ class Supervisor:
     def session_ended(self, actor: SessionActor, undelivered: int) -> None:
         """Called by a session actor as it stops: forget it (the hub keeps its state)."""
         self._stats.drops += undelivered
+        self._queued -= undelivered
         if self._sessions.get(actor.key) is actor:
             del self._sessions[actor.key]
             self._index.forget(actor.state)
@@ -436,6 +441,7 @@ class Supervisor:
         later messages are dropped (counted) until the user acknowledges it.
         """
         self._stats.drops += 1
+        self._queued -= 1
         logger.error("session %s crashed on %s: %r", actor.key, type(message).__name__, exc)
         if actor.restarts.crash(self._clock()):
             self._stats.restarts += 1  # restarted from its last state (the reducer is pure)
@@ -619,6 +625,12 @@ class Supervisor:
     def seq(self) -> int:
         """The seq of the last published transition."""
         return self._hub.seq
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting in session mailboxes (each may still publish a transition): with
+        :attr:`seq`, what the store's backpressure counts as on its way."""
+        return self._queued
 
     def statistics(self) -> SupervisorStatistics:
         """A point-in-time copy of the counters (see :class:`SupervisorStatistics`)."""

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 import messages
 from tests.daemon_helpers import (
@@ -159,8 +160,9 @@ async def test_another_user_cannot_switch_hook_intake_off(tmp_path: Path) -> Non
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             ) as flood:
                 assert flood.stdout is not None and flood.stdin is not None
-                first = (await flood.stdout.receive()).decode()
-                assert first.startswith("held 600"), first
+                lines = BufferedByteReceiveStream(flood.stdout)
+                first = (await lines.receive_until(b"\n", 256)).decode()
+                assert first == "held 600", first
                 # Real hooks on the Unix socket while the flood goes on: every one arrives.
                 for n in range(10):
                     await raw_send(daemon.hook_socket, alternating("under-flood", 2, 2 * n))

@@ -408,8 +408,9 @@ def _start_actors(
         catalog.HOOKS,
         socket_path=config.socket_path,
         http_port=config.http_port,
-        # Intake waits while the store is a batch behind: what a kill -9 loses stays bounded.
-        gate=store.backpressure(lambda: sup.seq),
+        # Intake waits while the store is a batch behind (counting what is still queued in
+        # session mailboxes, which may publish): what a kill -9 loses stays bounded.
+        gate=store.backpressure(lambda: sup.seq + sup.queued),
     )
     parts["hook_listener"] = listener
     control = ControlServer(config.control_path, sup, _statistics_of(parts), journal)
