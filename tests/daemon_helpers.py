@@ -184,12 +184,14 @@ class Daemon:
             if self.process.returncode is not None:
                 raise AssertionError(f"daemon exited {self.process.returncode}: {self.stderr()}")
             try:
-                await self.status()
+                status = await self.status()
             except OSError:
                 return False
-            return True
+            # The control socket answers first; the hook socket is bound a moment later.
+            listener = status["statistics"].get("hook_listener", {})
+            return listener.get("socket_path") is not None
 
-        await poll_until(ready, "the daemon's control socket")
+        await poll_until(ready, "the daemon's control and hook sockets")
 
     def stderr(self) -> str:
         try:
