@@ -17,6 +17,7 @@ import socket
 import sqlite3
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -190,6 +191,24 @@ async def test_another_user_cannot_switch_hook_intake_off(tmp_path: Path) -> Non
     assert listener["http"]["open"] <= 12
     assert listener["frames_delivered"] == 20 and listener["http_delivered"] == 1
     assert status["statistics"]["supervisor"]["actor_states"]["hook-listener"] == "running"
+
+
+async def test_the_soft_descriptor_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    write_token(state)
+    limits = [sys.executable, "-c", (
+        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096)); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )]
+    daemon = Daemon(state, extra_args=["--http-port", str(free_port())], prefix=limits)
+    with anyio.fail_after(60):
+        async with daemon:
+            proc_limits = Path(f"/proc/{daemon.pid}/limits").read_text()
+            listener = (await daemon.counters())["hook_listener"]
+    [line] = [row for row in proc_limits.splitlines() if row.startswith("Max open files")]
+    assert line.split()[3:5] == ["4096", "4096"]
+    # The caps follow the raised limit: (4096 - 64) / 2 > 1,024 and / 16 > 64.
+    assert (listener["unix"]["cap"], listener["http"]["cap"]) == (1024, 64)
 
 
 def _http_hook(port: int, token: str) -> int:
