@@ -71,7 +71,9 @@ from messages.control import Acknowledge
 from messages.errors import MessageError, PanewardError
 
 __all__ = [
+    "DEFAULT_MAX_SESSIONS",
     "ActorState",
+    "EssentialActorStopped",
     "MailboxFull",
     "Supervisor",
     "SupervisorClosed",
@@ -85,12 +87,24 @@ _RECENT_RECORDS: Final = 32
 #: prove (:data:`actors.harnesses.catalog.PROOFS`), so nothing a harness cannot prove is ever
 #: published as proven.
 CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proves=PROOFS)
+#: Live session actors at most; evidence for one more new session is refused (counted in
+#: ``sessions_refused``) until one retires. Each costs ~13 KB (bench/RESULTS.md, issue 2).
+DEFAULT_MAX_SESSIONS: Final = 4096
 
 ActorState = Literal["running", "restarting", "stopped", "done"]
 
 
 class SupervisorClosed(PanewardError):
     """Raised by :meth:`Supervisor.inject` once shutdown has begun (or before start)."""
+
+
+class EssentialActorStopped(PanewardError):
+    """An actor started with ``essential=True`` exhausted its restart intensity.
+
+    :meth:`Supervisor.wait_failed` returns it (the daemon then shuts down and exits non-zero,
+    so a service manager restarts it); the text names the actor, its crashes and the last
+    error.
+    """
 
 
 class SupervisorStatistics(msgspec.Struct, kw_only=True):
@@ -103,9 +117,12 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     restarts; ``overflows`` full mailboxes plus lagging ``all`` subscribers;
     ``sessions`` live session actors; ``inline`` messages applied at once by the task that
     delivered them (their actor waited on an empty mailbox: no wake-up of it); ``stopped``
-    session actors stopped after repeated crashes; ``actors`` supervised long-running actors
-    running; ``actor_states`` the state of each long-running actor by name;
-    ``recent_rejected`` / ``recent_unmapped`` the last few records.
+    session actors stopped after repeated crashes; ``sessions_refused`` messages for a new
+    session refused because ``max_sessions`` actors were live; ``actors`` supervised
+    long-running actors running; ``actor_states`` the state of each long-running actor by name
+    (``running``, ``restarting``, ``stopped`` after too many crashes, ``done``); ``failed`` the
+    essential actor that stopped, if one did; ``recent_rejected`` / ``recent_unmapped`` the last
+    few records.
     """
 
     messages: int = 0
@@ -118,8 +135,10 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     sessions: int = 0
     inline: int = 0
     stopped: int = 0
+    sessions_refused: int = 0
     actors: int = 0
     actor_states: dict[str, ActorState] = msgspec.field(default_factory=dict)
+    failed: str | None = None
     recent_rejected: tuple[Rejected, ...] = ()
     recent_unmapped: tuple[Unmapped, ...] = ()
 
@@ -136,6 +155,9 @@ class Supervisor:
     :param reducer: the session reducer (default :data:`CATALOG_REDUCER`; tests inject a faulty
         one).
     :param clock: monotonic seconds (restart intensity); ``wall_ms`` epoch milliseconds.
+    :param max_sessions: live session actors at most; evidence that would spawn one more is
+        refused and counted (``sessions_refused``, a ``Rejected`` record with origin
+        ``routing``) until one retires.
     """
 
     def __init__(
@@ -149,9 +171,13 @@ class Supervisor:
         reducer: Reducer = CATALOG_REDUCER,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = now_ms,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
         if mailbox_size < 1:
             raise ValueError(f"mailbox_size must be at least 1, got {mailbox_size}")
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self._max_sessions = max_sessions
         self._mailbox_size = mailbox_size
         self._max_restarts = max_restarts
         self._restart_window = restart_window
@@ -173,6 +199,9 @@ class Supervisor:
         self._recent_unmapped: deque[Unmapped] = deque(maxlen=_RECENT_RECORDS)
         self._stats = SupervisorStatistics()
         self._mailbox_overflows = 0
+        self._failure: EssentialActorStopped | None = None
+        self._failed = anyio.Event()
+        self._queued = 0  # messages in session mailboxes, not applied yet
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -283,11 +312,13 @@ class Supervisor:
                 continue
             if actor.idle:
                 self._stats.inline += 1
+                self._queued += 1  # applied now: the step's callback counts it off at once
                 actor.apply_inline(self, delivery.message)
                 continue
             waited = True
             try:
                 await actor.send(delivery.message)
+                self._queued += 1
             except MailboxClosed:
                 self._stats.drops += 1
         if not waited:
@@ -302,10 +333,12 @@ class Supervisor:
             if actor.idle:
                 # Its task waits on an empty mailbox: apply now rather than wake it.
                 self._stats.inline += 1
+                self._queued += 1  # applied now: the step's callback counts it off at once
                 actor.apply_inline(self, delivery.message)
                 continue
             try:
                 actor.send_nowait(delivery.message)
+                self._queued += 1
             except MailboxFull:
                 self._mailbox_overflows += 1
                 self._stats.drops += 1
@@ -338,9 +371,13 @@ class Supervisor:
             listener.deliver_nowait(normalized)
         return self._index.route(normalized)
 
-    def _reject(self, reason: str, origin: Literal["inject", "hook"]) -> None:
+    def _reject(
+        self, reason: str, origin: Literal["inject", "hook", "routing"], key: str | None = None
+    ) -> None:
         self._stats.rejected += 1
-        self._recent_rejected.append(Rejected(reason=reason, origin=origin, at_ms=self._wall_ms()))
+        self._recent_rejected.append(
+            Rejected(reason=reason, origin=origin, at_ms=self._wall_ms(), key=key)
+        )
         logger.warning("rejected message: %s", reason)
 
     def _actor_for(self, delivery: Delivery) -> SessionActor | None:
@@ -356,6 +393,19 @@ class Supervisor:
                 self._stats.drops += 1
                 return None
         if not delivery.spawn and not isinstance(delivery.message, Acknowledge):
+            return None
+        if len(self._sessions) >= self._max_sessions:
+            # Memory follows live sessions: a flood of new ones (2,000 failed sessions waiting
+            # for an acknowledgement) must not grow it without bound. Refused, counted, said.
+            self._stats.sessions_refused += 1
+            self._stats.drops += 1
+            if self._stats.sessions_refused == 1 or self._stats.sessions_refused % 1000 == 0:
+                self._reject(
+                    f"{self._max_sessions} live sessions already: {key} refused "
+                    f"({self._stats.sessions_refused} so far)",
+                    "routing",
+                    key.session_id,
+                )
             return None
         # A session coming back resumes from its whole last state (kept by the hub).
         return self._spawn(key, self._hub.state_of(key) or initial_state(key))
@@ -386,6 +436,7 @@ class Supervisor:
         self, actor: SessionActor, old: SessionState, message: SessionMessage, step: Step
     ) -> None:
         """Called by a session actor after each applied message: re-index, publish."""
+        self._queued -= 1
         self._index.update(old, step.state)
         if step.publish is not None:
             self._publish(step, cause_of(message))
@@ -393,6 +444,7 @@ class Supervisor:
     def session_ended(self, actor: SessionActor, undelivered: int) -> None:
         """Called by a session actor as it stops: forget it (the hub keeps its state)."""
         self._stats.drops += undelivered
+        self._queued -= undelivered
         if self._sessions.get(actor.key) is actor:
             del self._sessions[actor.key]
             self._index.forget(actor.state)
@@ -415,6 +467,7 @@ class Supervisor:
         later messages are dropped (counted) until the user acknowledges it.
         """
         self._stats.drops += 1
+        self._queued -= 1
         logger.error("session %s crashed on %s: %r", actor.key, type(message).__name__, exc)
         if actor.restarts.crash(self._clock()):
             self._stats.restarts += 1  # restarted from its last state (the reducer is pure)
@@ -430,28 +483,48 @@ class Supervisor:
 
     # ------------------------------------------------------------------ other actors
 
-    def start_actor(self, actor: Actor, *, name: str | None = None) -> None:
+    def start_actor(
+        self, actor: Actor, *, name: str | None = None, essential: bool = False
+    ) -> None:
         """Run ``actor.run(self)`` until shutdown, restarting it one_for_one on errors.
 
         More than ``max_restarts`` crashes within ``restart_window`` stop it (logged,
-        counted, and shown as ``stopped`` in :attr:`SupervisorStatistics.actor_states`);
-        the rest of the system keeps running.
+        counted, and shown as ``stopped`` in :attr:`SupervisorStatistics.actor_states`).
+        The rest of the system keeps running -- unless the actor is ``essential`` (the daemon's
+        hook listener and control socket): then the supervisor has failed, as an OTP supervisor
+        whose child exceeds its intensity does, and :meth:`wait_failed` returns
+        :class:`EssentialActorStopped` for the owner to end the program loudly.
         """
         if self._state != "running" or self._tg is None:
             raise SupervisorClosed("start_actor() needs a running supervisor")
         scope = anyio.CancelScope()
         self._actor_scopes.append(scope)
         label = name or type(actor).__name__
-        self._tg.start_soon(self._supervise_actor, actor, scope, label, name=label)
+        self._tg.start_soon(self._supervise_actor, actor, scope, label, essential, name=label)
 
-    def start_listener(self, actor: Listener, *, name: str | None = None) -> None:
+    def start_listener(
+        self, actor: Listener, *, name: str | None = None, essential: bool = False
+    ) -> None:
         """Like :meth:`start_actor`, and hand it every routed message of the types it
         ``accepts`` (after normalization), synchronously as they are routed."""
         for kind in actor.accepts:
             self._listeners.setdefault(kind, []).append(actor)
-        self.start_actor(actor, name=name)
+        self.start_actor(actor, name=name, essential=essential)
 
-    async def _supervise_actor(self, actor: Actor, scope: anyio.CancelScope, label: str) -> None:
+    @property
+    def failure(self) -> EssentialActorStopped | None:
+        """The essential actor's stop, once one stopped (else ``None``)."""
+        return self._failure
+
+    async def wait_failed(self) -> EssentialActorStopped:
+        """Wait until an essential actor has stopped after too many crashes; return why."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
+    async def _supervise_actor(
+        self, actor: Actor, scope: anyio.CancelScope, label: str, essential: bool
+    ) -> None:
         window = RestartWindow(self._max_restarts, self._restart_window)
         states = self._stats.actor_states
         states[label] = "running"
@@ -468,6 +541,13 @@ class Supervisor:
                         if not window.crash(self._clock()):
                             logger.error("actor %s stopped after %d crashes", label, window.recent)
                             states[label] = "stopped"
+                            if essential and self._failure is None:
+                                self._failure = EssentialActorStopped(
+                                    f"{label} stopped after {window.recent} crashes within "
+                                    f"{self._restart_window:g} s (last: {exc!r})"
+                                )
+                                self._stats.failed = label
+                                self._failed.set()
                             return
                         states[label] = "restarting"
                         self._stats.restarts += 1
@@ -571,6 +651,12 @@ class Supervisor:
     def seq(self) -> int:
         """The seq of the last published transition."""
         return self._hub.seq
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting in session mailboxes (each may still publish a transition): with
+        :attr:`seq`, what the store's backpressure counts as on its way."""
+        return self._queued
 
     def statistics(self) -> SupervisorStatistics:
         """A point-in-time copy of the counters (see :class:`SupervisorStatistics`)."""

@@ -11,6 +11,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,10 +19,14 @@ from pathlib import Path
 
 import anyio
 
-import messages
-from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
-from actors.sources import procfs
-from actors.sources.pid_watcher import PidWatcher
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.fspath(ROOT))
+
+import messages  # noqa: E402
+from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher  # noqa: E402
+from actors.sources import procfs  # noqa: E402
+from actors.sources.pid_watcher import PidWatcher  # noqa: E402
+from bench.world import claude_sleepers  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:
@@ -111,7 +116,9 @@ async def registry_latency(mode: str, events: int, poll_interval: float) -> list
     with tempfile.TemporaryDirectory() as tmp:
         sessions = Path(tmp) / "sessions"
         sessions.mkdir()
-        pid = os.getpid()
+        # The record's owner must be a live `claude` of our uid, as a real one is.
+        [owner] = claude_sleepers(Path(tmp) / "bin", 1)
+        pid = owner.pid
         token = procfs.start_token(pid)
         path = sessions / f"{pid}.json"
         record: dict[str, object] = {"pid": pid, "sessionId": "bench", "procStart": token}
@@ -141,6 +148,8 @@ async def registry_latency(mode: str, events: int, poll_interval: float) -> list
                 if i:  # the first event also pays for watcher start-up
                     out.append(at - t0)
             tg.cancel_scope.cancel()
+        owner.kill()
+        owner.wait()
         return out
 
 

@@ -41,6 +41,7 @@ sys.path.insert(0, os.fspath(ROOT))
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher  # noqa: E402
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery  # noqa: E402
 from actors.sources import procfs  # noqa: E402
+from bench.world import claude_sleepers  # noqa: E402
 from tests.sinks import ListSink  # noqa: E402
 
 # Renames itself `codex` and holds the files it is given open, as Codex holds its rollout.
@@ -54,7 +55,8 @@ def world(tmp: Path, files: int) -> Iterator[tuple[Path, Path]]:
     codex_home = tmp / "codex"
     day = codex_home / "sessions" / "2026" / "11" / "30"
     day.mkdir(parents=True)
-    sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(files // 2)]
+    # Records count only when a live `claude` of our uid owns them, as real ones are.
+    sleepers = claude_sleepers(tmp / "bin", files // 2)
     holders: list[subprocess.Popen[bytes]] = []
     try:
         for n, proc in enumerate(sleepers):

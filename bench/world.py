@@ -234,6 +234,18 @@ class World:
             await anyio.sleep(poll)
 
 
+def claude_sleepers(
+    bin_dir: Path, count: int, seconds: int = 3600
+) -> list[subprocess.Popen[bytes]]:
+    """``count`` live processes whose comm is ``claude`` (a copy of ``sleep`` in ``bin_dir``):
+    a registry record counts only when a ``claude`` process of our uid owns it."""
+    binary = bin_dir / "claude"
+    if not binary.exists():
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(shutil.which("sleep") or "/bin/sleep", binary)
+    return [subprocess.Popen([os.fspath(binary), str(seconds)]) for _ in range(count)]
+
+
 def _fake_binaries(bin_dir: Path) -> None:
     """``claude`` and ``codex``: copies of ``sleep``, so their comm is what discovery expects."""
     bin_dir.mkdir(parents=True)

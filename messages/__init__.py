@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from messages.activity import (
     Activity,
+    Gap,
     Overflow,
     PaneView,
     Rejected,
@@ -78,6 +79,7 @@ __all__ = [
     "MessageError",
     "NotifyHook",
     "Outbound",
+    "Gap",
     "Overflow",
     "PaneBound",
     "PaneClosed",

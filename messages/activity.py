@@ -26,6 +26,7 @@ from messages.common import (
 __all__ = [
     "Activity",
     "OutboundMessage",
+    "Gap",
     "Overflow",
     "PaneView",
     "Rejected",
@@ -126,6 +127,22 @@ class Overflow(OutboundMessage, frozen=True):
     next_seq: int
     dropped: int
     reason: str
+
+
+class Gap(OutboundMessage, frozen=True, kw_only=True):
+    """Transitions the journal does not hold: ``dropped`` of them from ``next_seq`` on.
+
+    Printed by ``paneward watch --since`` where its replay skips them, so a reader knows the
+    history has a hole there and why: ``reason`` is ``overflow`` (the store's subscription fell
+    behind), ``store_full`` (more rows waited than the store keeps: a stuck disk),
+    ``write_failed`` (the batch could not be committed), ``shutdown`` (not flushed by the close
+    deadline) or ``retention`` (older than the journal keeps). ``noticed_ms`` is when.
+    """
+
+    next_seq: int
+    dropped: int
+    reason: str
+    noticed_ms: int
 
 
 class Unmapped(OutboundMessage, frozen=True, kw_only=True):

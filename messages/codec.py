@@ -14,6 +14,7 @@ import msgspec
 
 from messages.activity import (
     Activity,
+    Gap,
     Overflow,
     PaneView,
     Rejected,
@@ -96,7 +97,7 @@ Inbound = Union[  # noqa: UP007
 ]
 """Every message paneward accepts (``Supervisor.inject``, the hook socket, ``paneward inject``)."""
 Outbound = Union[  # noqa: UP007
-    Activity, Transition, Snapshot, Overflow, Unmapped, Rejected, PaneView
+    Activity, Transition, Snapshot, Overflow, Gap, Unmapped, Rejected, PaneView
 ]
 
 INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound)

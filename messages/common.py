@@ -68,7 +68,9 @@ MAX_TEXT_LEN = 4096
 # Epoch milliseconds between 2000-01-01 and 2100-01-01: anything outside is an
 # absurd clock (or seconds passed where milliseconds belong) and is rejected.
 TimeMs = Annotated[int, msgspec.Meta(ge=946_684_800_000, le=4_102_444_800_000)]
-Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LEN)]
+# An id never holds NUL (it would end the string for any C consumer, tmux included, and no
+# harness writes one); other control characters are escaped where ids are printed.
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LEN, pattern=r"^[^\x00]*$")]
 Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_LEN)]
 Pid = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 

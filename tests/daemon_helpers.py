@@ -30,6 +30,7 @@ from tests.polling import poll_until
 __all__ = [
     "PANEWARD",
     "Daemon",
+    "limited",
     "Owner",
     "Watcher",
     "daemon_env",
@@ -66,6 +67,23 @@ def daemon_env(state_dir: Path, **extra: str) -> dict[str, str]:
     env["HERMES_HOME"] = os.fspath(home / "hermes")
     env.update(extra)
     return env
+
+
+def limited(**limits: int) -> list[str]:
+    """A command prefix that runs the rest under resource limits, soft = hard (e.g.
+    ``limited(RLIMIT_NOFILE=256)``): the real daemon, with ``resource.setrlimit`` in its own
+    process before it starts."""
+    code = (
+        "import os, resource, sys\n"
+        "for name, value in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+        "    if name == '--':\n"
+        "        break\n"
+        "    resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
+        "argv = sys.argv[sys.argv.index('--') + 1:]\n"
+        "os.execv(argv[0], argv)\n"
+    )
+    pairs = [part for name, value in limits.items() for part in (name, str(value))]
+    return [sys.executable, "-c", code, *pairs, "--"]
 
 
 def start_token(pid: int) -> str:
@@ -122,15 +140,20 @@ class Daemon:
         extra_args: Sequence[str] = (),
         discovery: bool = False,
         env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        runtime_dir: Path | None = None,
     ) -> None:
         self.state_dir = state_dir
+        self.runtime_dir = runtime_dir or state_dir  # where its sockets are
         self.env = dict(env) if env is not None else daemon_env(state_dir)
         self.args = [
+            *prefix,
             os.fspath(PANEWARD),
             "run",
             "--state-dir",
             os.fspath(state_dir),
             *(() if discovery else ("--no-discovery",)),
+            *(() if runtime_dir is None else ("--socket", os.fspath(runtime_dir / "hook.sock"))),
             *extra_args,
         ]
         self.process: anyio.abc.Process | None = None
@@ -138,11 +161,11 @@ class Daemon:
 
     @property
     def hook_socket(self) -> Path:
-        return self.state_dir / "hook.sock"
+        return self.runtime_dir / "hook.sock"
 
     @property
     def control_socket(self) -> Path:
-        return self.state_dir / "control.sock"
+        return self.runtime_dir / "control.sock"
 
     @property
     def pid(self) -> int:
@@ -161,12 +184,14 @@ class Daemon:
             if self.process.returncode is not None:
                 raise AssertionError(f"daemon exited {self.process.returncode}: {self.stderr()}")
             try:
-                await self.status()
+                status = await self.status()
             except OSError:
                 return False
-            return True
+            # The control socket answers first; the hook socket is bound a moment later.
+            listener = status["statistics"].get("hook_listener", {})
+            return listener.get("socket_path") is not None
 
-        await poll_until(ready, "the daemon's control socket")
+        await poll_until(ready, "the daemon's control and hook sockets")
 
     def stderr(self) -> str:
         try:

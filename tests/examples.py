@@ -11,6 +11,7 @@ from messages import (
     ClientAttached,
     Evidence,
     ExitInfo,
+    Gap,
     HookHint,
     HostSignal,
     LedgerFire,
@@ -169,6 +170,7 @@ OUTBOUND: list[msgspec.Struct] = [
     Transition(seq=7, key=CLAUDE, after=ACTIVITY, cause="RegistryStatus:waiting", before=None),
     Snapshot(seq=7, activities=(ACTIVITY,)),
     Overflow(next_seq=8, dropped=3, reason="subscriber fell 1024 transitions behind"),
+    Gap(next_seq=8, dropped=3, reason="store_full", noticed_ms=T),
     Unmapped(harness="cursor", event="weird", keys=("a", "b"), at_ms=T),
     Rejected(reason="invalid inbound message: ...", origin="hook", at_ms=T, key=None),
     Activity(

@@ -3,11 +3,15 @@ real processes (a child that renames itself to ``claude`` and writes its own rec
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -23,9 +27,11 @@ from actors.harnesses.claude_code.registry import (
     FileObservation,
     RecordError,
     RegistryRecord,
+    RegistryStatistics,
     RegistryTracker,
     parse_record,
     registry_dir,
+    scan_directory,
 )
 from actors.sources import procfs
 from tests.sinks import ListSink
@@ -151,9 +157,14 @@ def obs(
     parsed: RegistryRecord | RecordError,
     token: str | None = "100",
     identity: tuple[int, int, int] = (1, 1, 1),
-    comm: str | None = None,
+    comm: str | None = "claude",
+    uid: int | None = None,
 ) -> FileObservation:
-    return FileObservation(identity=identity, parsed=parsed, token=token, comm=comm)
+    """What a scan sees; by default the pid is a live ``claude`` process of ours."""
+    return FileObservation(
+        identity=identity, parsed=parsed, token=token, comm=comm,
+        uid=os.getuid() if uid is None else uid,
+    )
 
 
 def status(m: object) -> tuple[str, str | None] | None:
@@ -267,7 +278,7 @@ def test_tracker_garbled_rewrite_keeps_session_while_owner_lives() -> None:
 def test_tracker_record_without_proc_start_needs_a_claude_process() -> None:
     t = RegistryTracker()
     assert t.apply({7: obs(rec(proc_start=None), token="5", comm="bash")}, {}, NOW) == []
-    assert t.counts["proc_start_mismatch"] == 1
+    assert t.counts["not_claude"] == 1
     [m] = t.apply(
         {7: obs(rec(proc_start=None), token="5", comm="claude", identity=(4, 4, 4))}, {}, NOW
     )
@@ -514,7 +525,7 @@ async def test_deleted_file_and_parked_session(config: Path, mode: Mode) -> None
 @pytest.mark.parametrize("mode", MODES)
 async def test_bad_files_are_skipped_and_counted(config: Path, mode: Mode) -> None:
     sessions = config / "sessions"
-    with subprocess_sleeper() as sleeper:
+    with subprocess_sleeper(config / "bin") as sleeper:
         live_token = procfs.start_token(sleeper.pid)
         assert live_token is not None
         good = json.loads((FIXTURES / "registry-idle.json").read_bytes())
@@ -524,7 +535,8 @@ async def test_bad_files_are_skipped_and_counted(config: Path, mode: Mode) -> No
         (sessions / "102.json").write_bytes(b'{"pid": 102, "sessionId": "\xff"}')
         (sessions / "103.json").write_text(json.dumps(dict(good, pid=103, parkedJobId="j")))
         (sessions / "104.json").write_text("[]")
-        (sessions / "105.json").symlink_to(sessions / "does-not-exist")  # vanished
+        (sessions / "105.json").symlink_to(sessions / "does-not-exist")  # never followed
+        os.mkfifo(sessions / "107.json")  # never opened for reading (it would block)
         (sessions / "106.json").write_text(json.dumps(dict(good, pid=999_999_999)))
         (sessions / "notes.txt").write_text("ignored")
         stale = (FIXTURES / "stale-after-kill-9-14537.json").read_bytes()
@@ -541,8 +553,11 @@ async def test_bad_files_are_skipped_and_counted(config: Path, mode: Mode) -> No
         1, 1, 1, 1,
     )  # fmt: skip
     assert stats.pid_mismatch == 1
-    assert stats.vanished >= 1
-    assert stats.proc_start_mismatch + stats.dead_pid == 2  # the sleeper's and 14537's
+    assert stats.not_regular >= 2  # the symlink and the FIFO
+    # The sleeper (named claude, wrong procStart) and 14537 (gone, or some other process).
+    assert (
+        stats.proc_start_mismatch + stats.dead_pid + stats.not_claude + stats.not_ours == 2
+    )
     assert stats.proc_start_mismatch >= 1
 
 
@@ -576,7 +591,7 @@ async def test_a_rewrite_rereads_only_the_file_that_changed(config: Path) -> Non
     """Cost follows changes: with many records present, one status edge reads one file and
     probes one pid, whatever the number of sessions."""
     sessions = config / "sessions"
-    sleepers = start_sleepers(20)
+    sleepers = start_sleepers(20, config / "bin")  # named claude: only a claude owns a record
     try:
         good = json.loads((FIXTURES / "registry-idle.json").read_bytes())
         for n, proc in enumerate(sleepers):
@@ -610,15 +625,136 @@ def test_bad_configuration_is_rejected() -> None:
         ClaudeRegistryWatcher(mode="inotify")  # type: ignore[arg-type]
 
 
-def start_sleepers(count: int) -> list[subprocess.Popen[bytes]]:
-    return [subprocess.Popen(["sleep", "60"]) for _ in range(count)]
+def start_sleepers(count: int, bin_dir: Path | None = None) -> list[subprocess.Popen[bytes]]:
+    """``count`` live ``sleep 60``; with ``bin_dir``, each with the comm ``claude`` (as
+    :func:`subprocess_sleeper`)."""
+    argv = ["sleep", "60"]
+    if bin_dir is not None:
+        bin_dir.mkdir(exist_ok=True)
+        link = bin_dir / "claude"
+        if not link.is_symlink():
+            link.symlink_to(shutil.which("sleep") or "/bin/sleep")
+        argv[0] = os.fspath(link)
+    return [subprocess.Popen(argv) for _ in range(count)]
 
 
 @contextmanager
-def subprocess_sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "60"])
+def subprocess_sleeper(bin_dir: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A live ``sleep 60``; with ``bin_dir``, started through a link named ``claude`` there, so
+    its comm is ``claude`` (comm is the name of the path exec'd)."""
+    argv = ["sleep", "60"]
+    if bin_dir is not None:
+        bin_dir.mkdir(exist_ok=True)
+        link = bin_dir / "claude"
+        link.symlink_to(shutil.which("sleep") or "/bin/sleep")
+        argv[0] = os.fspath(link)
+    proc = subprocess.Popen(argv)
     try:
         yield proc
     finally:
         proc.kill()
         proc.wait()
+
+
+# ---------------------------------------------------------------- hostile files and owners
+
+
+def test_tracker_needs_a_claude_process_of_our_own_user() -> None:
+    t = RegistryTracker()
+    assert t.apply({7: obs(rec(), uid=os.getuid() + 1)}, {}, NOW) == []
+    assert t.apply({8: obs(rec(pid=8), comm="bash")}, {}, NOW) == []
+    assert (t.counts["not_ours"], t.counts["not_claude"]) == (1, 1)
+    [m] = t.apply({9: obs(rec(pid=9), comm="claude.exe")}, {}, NOW)
+    assert isinstance(m, messages.RegistryStatus)
+
+
+def _registry_file(sessions: Path, pid: int, token: str) -> None:
+    good = json.loads((FIXTURES / "registry-idle.json").read_bytes())
+    (sessions / f"{pid}.json").write_text(json.dumps(dict(good, pid=pid, procStart=token)))
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="another uid's process needs root (setpriv)")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing")
+def test_records_naming_live_processes_that_are_not_our_claude_prove_nothing(
+    tmp_path: Path,
+) -> None:
+    """A registry file naming any live pid with its real start time used to be a running
+    Claude: pid 1 (not claude), and a process named claude running as another user."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    link = tmp_path / "bin" / "claude"
+    link.parent.mkdir()
+    link.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    other = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", os.fspath(link), "60"]
+    )
+    try:
+        token_1 = procfs.start_token(1)
+        assert token_1 is not None
+        deadline = time.monotonic() + 10
+        while procfs.read_comm(other.pid) != "claude":  # until setpriv has exec'd it
+            assert time.monotonic() < deadline, "setpriv never ran the claude-named sleep"
+            time.sleep(0.001)  # polling another process's /proc entry
+        other_token = procfs.start_token(other.pid)
+        assert other_token is not None
+        assert procfs.read_uid(other.pid) == 65534
+        _registry_file(sessions, 1, token_1)
+        _registry_file(sessions, other.pid, other_token)
+        stats = RegistryStatistics()
+        tracker = RegistryTracker(stats)
+        files, gone = scan_directory(sessions, {}, (), (), stats)
+        assert tracker.apply(files, gone, NOW) == []
+    finally:
+        other.kill()
+        other.wait()
+    assert stats.not_ours == 1  # the other user's "claude"
+    assert stats.not_claude + stats.not_ours == 2  # pid 1: not claude (or not ours)
+
+
+def test_a_record_swapped_for_a_fifo_mid_scan_never_blocks_the_scan(tmp_path: Path) -> None:
+    """Another thread keeps renaming a regular file and a FIFO over one record's name while
+    scans run: a scan that lands between its stat and its open used to block on the FIFO
+    forever (discovery stopped, with no counter; SIGTERM no longer ended the daemon)."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    good = (FIXTURES / "registry-idle.json").read_bytes()
+    name = sessions / "4242.json"
+    name.write_bytes(good)
+    stop = threading.Event()
+
+    def swap() -> None:
+        n = 0
+        while not stop.is_set():
+            spare = sessions / f".swap-{n}"
+            if n % 2:
+                os.mkfifo(spare)
+            else:
+                spare.write_bytes(good)
+            os.rename(spare, name)
+            n += 1
+
+    stats = RegistryStatistics()
+    scans = threading.Event()
+
+    def scan() -> None:
+        cache: dict[int, Any] = {}
+        for _ in range(3000):
+            scan_directory(sessions, cache, ("4242.json",), (), stats)
+        scans.set()
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    scanner = threading.Thread(target=scan, daemon=True)
+    swapper.start()
+    scanner.start()
+    try:
+        finished = scans.wait(60)
+    finally:
+        stop.set()
+        swapper.join(10)
+        # Release a scan stuck in open() on the FIFO, if one is (the old behaviour).
+        with contextlib.suppress(OSError):
+            os.close(os.open(name, os.O_WRONLY | os.O_NONBLOCK))
+        scanner.join(10)
+    assert finished, "a scan blocked on the FIFO"
+    assert stats.not_regular > 0
+    assert stats.files_read > 0

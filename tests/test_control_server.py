@@ -1,18 +1,250 @@
-"""The control socket in-process: a watcher gets every transition, many per write."""
+"""The control socket: the total request parser (fuzzed), then a real server under a real
+supervisor: malformed and deeply nested requests, idle connections, the cap, the socket path;
+a watcher gets every transition, many per write."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from actors.sources.control_server import ControlServer
-from messages import RegistryStatus, SessionKey, Transition
+from actors.core.control_requests import (
+    MAX_REQUEST_BYTES,
+    BadRequest,
+    StatusRequest,
+    WatchRequest,
+    parse_request,
+    take_request,
+)
+from actors.sources.control_server import ControlServer, ControlServerError, request_lines
+from messages import Gap, RegistryStatus, SessionKey, Transition
 from supervisor import Supervisor
-from tests.polling import settle_until
+from tests.polling import poll_until, settle_until
+
+# ------------------------------------------------------------------------------ the parser
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b'{"op": "status"}', StatusRequest()),
+        (b'{"op": "watch"}', WatchRequest()),
+        (b'{"op": "watch", "since": null}', WatchRequest()),
+        (b'{"op": "watch", "since": 12, "newer_field": [1, {"x": 2}]}', WatchRequest(12)),
+        (b'{"op": "watch", "snapshot": true}', WatchRequest(snapshot=True)),
+        (b'{"op": "status", "format": "table", "all": true}', StatusRequest("table", True)),
+        (b'{"op": "status", "format": "panes"}', StatusRequest("panes")),
+    ],
+)
+def test_requests_are_parsed(line: bytes, expected: object) -> None:
+    assert parse_request(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"", "bad_json"),
+        (b"{", "bad_json"),
+        (b"[]", "not_object"),
+        (b'"status"', "not_object"),
+        (b"{}", "unknown_op"),
+        (b'{"op": "shutdown"}', "unknown_op"),
+        (b'{"op": ["status"]}', "unknown_op"),
+        (b'{"op": "watch", "since": -1}', "bad_field"),
+        (b'{"op": "watch", "since": true}', "bad_field"),
+        (b'{"op": "watch", "since": "7"}', "bad_field"),
+        (b'{"op": "watch", "snapshot": 1}', "bad_field"),
+        (b'{"op": "status", "format": "xml"}', "bad_field"),
+        (b'{"op": "status", "all": "yes"}', "bad_field"),
+        (b'{"op": "st\x00atus"}', "nul_byte"),
+        (b'{"op": "\xff"}', "invalid_utf8"),
+        # Deep nesting made the old server raise RecursionError (and crash).
+        (b'{"op": "status", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "too_long"),
+        (b'{"op": "status", "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "too_deep"),
+        (b"[" * 65 + b"]" * 65, "too_deep"),
+    ],
+)
+def test_bad_requests_are_refused_with_a_reason(line: bytes, reason: str) -> None:
+    result = parse_request(line)
+    assert isinstance(result, BadRequest), result
+    assert result.reason == reason
+
+
+def test_take_request_finds_the_line_or_says_why_not() -> None:
+    assert take_request(b'{"op": "status"}\n{"rest"', eof=False) == b'{"op": "status"}'
+    assert take_request(b'{"op": "sta', eof=False) is None
+    assert take_request(b'{"op": "status"}', eof=True) == b'{"op": "status"}'
+    assert take_request(b"  ", eof=True) == BadRequest(
+        "truncated", "no request before end of stream"
+    )
+    over = take_request(b"x" * (MAX_REQUEST_BYTES + 1), eof=False)
+    assert isinstance(over, BadRequest) and over.reason == "too_long"
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                               max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        _json_values.map(lambda v: json.dumps(v).encode()),
+        st.fixed_dictionaries(
+            {"op": st.sampled_from(["status", "watch", "x"]) | _json_values},
+            optional={"since": _json_values},
+        ).map(lambda v: json.dumps(v).encode()),
+        st.integers(0, 5000).map(lambda d: b'{"op": "status", "x": ' + b"[" * d + b"]" * d
+                                 + b"}"),
+    ),
+    st.integers(0, 200),
+    st.booleans(),
+)
+def test_the_parser_is_total(data: bytes, cut: int, eof: bool) -> None:
+    """Fuzz: any bytes, cut anywhere, give a request, a refusal with a reason, or "read on"."""
+    for buffer in (data[:cut], data, data + b"\n" + data):
+        taken = take_request(buffer, eof=eof)
+        if isinstance(taken, bytes):
+            result = parse_request(taken)
+            assert isinstance(result, StatusRequest | WatchRequest | BadRequest)
+            if isinstance(result, WatchRequest):
+                assert result.since is None or result.since >= 0
+        else:
+            assert taken is None or isinstance(taken, BadRequest)
+
+
+# ------------------------------------------------------------------------------ a real server
+
+
+def _ask(path: Path, line: bytes) -> list[bytes]:
+    """Send one raw request line; every line of the answer (blocking)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(20)
+        sock.connect(os.fspath(path))
+        sock.sendall(line)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(1 << 16):
+            data += chunk
+    return data.splitlines()
+
+
+async def _no_journal(since: int, until: int) -> list[Transition | Gap]:
+    return []
+
+
+@asynccontextmanager
+async def serving(path: Path, **kwargs: Any) -> AsyncIterator[tuple[Supervisor, ControlServer]]:
+    async with Supervisor() as sup:
+        server = ControlServer(path, sup, lambda: {"supervisor": {}}, _no_journal, **kwargs)
+        sup.start_actor(server, name="control", essential=True)
+        await server.wait_listening()
+        yield sup, server
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> Path:
+    directory = tmp_path / "rt"
+    directory.mkdir(mode=0o700)
+    return directory / "control.sock"
+
+
+async def test_malformed_and_deeply_nested_requests_never_stop_the_server(control: Path) -> None:
+    """Each is answered with its reason; the old server crashed on deep nesting, and after four
+    crashes `paneward status` said "no daemon" while the daemon ran."""
+    deep = b'{"op": "status", "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}\n"
+    with anyio.fail_after(30):
+        async with serving(control) as (sup, server):
+            for _ in range(6):
+                [answer] = await anyio.to_thread.run_sync(_ask, control, deep)
+                assert json.loads(answer)["error"].startswith("bad request: JSON nested")
+            [answer] = await anyio.to_thread.run_sync(_ask, control, b"[1]\n")
+            assert json.loads(answer) == {"error": "bad request: request must be a JSON object"}
+            [status] = await anyio.to_thread.run_sync(_ask, control, b'{"op": "status"}\n')
+            assert json.loads(status)["seq"] == 0
+            stats = server.statistics()
+            states = sup.statistics().actor_states
+    assert stats.bad_requests == 7 and stats.rejected == {"too_deep": 6, "not_object": 1}
+    assert stats.status == 1
+    assert states == {"control": "running"}
+
+
+async def test_an_idle_connection_is_closed_at_the_head_deadline(control: Path) -> None:
+    with anyio.fail_after(30):
+        async with serving(control, head_deadline=0.3) as (_, server):
+            async with await anyio.connect_unix(control) as idle:
+                with pytest.raises(anyio.EndOfStream):  # hung up on, without a word
+                    await idle.receive()
+            async with await anyio.connect_unix(control) as partial:
+                await partial.send(b'{"op": "sta')
+                answer = b""
+                with pytest.raises(anyio.EndOfStream):  # told why, then hung up on
+                    while True:
+                        answer += await partial.receive()
+            stats = server.statistics()
+    assert json.loads(answer) == {"error": "bad request: no request line within the deadline"}
+    assert stats.admission is not None and stats.admission.timeouts == 2
+    assert stats.rejected == {"truncated": 1}
+
+
+async def test_at_the_cap_status_is_still_answered(control: Path) -> None:
+    """Idle connections fill the cap: the idlest makes room for a real request."""
+    with anyio.fail_after(30):
+        async with serving(control, cap=4, head_deadline=60) as (_, server):
+            held = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(4)]
+            try:
+                for sock in held:
+                    sock.connect(os.fspath(control))
+                await poll_until(
+                    lambda: (a := server.statistics().admission) is not None and a.open == 4,
+                    "four connections in",
+                )
+                lines = await anyio.to_thread.run_sync(
+                    lambda: list(request_lines(control, {"op": "status"}))
+                )
+            finally:
+                for sock in held:
+                    sock.close()
+            stats = server.statistics()
+    assert json.loads(lines[0])["seq"] == 0
+    assert stats.admission is not None
+    assert stats.admission.evicted >= 1 and stats.admission.cap == 4
+
+
+async def test_a_file_in_the_sockets_place_is_refused_and_kept(control: Path) -> None:
+    path = anyio.Path(control)
+    await path.write_text("precious")
+    with anyio.fail_after(10), pytest.raises(ControlServerError, match="not a socket"):
+        await ControlServer(control, Supervisor(), dict, _no_journal).run(None)
+    assert await path.read_text() == "precious"
+    assert stat.S_ISREG((await path.lstat()).st_mode)
+
+
+async def test_a_live_socket_of_another_daemon_is_left_alone(control: Path) -> None:
+    with anyio.fail_after(30):
+        async with serving(control):
+            with pytest.raises(ControlServerError, match="already listening"):
+                await ControlServer(control, Supervisor(), dict, _no_journal).run(None)
+            [status] = await anyio.to_thread.run_sync(_ask, control, b'{"op": "status"}\n')
+            assert json.loads(status)["seq"] == 0
+
+
+# ------------------------------------------------------------------------------ watch batches
 
 T = 1_800_000_000_000
 

@@ -355,3 +355,43 @@ async def test_fire_time_override_reaches_the_listener(tmp_path: Path) -> None:
     # a bad value falls back to the real clock: close to now, far from the bogus value
     assert abs(ignored.at_ms - ignored.observed_at_ms) < 60_000
     assert ignored.payload == payload
+
+
+def test_one_deadline_covers_the_whole_send_however_slowly_the_daemon_reads(
+    tmp_path: Path,
+) -> None:
+    """A reader that takes 128 KiB every 50 ms keeps each send() well under a per-call
+    timeout, which let a 1 MiB payload take far longer than it (1,849 ms measured with a
+    slower reader); the deadline is for the whole frame."""
+    import socket
+    import threading
+
+    path = tmp_path / "slow.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(os.fspath(path))
+    server.listen()
+    received = 0
+    done = threading.Event()
+
+    def slow_reader() -> None:
+        nonlocal received
+        conn, _ = server.accept()
+        with conn:
+            while not done.is_set():
+                chunk = conn.recv(1 << 17)
+                if not chunk:
+                    break
+                received += len(chunk)
+                done.wait(0.05)  # a daemon that reads slowly (this paces the reader only)
+
+    reader = threading.Thread(target=slow_reader, daemon=True)
+    reader.start()
+    frame = b"x" * (1 << 20)
+    try:
+        with pytest.raises(TimeoutError):
+            hook_client.send_frame(frame, path, timeout=0.2)
+    finally:
+        done.set()
+        reader.join(10)
+        server.close()
+    assert 0 < received < len(frame)  # it was making progress, and gave up all the same

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ import anyio
 import anyio.abc
 import msgspec
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +35,16 @@ from actors.core.frames import (
     nesting_depth,
     restamp,
 )
-from actors.core.http import RequestHead, check_http_request, parse_request_head
+from actors.core.http import (
+    Closed,
+    HttpHook,
+    HttpHookProtocol,
+    HttpRefusal,
+    NeedData,
+    RequestHead,
+    check_http_request,
+)
+from actors.core.limits import ConnectionCaps
 from actors.harnesses.catalog import HOOK_ROUTES, HOOKS
 from actors.sources.hook_listener import HookListener, HookListenerError, load_http_token
 from tests.polling import poll_until
@@ -41,6 +52,7 @@ from tests.sinks import ListSink
 
 AT = 1_795_999_000_000
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def notify_frame(payload: Any, *, harness: str = "claude-code", pid: int | None = None) -> bytes:
@@ -163,23 +175,112 @@ def test_restamp_sets_observed_time_only() -> None:
     assert msgspec.structs.replace(stamped, observed_at_ms=AT) == message
 
 
-def test_parse_request_head() -> None:
-    head = parse_request_head(
-        b"POST /hook/claude-code HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-        b"X-Paneward-Token: t\r\nConnection: keep-alive"
+AUTH = b"Host: x\r\nX-Paneward-Token: tok\r\n"
+
+
+def _request(body: bytes = b'{"hook_event_name": "Stop"}', extra: bytes = b"") -> bytes:
+    return (
+        b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH + extra
+        + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
     )
-    assert head == RequestHead(
-        "POST",
-        "/hook/claude-code",
-        "HTTP/1.1",
-        {"host": "x", "content-length": "2", "x-paneward-token": "t", "connection": "keep-alive"},
-    )
-    assert isinstance(head, RequestHead) and head.keep_alive
-    for bad in (b"GARBAGE", b"POST / HTTP/2\r\n", b"POST / HTTP/1.1\r\nno colon"):
-        result = parse_request_head(bad)
-        assert isinstance(result, Rejection) and result.reason == "http_bad_request"
-    dup = parse_request_head(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2")
-    assert isinstance(dup, Rejection)
+
+
+def _events(data: bytes, *, eof: bool = True) -> list[object]:
+    """Every event the protocol gives for ``data`` (answering each hook with 200)."""
+    protocol = HttpHookProtocol("tok", HOOKS)
+    protocol.receive_data(data)
+    if eof:
+        protocol.receive_data(b"")
+    out: list[object] = []
+    for _ in range(100):
+        event = protocol.next_event(AT)
+        out.append(event)
+        if isinstance(event, HttpHook):
+            protocol.respond(200, {})
+        elif isinstance(event, NeedData | Closed) or (
+            isinstance(event, HttpRefusal) and event.close
+        ):
+            break
+    return out
+
+
+def test_http_protocol_parses_requests_with_h11() -> None:
+    events = _events(_request() + _request(b'{"n": 2}', b"Connection: close\r\n"))
+    hooks = [e.message.payload for e in events if isinstance(e, HttpHook)]
+    assert hooks == [{"hook_event_name": "Stop"}, {"n": 2}]
+    assert isinstance(events[-1], Closed)  # Connection: close after the second
+    # Keep-alive: a request split anywhere is one hook.
+    whole = _request()
+    for cut in (1, 20, len(whole) - 1):
+        protocol = HttpHookProtocol("tok", HOOKS)
+        protocol.receive_data(whole[:cut])
+        assert isinstance(protocol.next_event(AT), NeedData)
+        protocol.receive_data(whole[cut:])
+        assert isinstance(protocol.next_event(AT), HttpHook)
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "reason"),
+    [
+        (b"GARBAGE\r\n\r\n", 400, "http_bad_request"),
+        (b"POST / HTTP/2\r\n\r\n", 400, "http_bad_request"),
+        (b"POST / HTTP/1.1\r\nno colon\r\n\r\n", 400, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
+         + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "http_bad_request"),
+        # Digits str.isdigit() accepts but int() does not: the listener used to crash on them.
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
+         + "Content-Length: \u00b2\r\n\r\n".encode(), 400, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
+         + b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n", 400, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH + b"X: " + b"a" * 20_000,
+         431, "http_bad_request"),
+        (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH + b"Content-Length: 5\r\n\r\n{",
+         400, "http_bad_request"),  # truncated body at end of stream
+        (_request(b"[1]"), 400, "http_not_object"),
+        (_request(b'{"hook_event_name": "SessionStart"}'), 422, "http_session_start"),
+    ],
+)
+def test_http_protocol_refusals(data: bytes, status: int, reason: str) -> None:
+    refusals = [e for e in _events(data) if isinstance(e, HttpRefusal)]
+    assert [r.rejection.reason for r in refusals] == [reason]
+    assert refusals[0].reply.startswith(f"HTTP/1.1 {status} ".encode())
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=64),
+            st.sampled_from([
+                _request(), b"\r\n", b"\r\n\r\n", b"Content-Length: ", b"9" * 30,
+                "\u00b2\u0663".encode(), b"Transfer-Encoding: chunked\r\n", AUTH,
+                b"POST /hook/codex HTTP/1.1\r\n", b"GET / HTTP/1.0\r\n", b"\x00\xff",
+            ]),
+        ),
+        max_size=12,
+    ),
+    st.booleans(),
+)
+def test_http_protocol_is_total(chunks: list[bytes], eof: bool) -> None:
+    """Fuzz: whatever bytes arrive, in whatever pieces, every call returns an event (no
+    exception), refusals carry a counted reason and a complete reply, and hooks are valid."""
+    protocol = HttpHookProtocol("tok", HOOKS)
+    for chunk in [*chunks, *([b""] if eof else [])]:
+        protocol.receive_data(chunk)
+        for _ in range(50):
+            event = protocol.next_event(AT)
+            if isinstance(event, HttpHook):
+                messages.revalidate(event.message)
+                assert protocol.respond(200, {}).startswith(b"HTTP/1.1 200 ")
+                continue
+            if isinstance(event, HttpRefusal):
+                assert event.rejection.reason.startswith(("http_", "bad_json", "too_deep",
+                                                           "nul_byte", "invalid_utf8"))
+                assert not event.reply or event.reply.startswith(b"HTTP/1.1 ")
+                if event.close:
+                    break
+                continue
+            break  # NeedData or Closed
 
 
 def _head(target: str = "/hook/claude-code", method: str = "POST", **headers: str) -> RequestHead:
@@ -259,12 +360,27 @@ async def test_socket_and_directory_permissions_and_cleanup(sock_path: Path) -> 
         assert not await anyio.Path(sock_path).exists()
 
 
-async def test_directory_mode_is_tightened(sock_path: Path) -> None:
+async def test_a_directory_others_can_reach_is_refused_not_changed(sock_path: Path) -> None:
+    # As tmux does for its socket directory: refuse with the reason, never chmod it.
     sock_path.parent.mkdir(parents=True, mode=0o755)
     sock_path.parent.chmod(0o755)
-    with anyio.fail_after(10):
-        async with running(HookListener(HOOKS, socket_path=sock_path), ListSink()):
-            assert stat.S_IMODE(sock_path.parent.stat().st_mode) == 0o700
+    with anyio.fail_after(10), pytest.raises(HookListenerError, match="accessible by other"):
+        await HookListener(HOOKS, socket_path=sock_path).run(ListSink())
+    assert stat.S_IMODE(sock_path.parent.stat().st_mode) == 0o755
+    assert list(sock_path.parent.iterdir()) == []
+
+
+async def test_a_symlinked_directory_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o755)
+    victim.chmod(0o755)
+    (tmp_path / "rt").mkdir(mode=0o700)
+    (tmp_path / "rt" / "paneward").symlink_to(victim)
+    path = tmp_path / "rt" / "paneward" / "hook.sock"
+    with anyio.fail_after(10), pytest.raises(HookListenerError, match="symbolic link"):
+        await HookListener(HOOKS, socket_path=path).run(ListSink())
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o755
+    assert list(victim.iterdir()) == []
 
 
 async def test_stale_socket_is_replaced_live_one_is_not(sock_path: Path) -> None:
@@ -593,7 +709,7 @@ async def test_http_hooks_token_delivery_and_refusals(sock_path: Path, token_fil
                 (post("claude-code", b"{}", token="nope"), 401),
                 (post("vim", b"{}"), 404),
                 (
-                    b"POST /hook/codex HTTP/1.1\r\nX-Paneward-Token: s3cret-token\r\n"
+                    b"POST /hook/codex HTTP/1.1\r\nHost: x\r\nX-Paneward-Token: s3cret-token\r\n"
                     + f"Content-Length: {MAX_FRAME_BYTES + 1}\r\n\r\n".encode(),
                     413,
                 ),
@@ -643,3 +759,301 @@ def test_listener_module_never_imported_by_hook_path() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout
     assert out.strip() == "[]"
+
+
+# --------------------------------------------------------------------------------------------
+# Admission: idle connections, bursts, deadlines, running out of descriptors (issue 12)
+
+
+def _connect_idle(path: Path, count: int) -> list[socket.socket]:
+    """``count`` connections that never send a byte (blocking: call from a thread)."""
+    held = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(os.fspath(path))
+        held.append(sock)
+    return held
+
+
+def _close_all(socks: list[socket.socket]) -> None:
+    for sock in socks:
+        sock.close()
+
+
+async def test_idle_connections_never_keep_real_hooks_out(sock_path: Path) -> None:
+    """600 idle connections of our own uid (the old fixed cap was 512) are held while real
+    hooks arrive: every hook gets in."""
+    with anyio.fail_after(60):
+        sink = ListSink()
+        listener = HookListener(HOOKS, socket_path=sock_path)
+        async with running(listener, sink):
+            idle = await anyio.to_thread.run_sync(_connect_idle, sock_path, 600)
+            try:
+                for n in range(20):
+                    await send_raw(sock_path, notify_frame({"n": n}) + b"\n")
+                await sink.wait_count(20)
+            finally:
+                _close_all(idle)
+            stats = listener.statistics()
+    assert [m.payload for m in sink.of(messages.NotifyHook)] == [{"n": n} for n in range(20)]
+    assert "too_many_connections" not in stats.rejected
+    assert stats.unix is not None and stats.unix.cap >= 4
+
+
+async def test_at_the_cap_the_idlest_unproven_connection_makes_room(sock_path: Path) -> None:
+    caps = ConnectionCaps(hook=8, http=2, control=2)
+    with anyio.fail_after(60):
+        sink = ListSink()
+        listener = HookListener(HOOKS, socket_path=sock_path, caps=caps, head_deadline=60)
+        async with running(listener, sink):
+            idle = await anyio.to_thread.run_sync(_connect_idle, sock_path, 8)
+            await wait_until(
+                lambda: (s := listener.statistics().unix) is not None and s.open == 8
+            )
+            try:
+                for n in range(5):
+                    await send_raw(sock_path, notify_frame({"n": n}) + b"\n")
+                await sink.wait_count(5)
+                stats = listener.statistics()
+                # The evicted idle connections were hung up on (EOF), the others held.
+                closed = [s for s in idle if _hung_up(s)]
+            finally:
+                _close_all(idle)
+    assert stats.unix is not None
+    assert stats.unix.evicted == len(closed) >= 1
+    assert stats.unix.open <= 8
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+async def test_a_connection_must_prove_itself_within_the_head_deadline(sock_path: Path) -> None:
+    with anyio.fail_after(60):
+        sink = ListSink()
+        listener = HookListener(HOOKS, socket_path=sock_path, head_deadline=0.3)
+        async with running(listener, sink):
+            async with await anyio.connect_unix(sock_path) as proven:
+                await proven.send(notify_frame({"n": 1}) + b"\n")
+                await sink.wait_count(1)
+                async with await anyio.connect_unix(sock_path) as idle:
+                    with pytest.raises(anyio.EndOfStream):
+                        await idle.receive()  # the listener hangs up on it at its deadline
+                async with await anyio.connect_unix(sock_path) as partial:
+                    await partial.send(b'{"type": "NotifyHook"')  # never finished
+                    with pytest.raises(anyio.EndOfStream):
+                        await partial.receive()
+                # The connection that sent a valid frame is kept (paneward wrap holds one).
+                await proven.send(notify_frame({"n": 2}) + b"\n")
+                await sink.wait_count(2)
+            stats = listener.statistics()
+    assert stats.unix is not None and stats.unix.timeouts == 2
+    assert stats.rejected == {"timeout": 1}
+    assert stats.recent_rejections[-1].detail.startswith("frame not finished within 0.3 s")
+
+
+def _burst(path: Path, frames: list[bytes], taken_in: Callable[[], bool] | None) -> None:
+    """One connection per frame, all open at once (``taken_in()``: until the listener has
+    accepted every one), then every frame written: a synchronized burst of hook processes."""
+    socks = _connect_idle(path, len(frames))
+    try:
+        while taken_in is not None and not taken_in():
+            time.sleep(0.005)  # polling the listener's counters from this thread
+        for sock, frame in zip(socks, frames, strict=True):
+            sock.sendall(frame)
+            sock.shutdown(socket.SHUT_WR)
+    finally:
+        _close_all(socks)
+
+
+@pytest.mark.parametrize("caps", [None, ConnectionCaps(hook=64, http=2, control=2)],
+                         ids=["default caps", "hook cap 64"])
+async def test_a_burst_of_a_thousand_real_connections_loses_nothing(
+    sock_path: Path, caps: ConnectionCaps | None
+) -> None:
+    """1,000 connections open at once (the old listener refused every one past 512 open); with
+    a cap below that, the rest wait in the kernel's queue and are served as slots free."""
+    frames = [notify_frame({"n": n}) + b"\n" for n in range(1000)]
+    with anyio.fail_after(120):
+        sink = ListSink()
+        # The clients here wait for each other before writing (real ones write at once), so
+        # the head deadline must not be what this measures.
+        listener = HookListener(HOOKS, socket_path=sock_path, caps=caps, head_deadline=60)
+
+        def taken_in() -> bool:
+            unix = listener.statistics().unix
+            return unix is not None and unix.accepted >= len(frames)
+
+        async with running(listener, sink):
+            await anyio.to_thread.run_sync(
+                _burst, sock_path, frames, taken_in if caps is None else None
+            )
+            await sink.wait_count(1000)
+            stats = listener.statistics()
+    assert sorted(m.payload["n"] for m in sink.of(messages.NotifyHook)) == list(range(1000))
+    assert stats.rejected == {}
+    assert stats.unix is not None and stats.unix.accepted == 1000
+
+
+_EMFILE_CHILD = r"""
+import json, os, resource, sys
+from pathlib import Path
+
+import anyio
+
+from actors.harnesses.catalog import HOOKS
+from actors.sources.hook_listener import HookListener
+from tests.sinks import ListSink
+
+
+async def main() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    sink = ListSink()
+    listener = HookListener(HOOKS, socket_path=Path(sys.argv[1]))
+    result = {}
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.run, sink)
+            await listener.wait_listening()
+            hog = []
+            try:
+                while True:  # every descriptor this process may have
+                    hog.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                pass
+            os.write(1, b"full\n")
+            # The parent connects its clients now and says when (our stdin is fd 0).
+            while os.read(0, 1) != b"\n":
+                pass
+            while listener.statistics().unix.accept_errors.get("EMFILE", 0) < 3:
+                await anyio.sleep(0.01)  # polling our own counters while starved
+            for fd in hog:
+                os.close(fd)
+            while os.read(0, 1) != b"\n":  # the parent sent its last hook
+                pass
+            stats = listener.statistics()
+            while len(sink.items) + stats.unix.shed < int(sys.argv[2]) + 1:
+                await anyio.sleep(0.01)
+                stats = listener.statistics()
+            result = {"delivered": [m.payload["n"] for m in sink.items],
+                      "shed": stats.unix.shed, "errors": stats.unix.accept_errors}
+            tg.cancel_scope.cancel()
+    except BaseException as exc:  # the listener died: the old behaviour
+        result = {"crashed": repr(exc)}
+    os.write(1, json.dumps(result).encode() + b"\n")
+
+
+anyio.run(main)
+"""
+
+
+async def test_running_out_of_descriptors_never_stops_the_listener(sock_path: Path) -> None:
+    """A real process at a 64-descriptor limit, every descriptor in use: accept() fails with
+    EMFILE; the listener counts it, waits, sheds at most what it must, and serves again as
+    soon as descriptors are free -- every connection is delivered or counted as shed."""
+    sock_path.parent.mkdir(parents=True, mode=0o700)
+    clients = 5
+    with anyio.fail_after(60):
+        async with await anyio.open_process(
+            [sys.executable, "-c", _EMFILE_CHILD, os.fspath(sock_path), str(clients)],
+            cwd=ROOT,
+        ) as child:
+            assert child.stdout is not None and child.stdin is not None
+            lines = BufferedByteReceiveStream(child.stdout)
+            assert await lines.receive_until(b"\n", 64) == b"full"
+            for n in range(clients):
+                await send_raw_nowait(sock_path, notify_frame({"n": n}) + b"\n")
+            await child.stdin.send(b"\n")
+            # Once it has descriptors again, a later hook goes straight through.
+            await send_raw(sock_path, notify_frame({"n": clients}) + b"\n")
+            await child.stdin.send(b"\n")
+            result = json.loads(await lines.receive_until(b"\n", 1 << 16))
+            assert await child.wait() == 0
+    assert "crashed" not in result, result
+    assert result["errors"]["EMFILE"] >= 3
+    delivered = result["delivered"]
+    assert clients in delivered  # the hook sent after the shortage
+    assert len(delivered) + result["shed"] == clients + 1  # nothing unaccounted for
+
+
+async def send_raw_nowait(path: Path, data: bytes) -> None:
+    """Connect, write ``data`` and close without waiting for the listener (it may not accept
+    yet: the bytes wait in the kernel)."""
+    def send() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(os.fspath(path))
+            sock.sendall(data)
+
+    await anyio.to_thread.run_sync(send)
+
+
+@pytest.mark.parametrize(
+    "length",
+    [b"\xb2", b"\xb9\xb2", "\u0663".encode(), b"9" * 5000, b"1" + b"0" * 12],
+    ids=["superscript two (latin-1)", "superscripts", "arabic-indic three", "5000 digits",
+         "10**12"],
+)
+async def test_a_malformed_content_length_is_refused_and_http_serves_on(
+    sock_path: Path, token_file: Path, length: bytes
+) -> None:
+    """Digits that pass str.isdigit() but are not ASCII, or thousands of them, used to crash
+    the whole listener (http and the socket)."""
+    body = json.dumps({"hook_event_name": "Stop", "session_id": "s"}).encode()
+    with anyio.fail_after(20):
+        sink = ListSink()
+        listener = HookListener(HOOKS, socket_path=sock_path, http_port=0, token_path=token_file)
+        async with running(listener, sink):
+            port = listener.http_port
+            assert port is not None
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                bad = (b"POST /hook/claude-code HTTP/1.1\r\nHost: x\r\n"
+                       b"X-Paneward-Token: s3cret-token\r\nContent-Length: " + length
+                       + b"\r\n\r\n" + body)
+                status, headers, _ = await http_exchange(stream, bad)
+                assert (status, headers["connection"]) in ((400, "close"), (413, "close"))
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                status, _, _ = await http_exchange(stream, post("claude-code", body))
+                assert status == 200
+            await send_raw(sock_path, notify_frame({"n": 1}) + b"\n")
+            await sink.wait_count(2)
+            stats = listener.statistics()
+    assert sum(stats.rejected.values()) == 1
+    assert set(stats.rejected) <= {"http_bad_request", "http_too_large"}
+
+
+def test_ids_refuse_nul() -> None:
+    """NUL was accepted in ids (it ends the string for tmux and every C consumer)."""
+    ack = {"type": "Acknowledge", "at_ms": AT, "key": {"harness": "codex", "session_id": "a\0b"}}
+    result = check_frame(json.dumps(ack).encode())
+    assert isinstance(result, Rejection) and result.reason == "invalid_message"
+    assert "session_id" in result.detail
+    pane = {"type": "PaneFocused", "pane": "%1\0", "at_ms": AT}
+    result = check_frame(json.dumps(pane).encode())
+    assert isinstance(result, Rejection) and result.reason == "invalid_message"
+    # A hook payload naming such a session maps to nothing (counted as unmapped).
+    from actors.harnesses.catalog import normalize
+
+    hook = check_frame(notify_frame({"session_id": "a\0b", "hook_event_name": "Stop"}))
+    assert isinstance(hook, messages.NotifyHook)
+    assert isinstance(normalize(hook), messages.Unmapped)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.binary(max_size=80) | st.sampled_from(
+    [b"\n", notify_frame({"n": 1}), b"\x00", b"\xff", b"[" * 70, b'{"type":']), max_size=10))
+def test_frames_are_total(chunks: list[bytes]) -> None:
+    """Fuzz: split and check any byte stream; every line is a message or a counted rejection."""
+    splitter = FrameSplitter(max_frame=256)
+    items = [item for chunk in chunks for item in splitter.feed(chunk)] + splitter.close()
+    for item in items:
+        if isinstance(item, Oversize):
+            assert item.size > 256
+            continue
+        result = check_frame(item)
+        assert isinstance(result, Rejection) or type(result) in messages.codec.INBOUND_TYPES

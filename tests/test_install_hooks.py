@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import stat
 import sys
 import tomllib
@@ -638,3 +639,60 @@ def test_installed_event_lists_are_derived_from_the_hook_tables() -> None:
     )
     commands = {e for e, entry in wanted.items() if entry["type"] == "command"}
     assert commands == set(CLAUDE_EVENTS) & claude_hooks.HTTP_REFUSED_EVENTS == {"SessionStart"}
+
+
+# --------------------------------------------------------------------------------------------
+# Bad paths: one line, exit 1, never a hang or a traceback (issue 12)
+
+_PANEWARD = Path(sys.executable).with_name("paneward")
+
+
+async def _install(config: Path, *prefix: str) -> tuple[int, str]:
+    """``paneward install-hooks claude-code`` in its own process (a FIFO would hang it)."""
+    argv = [*prefix, os.fspath(_PANEWARD), "install-hooks", "claude-code", "--config-dir",
+            os.fspath(config), "--executable", EXE]
+    with anyio.fail_after(30):
+        done = await anyio.run_process(argv, check=False)
+    assert done.stdout == b"" or done.returncode == 0
+    return done.returncode, done.stderr.decode()
+
+
+async def test_a_fifo_in_place_of_the_settings_file_is_refused_at_once(tmp_path: Path) -> None:
+    config = tmp_path / "claude"
+    config.mkdir()
+    os.mkfifo(config / "settings.json")
+    code, err = await _install(config)
+    assert (code, err) == (
+        1,
+        f"paneward install-hooks: {config}/settings.json is not a regular file; "
+        "refusing to read or replace it\n",
+    )
+    assert stat.S_ISFIFO((config / "settings.json").lstat().st_mode)
+
+
+async def test_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "claude"
+    config.mkdir()
+    (config / "settings.json").symlink_to(config / "loop")
+    (config / "loop").symlink_to(config / "settings.json")
+    code, err = await _install(config)
+    assert code == 1
+    assert err == f"paneward install-hooks: {config}/settings.json is a symbolic-link loop\n"
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing")
+async def test_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "claude"
+    config.mkdir()
+    (config / "settings.json").write_text("{}\n")
+    config.chmod(0o555)
+    try:
+        # Without CAP_DAC_OVERRIDE (root has it here), the directory's mode applies.
+        code, err = await _install(config, "setpriv", "--bounding-set=-all", "--inh-caps=-all")
+    finally:
+        config.chmod(0o755)
+    assert code == 1
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"paneward install-hooks: cannot write {config}/")
+    assert err.endswith(": Permission denied\n")
+    assert (config / "settings.json").read_text() == "{}\n"

@@ -159,9 +159,13 @@ def _main(m: messages.ProgramStatus) -> bool:
 
 
 async def test_claude_code_status_under_the_wrapper(
-    tmp_path: Path, tmux: Tmux, anthropic: MockServer
+    tmp_path: Path, tmux: Tmux, anthropic: MockServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     claude = _agent("claude")
+    # A developer's own CLAUDE_CONFIG_DIR must not reach the agent in the pane (it used to,
+    # through the tmux server's global environment, and Claude then showed its first-run
+    # screens): the pane's program gets exactly `env` below.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "the-callers-config-dir"))
     home, work, sock = tmp_path / "home", tmp_path / "work", tmp_path / "d.sock"
     for d in (home, work, tmp_path / "tmp"):
         d.mkdir()

@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.core.reducer import ENDED_SHOWN_MS
 from actors.core.status_table import format_table
+from actors.core.text import clip, printable
 from messages import Activity
 
 NOW = 1_800_000_000_000
@@ -98,3 +101,46 @@ def test_the_attention_queue_comes_first_with_how_long_it_has_been_open() -> Non
     assert [line.split()[2] for line in lines] == ["old", "new", "done", "busy"]
     assert "needs you 1h: r" in lines[0] and "needs you 1m: r" in lines[1]
     assert "done 3m: r" in lines[2]
+# ------------------------------------------------------------------ control characters
+
+
+_NASTY = "\x1b]0;pwned\x07\x1b[2J\u202eevil\x9b31m\x7f\\"
+
+
+def test_control_characters_are_escaped_in_the_table_and_the_cut_closes_nothing() -> None:
+    nasty = msgspec.convert(
+        {**_json("\x1b[2J" + "x" * 20, "running", "needs_input", 0, "needs_input", "%1\x1b[A"),
+         "attention": {"kind": "needs_input", "reason": "permission: " + _NASTY,
+                       "since_ms": NOW}},
+        Activity,
+    )
+    table = format_table([nasty], NOW)
+    assert all(c.isprintable() or c == "\n" for c in table), repr(table)
+    assert "\\x1b[2Jxxxx" in table  # the 13-character cut is of the escaped text
+    assert "%1\\x1b[A" in table
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_printable_escapes_exactly_the_unprintable(text: str) -> None:
+    out = printable(text)
+    assert out.isprintable()
+    if text.isprintable() and "\\" not in text:
+        assert out == text
+    assert clip(text, 13) == out[:13]
+
+
+def test_printable_is_systemd_like() -> None:
+    assert printable("a\tb\nc\x1b[0m\x00\x9b\u202e\\") == "a\\tb\\nc\\x1b[0m\\x00\\x9b\\u202e\\\\"
+
+
+def test_watch_summary_escapes_payload_text() -> None:
+    from actors.cli.commands import _summary
+
+    after = {**_json(_NASTY, "running", "working", 0, None, "%9\x07"), "subagents": 0}
+    line = _summary({"type": "Transition", "seq": 3, "after": after, "cause": "Hook:\x1b[2J"})
+    assert line.isprintable()
+    assert line.endswith("<- Hook:\\x1b[2J")
+    gap = _summary({"type": "Gap", "next_seq": 4, "dropped": 2, "reason": "store_full",
+                    "noticed_ms": NOW})
+    assert gap == "# gap: 2 transitions from #4 are not in the journal (store_full)"

@@ -299,6 +299,107 @@ async def test_record_is_sync_and_writes_are_batched(tmp_path: Path) -> None:
     assert db_query(path, "SELECT count(*) FROM journal") == [(5000,)]
 
 
+async def test_transactions_are_bounded_and_follow_each_other_at_once(tmp_path: Path) -> None:
+    """5,250 rows recorded in one go: the writer commits them 500 at a time, the next
+    transaction at once while rows wait (the window is a minute: only the size and the
+    rows left over start them). It used to take everything pending in one transaction, so
+    a kill -9 could lose all of it."""
+    path = tmp_path / "bounded.db"
+    sizes: list[int] = []
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=60_000, batch_rows=500) as store:
+            commit = store._commit
+
+            def spy(rows: Any, gaps: Any, count: int) -> tuple[int, int, int]:
+                sizes.append(len(rows))
+                return commit(rows, gaps, count)
+
+            store._commit = spy  # type: ignore[method-assign, assignment]
+            for seq in range(1, 5251):
+                store.record(transition(seq, key(seq % 50)))
+            await wait_until(lambda: store.statistics().written == 5250, "every row")
+            st = store.statistics()
+    assert sizes == [500] * 10 + [250]
+    assert st.batches == 11 and st.in_flight == 0
+
+
+async def test_a_batch_that_cannot_be_written_is_dropped_as_a_gap(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=10, busy_timeout_ms=20) as store:
+            locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            try:
+                await anyio.to_thread.run_sync(locker.execute, "BEGIN IMMEDIATE")
+                for seq in range(1, 8):
+                    store.record(transition(seq, key(seq)))
+                await wait_until(lambda: store.statistics().dropped == 7, "the dropped batch")
+                # Still locked: the gap is known in memory already.
+                pending = await store.gaps_between(0, 10)
+                await anyio.to_thread.run_sync(locker.execute, "ROLLBACK")
+            finally:
+                locker.close()
+            store.record(transition(8, key(8)))
+            await store.flush()
+            stored = await store.gaps_between(0, 10)
+            st = store.statistics()
+    assert [(g.next_seq, g.dropped, g.reason) for g in pending] == [(1, 7, "write_failed")]
+    assert [(g.next_seq, g.dropped, g.reason) for g in stored] == [(1, 7, "write_failed")]
+    assert st.flush_errors >= 3 and st.written == 1
+    assert db_query(path, "SELECT next_seq, dropped, reason FROM gaps") == [
+        (1, 7, "write_failed")
+    ]
+
+
+async def test_backpressure_holds_intake_one_batch_behind_and_never_forever(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bp.db"
+    published = 0
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=60_000, batch_rows=100,
+                              busy_timeout_ms=20) as store:
+            gate = store.backpressure(lambda: published, stall_s=0.3)
+            # A locker holds the write lock: nothing can commit.
+            locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            try:
+                await anyio.to_thread.run_sync(locker.execute, "BEGIN IMMEDIATE")
+                for seq in range(1, 100):
+                    published = seq
+                    store.record(transition(seq, key(seq % 5)))
+                assert not gate.closed()  # 99 ahead: less than one batch
+                published = 100
+                store.record(transition(100, key(0)))
+                assert gate.closed()  # one batch ahead
+                await gate.wait()  # returns although nothing committed: the store is stuck
+                assert (gate.waits, gate.stalls) == (1, 1)
+                assert store.statistics().backpressure_stalls == 1
+                assert not gate.closed()  # and stays open until the store moves again
+                await anyio.to_thread.run_sync(locker.execute, "ROLLBACK")
+            finally:
+                locker.close()
+            await store.flush()
+            assert store.handled_seq == 100 and not gate.closed()
+            for seq in range(101, 201):
+                published = seq
+                store.record(transition(seq, key(seq % 5)))
+            assert gate.closed()
+            await gate.wait()  # the size trigger commits the batch: intake may go on
+            assert gate.stalls == 1 and not gate.closed()
+            assert store.handled_seq == 200
+
+
+async def test_retention_shows_as_a_gap_from_since(tmp_path: Path) -> None:
+    path = tmp_path / "rg.db"
+    with anyio.fail_after(30):
+        async with open_store(path, retention_rows=10) as store:
+            for seq in range(1, 31):
+                store.record(transition(seq, key(seq % 3)))
+            await store.flush()
+            assert [(g.next_seq, g.dropped, g.reason) for g in await store.gaps_between(5, 30)
+                    ] == [(6, 15, "retention")]
+            assert await store.gaps_between(20, 30) == []
+
+
 async def test_time_window_flushes_without_being_asked(tmp_path: Path) -> None:
     path = tmp_path / "w.db"
     with anyio.fail_after(30):
@@ -317,10 +418,13 @@ async def test_pending_cap_counts_drops(tmp_path: Path) -> None:
             for seq in range(1, 16):
                 store.record(transition(seq, key(0)))
             st = store.statistics()
-            assert (st.recorded, st.pending, st.dropped) == (15, 10, 5)
+            # 10 rows wait, and one gap row saying which 5 were dropped.
+            assert (st.recorded, st.pending, st.dropped) == (15, 11, 5)
             await store.flush()
             assert store.statistics().written == 10
             assert [t.seq for t in await store.journal_since(0)] == list(range(1, 11))
+            (gap,) = await store.gaps_between(0, 15)
+            assert (gap.next_seq, gap.dropped, gap.reason) == (11, 5, "store_full")
 
 
 async def test_close_flushes_even_when_cancelled(tmp_path: Path) -> None:
@@ -520,10 +624,16 @@ async def test_garbage_file_gives_a_clear_error_and_is_left_alone(tmp_path: Path
 async def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     db_query(path, "CREATE TABLE notes (body TEXT)")
+    before = path.read_bytes()
     with anyio.fail_after(30), pytest.raises(StoreError, match="did not create"):
         async with open_store(path):
             pass
     assert db_query(path, "PRAGMA user_version") == [(0,)]
+    # Checked before anything is written: the file was not even switched to WAL (header
+    # bytes 18-19 are 1 for a rollback journal, 2 for WAL), and no byte of it changed.
+    assert path.read_bytes() == before
+    assert before[18:20] == b"\x01\x01"
+    assert not path.with_name(path.name + "-wal").exists()
 
 
 async def test_creates_private_dirs_and_file_in_wal_mode(tmp_path: Path) -> None:

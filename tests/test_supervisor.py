@@ -465,3 +465,49 @@ async def test_restored_live_session_does_not_flicker() -> None:
                 item = await sub.receive()
     assert isinstance(item, Transition)
     assert (item.seq, item.cause, item.after.turn) == (8, "RegistryStatus:busy", "working")
+
+
+async def test_an_essential_actor_that_stops_fails_the_supervisor() -> None:
+    class Broken:
+        async def run(self, sink: EvidenceSink) -> None:
+            raise OSError(98, "Address already in use")
+
+    class Fine:
+        async def run(self, sink: EvidenceSink) -> None:
+            await anyio.sleep_forever()
+
+    with anyio.fail_after(10):
+        async with Supervisor(max_restarts=2) as sup:
+            sup.start_actor(Fine(), name="fine")
+            sup.start_actor(Broken(), name="optional")  # stops, and that is all
+            sup.start_actor(Broken(), name="listener", essential=True)
+            failure = await sup.wait_failed()
+            stats = sup.statistics()
+    assert str(failure) == (
+        "listener stopped after 3 crashes within 10 s "
+        "(last: OSError(98, 'Address already in use'))"
+    )
+    assert sup.failure is failure
+    assert stats.failed == "listener"
+    assert stats.actor_states == {"fine": "running", "optional": "stopped", "listener": "stopped"}
+
+
+async def test_live_sessions_are_capped_and_refusals_counted() -> None:
+    """A flood of new sessions (2,000 failed ones used to keep 2,000 live actors) stops at the
+    cap; evidence for sessions that already have an actor still goes through."""
+    with anyio.fail_after(20):
+        async with Supervisor(max_sessions=3) as sup:
+            with sup.subscribe("all", snapshot=False) as sub:
+                for n in range(5):
+                    sup.inject_nowait(status(n, "busy", n))
+                sup.inject_nowait(status(1, "idle", 10))
+                items = await collect(sub, 4)
+                stats = sup.statistics()
+    # Sessions run concurrently: their transitions interleave in any order, each in its own.
+    by_key = {k: [t.after.turn for t in items if t.key == k] for k in {t.key for t in items}}
+    assert by_key == {key(0): ["working"], key(1): ["working", "idle"], key(2): ["working"]}
+    assert (stats.sessions_refused, stats.sessions) == (2, 3)
+    assert stats.recent_rejected[0].reason == (
+        f"3 live sessions already: {key(3)} refused (1 so far)"
+    )
+    assert stats.recent_rejected[0].origin == "routing"

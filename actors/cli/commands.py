@@ -39,7 +39,7 @@ __all__ = [
     "run_watch",
 ]
 
-EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON = 0, 1, 2
+EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON, EXIT_FAILED = 0, 1, 2, 3
 
 
 class _Args:
@@ -189,7 +189,12 @@ def run_run(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from actors.cli.daemon import DaemonAlreadyRunning, DaemonConfig, run_daemon
+    from actors.cli.daemon import (
+        DaemonAlreadyRunning,
+        DaemonConfig,
+        EssentialActorStopped,
+        run_daemon,
+    )
     from actors.core import paths
     from actors.core.notify import NotifySettings
     from messages.errors import PanewardError
@@ -227,6 +232,11 @@ def run_run(args: argparse.Namespace) -> int:
     except DaemonAlreadyRunning as exc:
         print(f"paneward run: {exc}", file=sys.stderr)
         return EXIT_INVALID
+    except EssentialActorStopped as exc:
+        # Loud and non-zero, so that a service manager (systemd Restart=on-failure) restarts
+        # the daemon instead of leaving one that runs but hears nothing.
+        print(f"paneward run: {exc}; exiting so that the daemon is restarted", file=sys.stderr)
+        return EXIT_FAILED
     except PanewardError as exc:
         print(f"paneward run: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -330,7 +340,9 @@ def run_status(args: argparse.Namespace) -> int:
 
         body = json.loads(reply)
         if "error" in body:
-            print(f"paneward status: {body['error']}", file=sys.stderr)
+            from actors.core.text import printable
+
+            print(f"paneward status: {printable(str(body['error']))}", file=sys.stderr)
             return EXIT_INVALID
         reply = _render_here(body, form, show_all=args.all).encode() + b"\n"  # older daemon
     sys.stdout.buffer.write(reply)
@@ -352,12 +364,12 @@ def _render_here(body: dict[str, Any], form: str, *, show_all: bool) -> str:
     import msgspec
 
     from actors.core.clock import now_ms
-    from actors.core.status_table import counter_line, format_table
+    from actors.core.status_table import actor_line, counter_line, format_table
     from messages import Activity
 
     activities = msgspec.convert(body["activities"], list[Activity])
     table = format_table(activities, now_ms(), show_all=show_all)
-    return table + "\n" + counter_line(body["statistics"])
+    return "\n".join((table, counter_line(body["statistics"]), actor_line(body["statistics"])))
 
 
 # ---------------------------------------------------------------------------- watch
@@ -405,17 +417,24 @@ def run_watch(args: argparse.Namespace) -> int:
 
 
 def _summary(item: dict[str, Any]) -> str:
+    from actors.core.text import clip, printable
+
+    if item.get("type") == "Gap":
+        return (
+            f"# gap: {item['dropped']} transitions from #{item['next_seq']} are not in the "
+            f"journal ({printable(str(item['reason']))})"
+        )
     if item.get("type") != "Transition":
         import json
 
-        return json.dumps(item)
+        return json.dumps(item)  # ASCII only: every control character is escaped
     a = item["after"]
     att = a.get("attention")
-    attention = f" [{att['kind']}: {att['reason']}]" if att else ""
-    pane = f" {a['pane']}" if a.get("pane") else ""
+    attention = f" [{att['kind']}: {printable(att['reason'])}]" if att else ""
+    pane = f" {printable(a['pane'])}" if a.get("pane") else ""
     return (
-        f"#{item['seq']} {a['key']['harness']}:{a['key']['session_id'][:13]}{pane} "
-        f"{a['presence']}/{a['turn']}{attention} <- {item['cause']}"
+        f"#{item['seq']} {a['key']['harness']}:{clip(a['key']['session_id'], 13)}{pane} "
+        f"{a['presence']}/{a['turn']}{attention} <- {printable(item['cause'])}"
     )
 
 

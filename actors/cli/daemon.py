@@ -2,18 +2,30 @@
 
 Order of start (dependencies first) and of shutdown (reverse):
 
-1. take the state directory's lock (a second daemon refuses to start);
+0. raise the soft file-descriptor limit to the hard one; handle SIGINT/SIGTERM from here on
+   (a signal during start-up ends it too);
+1. open the state directory and the socket (runtime) directory without following links and
+   check them (ours, no group/other access: :func:`actors.runtime.files.open_private_dir`),
+   then take each one's ``daemon.lock``: one daemon per state directory AND per runtime
+   directory -- a second one exits 1 with the reason and touches nothing of the first;
 2. open the store, load the catalog and re-prove every restored session's owner
    (the same live incarnation stays ``running`` with no flicker; a dead or
    recycled owner becomes ``persisted``);
 3. enter the :class:`~supervisor.Supervisor`, restore the catalog (each state re-proven by the
    reducer), subscribe the store (a ``states`` subscription: it records every transition with
    the reducer state behind it), publish the corrections;
-4. start the actors: control socket, hook listener (+ http), pid watcher, pane
-   mapper, Claude registry, Codex rollouts, the Codex app-server daemon's control socket,
-   Hermes ledger, tmux bridge (``--tmux``), notifications (unless ``--notify none``);
-5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush
-   the store, release the lock.
+4. start the actors: control socket and hook listener (+ http) -- both *essential* --, pid
+   watcher, pane mapper, Claude registry, Codex rollouts, the Codex app-server daemon's control
+   socket, Hermes ledger, tmux bridge (``--tmux``), notifications (unless ``--notify none``);
+5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush the store,
+   release the locks. A second signal, or a shutdown still running after
+   :data:`SHUTDOWN_DEADLINE_S` (a worker thread stuck in a system call), ends the process at
+   once (exit 1).
+
+Escalation: an essential actor that exhausts its restart intensity (more than 3 crashes in
+10 s) makes the daemon shut down the same way and exit with :data:`EXIT_FAILED` and a message
+naming it, so that a service manager restarts the whole daemon, rather than a process that
+looks alive while nobody hears its hooks (docs/reliability.md explains the choice).
 """
 
 from __future__ import annotations
@@ -22,38 +34,59 @@ import contextlib
 import fcntl
 import logging
 import os
+import resource
 import signal
+import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import msgspec
 
 from actors.core import paths
+from actors.core.limits import raised_fd_limit
 from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
 from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
 from actors.harnesses.codex.daemon import CodexDaemonSource
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
 from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
+from actors.runtime.files import open_private_dir, prepare_socket
 from actors.sinks.store import Restored, Store, open_store
 from actors.sources import procfs
 from actors.sources.control_server import ControlServer
 from actors.sources.hook_listener import HookListener
 from actors.sources.pane_mapper import PaneMapper
 from actors.sources.pid_watcher import PidWatcher
-from messages.activity import Transition
+from messages.activity import Gap, Transition
 from messages.errors import PanewardError
-from supervisor import Supervisor
+from supervisor import EssentialActorStopped, Supervisor
 
-__all__ = ["DaemonAlreadyRunning", "DaemonConfig", "run_daemon"]
+__all__ = [
+    "EXIT_FAILED",
+    "SHUTDOWN_DEADLINE_S",
+    "DaemonAlreadyRunning",
+    "DaemonConfig",
+    "EssentialActorStopped",
+    "raise_fd_limit",
+    "run_daemon",
+]
 
 logger = logging.getLogger("paneward.daemon")
 
+#: Exit status of ``paneward run`` when an essential actor stopped (docs/cli.md).
+EXIT_FAILED: Final = 3
+#: After SIGINT/SIGTERM, the process exits by then whatever still runs.
+SHUTDOWN_DEADLINE_S: Final = 10.0
+_LOCK_NAME: Final = "daemon.lock"
+
+
 class DaemonAlreadyRunning(PanewardError):
-    """Raised when another daemon holds the state directory's lock."""
+    """Raised when another daemon holds the state directory's or the runtime directory's
+    lock."""
 
 
 @dataclass(frozen=True)
@@ -87,17 +120,37 @@ class DaemonConfig:
 
     @property
     def lock_path(self) -> Path:
-        return self.state_dir / "daemon.lock"
+        return self.state_dir / _LOCK_NAME
+
+    @property
+    def runtime_dir(self) -> Path:
+        """Where the sockets live (the hook socket's directory)."""
+        return self.socket_path.parent
 
 
-@contextlib.contextmanager
-def state_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` for the daemon's lifetime.
+def raise_fd_limit() -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (bounded); return the soft limit in
+    force. Every listener sizes its connection cap from it (:mod:`actors.core.limits`)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = raised_fd_limit(soft, hard, resource.RLIM_INFINITY)
+    if wanted != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError) as exc:  # e.g. above fs.nr_open: keep what we have
+            logger.warning("cannot raise the file-descriptor limit to %d: %s", wanted, exc)
+            return soft
+        return wanted
+    return soft
+
+
+def _take_lock(dir_fd: int, directory: Path, what: str) -> int:
+    """Lock ``daemon.lock`` in the directory ``dir_fd`` (opened without following links).
 
     :raises DaemonAlreadyRunning: naming the pid that holds it.
     """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(
+        _LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
+    )
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -105,13 +158,46 @@ def state_lock(path: Path) -> Iterator[None]:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             raise DaemonAlreadyRunning(
                 f"another paneward daemon (pid {holder}) is already running "
-                f"with state directory {path.parent}"
+                f"with {what} {directory}"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def daemon_locks(
+    state_dir: Path, runtime_dir: Path, sockets: tuple[str, ...] = ()
+) -> Iterator[None]:
+    """Check both directories and hold their locks for the daemon's lifetime (one lock when
+    they are the same directory); then check that each of ``sockets`` (names in the runtime
+    directory) is free or a stale socket, so a file in a socket's place stops the start-up
+    here, with the reason, instead of failing the listener later.
+
+    :raises UnsafePath: a directory is a link, another user's, or open to group/others; or
+        something that is not a socket sits where a socket goes.
+    :raises DaemonAlreadyRunning: another daemon holds either lock (nothing of it is touched:
+        the lock file is only opened, and the second daemon stops here).
+    """
+    held: list[int] = []
+    try:
+        state_fd = open_private_dir(os.fspath(state_dir))
+        held.append(state_fd)
+        held.append(_take_lock(state_fd, state_dir, "state directory"))
+        runtime_fd = open_private_dir(os.fspath(runtime_dir))
+        held.append(runtime_fd)
+        a, b = os.fstat(state_fd), os.fstat(runtime_fd)
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+            held.append(_take_lock(runtime_fd, runtime_dir, "runtime directory (sockets)"))
+        for name in sockets:
+            prepare_socket(runtime_fd, name, os.fspath(runtime_dir / name))
         yield
     finally:
-        os.close(fd)  # closing releases the lock
+        for fd in reversed(held):
+            os.close(fd)  # closing a lock file releases its lock
 
 
 def _plain(value: object) -> object:
@@ -149,40 +235,100 @@ async def run_daemon(
 ) -> None:
     """Run until SIGINT/SIGTERM (or ``stop`` is set), then shut down gracefully.
 
-    :raises DaemonAlreadyRunning: another daemon uses ``config.state_dir``.
+    :raises DaemonAlreadyRunning: another daemon uses ``config.state_dir`` or the runtime dir.
+    :raises UnsafePath: the state or runtime directory may not be used (the text says why).
     :raises StoreError: the database cannot be used.
+    :raises EssentialActorStopped: the hook listener or the control server stopped after too
+        many crashes (after a graceful shutdown: the store is flushed).
     """
-    config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     stop = stop or anyio.Event()
-    with state_lock(config.lock_path):
-        async with open_store(config.db_path) as store:
-            restored = await store.load()
-            if restored.ended_pruned:
-                logger.info(
-                    "forgot %d sessions that ended more than a week ago", restored.ended_pruned
-                )
-            tokens = await anyio.to_thread.run_sync(_probe_owners, restored)
-            async with anyio.create_task_group() as outer:
-                async with Supervisor() as sup:
-                    sup.restore(restored.states, restored.last_seq, tokens)
-                    # The store follows a states subscription from here on (it drains it at
-                    # every wake-up, so it never lags the hub) until the hub closes, after
-                    # the session actors drained at shutdown.
-                    await outer.start(store.follow, sup)
-                    sup.publish_corrections()
-                    live_owners = {
-                        s.owner_pid: s.owner_token
-                        for s in restored.states
-                        if s.owner_pid is not None and tokens.get(s.owner_pid) == s.owner_token
-                    }
-                    parts = _start_actors(config, sup, store, live_owners)
-                    outer.start_soon(_wait_for_signal, stop)
-                    listener = parts["hook_listener"]
-                    control = parts["control"]
-                    assert isinstance(listener, HookListener)
-                    assert isinstance(control, ControlServer)
+    raise_fd_limit()
+    error: PanewardError | None = None
+    sockets = (config.socket_path.name, config.control_path.name)
+    with daemon_locks(config.state_dir, config.runtime_dir, sockets):
+        async with anyio.create_task_group() as signals:
+            signals.start_soon(_wait_for_signal, stop)
+            try:
+                await _serve(config, ready, stop)
+            except PanewardError as exc:
+                error = exc  # raised below, outside the task group (not in an ExceptionGroup)
+            finally:
+                signals.cancel_scope.cancel()
+    if error is not None:
+        raise error
+
+
+async def _serve(
+    config: DaemonConfig, ready: Callable[[Supervisor], None] | None, stop: anyio.Event
+) -> None:
+    """Start, serve until ``stop``, shut down. A ``stop`` during start-up (a store on a slow
+    disk, a listener that cannot start) ends the start-up at once; once started, shutdown is
+    the graceful path.
+
+    :raises PanewardError: the store cannot be used, or an essential actor stopped.
+    """
+    starting = anyio.Event()  # set once both sockets listen
+    result: list[EssentialActorStopped | None] = []
+    error: PanewardError | None = None
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as guard:
+
+            async def end_start_up_on_stop() -> None:
+                await stop.wait()
+                if not starting.is_set():
+                    scope.cancel()
+
+            guard.start_soon(end_start_up_on_stop)
+            try:
+                result.append(await _run(config, ready, stop, starting))
+            except PanewardError as exc:
+                error = exc  # raised below, outside the task group
+            finally:
+                guard.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    if result and result[0] is not None:
+        raise result[0]
+
+
+async def _run(
+    config: DaemonConfig,
+    ready: Callable[[Supervisor], None] | None,
+    stop: anyio.Event,
+    started: anyio.Event,
+) -> EssentialActorStopped | None:
+    """The store, the supervisor and its actors until ``stop`` or an essential actor's stop
+    (returned). ``started`` is set once both sockets listen."""
+    async with open_store(config.db_path) as store:
+        restored = await store.load()
+        if restored.ended_pruned:
+            logger.info("forgot %d sessions that ended more than a week ago", restored.ended_pruned)
+        tokens = await anyio.to_thread.run_sync(_probe_owners, restored)
+        async with anyio.create_task_group() as outer:
+            async with Supervisor() as sup:
+                sup.restore(restored.states, restored.last_seq, tokens)
+                # The store follows a states subscription from here on (it drains it at every
+                # wake-up, so it never lags the hub) until the hub closes, after the session
+                # actors drained at shutdown.
+                await outer.start(store.follow, sup)
+                sup.publish_corrections()
+                live_owners = {
+                    s.owner_pid: s.owner_token
+                    for s in restored.states
+                    if s.owner_pid is not None and tokens.get(s.owner_pid) == s.owner_token
+                }
+                parts = _start_actors(config, sup, store, live_owners)
+                listener = parts["hook_listener"]
+                control = parts["control"]
+                assert isinstance(listener, HookListener)
+                assert isinstance(control, ControlServer)
+
+                async def listening() -> None:
                     await listener.wait_listening()
                     await control.wait_listening()
+
+                if await _first_of(listening, sup.wait_failed) == 0:
+                    started.set()
                     logger.info(
                         "paneward daemon ready: hooks %s, control %s, db %s",
                         config.socket_path,
@@ -191,17 +337,58 @@ async def run_daemon(
                     )
                     if ready is not None:
                         ready(sup)
-                    await stop.wait()
-                # the supervisor is closed: the store's subscription has ended
-                outer.cancel_scope.cancel()
+                    await _first_of(stop.wait, sup.wait_failed)
+                started.set()
+                failure = sup.failure
+                if failure is not None:
+                    logger.error("%s: shutting down", failure)
+            # the supervisor is closed: the store's subscription has ended
+            outer.cancel_scope.cancel()
+    return failure
+
+
+async def _first_of(*waits: Callable[[], Any]) -> int:
+    """Wait for the first of ``waits`` to return; its index (the others are cancelled)."""
+    first: list[int] = []
+
+    async with anyio.create_task_group() as tg:
+
+        async def one(index: int, wait: Callable[[], Any]) -> None:
+            await wait()
+            if not first:
+                first.append(index)
+            tg.cancel_scope.cancel()
+
+        for index, wait in enumerate(waits):
+            tg.start_soon(one, index, wait)
+    return first[0]
+
+
+def _force_exit(why: str) -> None:
+    """End the process now, whatever is still running (a stuck worker thread)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"paneward run: {why}; exiting now\n")
+        sys.stderr.flush()
+    os._exit(1)
 
 
 async def _wait_for_signal(stop: anyio.Event) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
-            logger.info("received %s: shutting down", signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            if stop.is_set():
+                _force_exit(f"second {name}")
+            logger.info("received %s: shutting down", name)
             stop.set()
-            return
+            # Graceful shutdown is bounded: a thread stuck in a system call must not keep the
+            # process alive (threads cannot be cancelled; the timer thread is a daemon).
+            timer = threading.Timer(
+                SHUTDOWN_DEADLINE_S,
+                _force_exit,
+                (f"shutdown still running {SHUTDOWN_DEADLINE_S:g} s after {name}",),
+            )
+            timer.daemon = True
+            timer.start()
 
 
 def _start_actors(
@@ -209,9 +396,9 @@ def _start_actors(
 ) -> dict[str, Any]:
     parts: dict[str, Any] = {"supervisor": sup, "store": store}
 
-    async def journal(since: int, until: int) -> list[Transition]:
+    async def journal(since: int, until: int) -> list[Transition | Gap]:
         await store.flush()
-        out: list[Transition] = []
+        out: list[Transition | Gap] = []
         cursor = since
         while cursor < until:
             page = await store.journal_since(cursor, limit=1000)
@@ -220,20 +407,28 @@ def _start_actors(
                 break
             out.extend(page)
             cursor = page[-1].seq
+        # Where the journal has holes (dropped rows, retention), say so in seq order.
+        out.extend(await store.gaps_between(since, until))
+        out.sort(key=lambda item: item.seq if isinstance(item, Transition) else item.next_seq)
         return out
 
     listener = HookListener(
         catalog.HOOKS,
         socket_path=config.socket_path,
         http_port=config.http_port,
+        # Intake waits while the store is a batch behind (counting what is still queued in
+        # session mailboxes, which may publish): what a kill -9 loses stays bounded.
+        gate=store.backpressure(lambda: sup.seq + sup.queued),
     )
     parts["hook_listener"] = listener
     control = ControlServer(
         config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note
     )
     parts["control"] = control
-    sup.start_actor(control, name="control")
-    sup.start_actor(listener, name="hook-listener")
+    # Essential: without them the daemon is deaf (hooks) or mute (status, watch); one that
+    # stops after repeated crashes ends the daemon loudly (see the module docstring).
+    sup.start_actor(control, name="control", essential=True)
+    sup.start_actor(listener, name="hook-listener", essential=True)
 
     # The pid watcher learns owners from the evidence that names them (it listens); the owners
     # of restored sessions proven alive at start are handed to it here.

@@ -13,7 +13,9 @@ is paid on every tool call. It
    (:func:`actors.core.pids.parse_stat`). Which rule a harness needs is its package's fact:
    ``paneward install-hooks`` writes it into the hook command;
 3. sends ONE line -- a ``NotifyHook`` encoded exactly as ``messages.codec.encode`` would -- to
-   the hook socket (:func:`actors.core.paths.socket_path`), with a short timeout;
+   the hook socket (:func:`actors.core.paths.socket_path`) within ONE deadline for the whole
+   connect-and-send (:data:`SEND_TIMEOUT_S`, however slowly the daemon reads), so the hook
+   never takes longer than :data:`STDIN_TIMEOUT_S` + :data:`SEND_TIMEOUT_S` in all;
    ``$PANEWARD_HOOK_AT_MS`` (a decimal integer, epoch milliseconds) overrides ``at_ms``: replays
    and tests set it to the moment the recorded hook originally fired. A value that is not a
    positive integer below 2**63 is ignored (the hook never fails over it; debug says why);
@@ -210,18 +212,28 @@ def build_frame(
 
 
 def send_frame(frame: bytes, path: str | os.PathLike[str], timeout: float = SEND_TIMEOUT_S) -> None:
-    """Send one frame to the listener at ``path``.
+    """Send one frame to the listener at ``path``, all of it within ``timeout`` seconds.
 
-    :raises OSError: no daemon (ENOENT/ECONNREFUSED), permission, or timeout.
+    The deadline covers the connect and every ``send()`` together: a daemon that reads a
+    little at a time cannot stretch a large payload past it (a per-call timeout could).
+
+    :raises OSError: no daemon (ENOENT/ECONNREFUSED), permission, or ``TimeoutError`` when the
+        deadline passed (part of the frame may have been sent: the listener then counts a
+        truncated frame).
     """
     import _socket  # the C module: ``socket`` costs milliseconds of enum setup
 
+    deadline = time.monotonic() + timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
         sock.connect(os.fspath(path))
         view = memoryview(frame)
         while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"frame not sent within {timeout:g} s")
+            sock.settimeout(remaining)
             view = view[sock.send(view) :]
         sock.shutdown(_socket.SHUT_WR)
     finally:

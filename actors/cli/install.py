@@ -18,6 +18,10 @@ changes nothing and writes nothing; before any write the previous file is copied
 exactly paneward's entries; when the result means the same as the newest paneward-free backup,
 that backup's bytes are restored (byte-for-byte, including formatting), and a file paneward
 created is deleted again. A file that does not parse is never touched: the command says why.
+Only regular files are read or written: a FIFO, device or socket in a config file's place is
+refused (opened non-blocking, checked with ``fstat``, so a FIFO cannot hang the command), and
+every bad path -- a symbolic-link loop, a read-only or missing directory, a permission -- is one
+line on stderr and exit status 1, never a traceback.
 
 With ``--http`` (Claude Code) the token is created 0600 in
 :func:`actors.core.paths.http_token_path` on first use and reused afterwards.
@@ -102,13 +106,36 @@ class Plan:
 
 
 def _read(path: Path) -> str | None:
-    """A config file's text, ``None`` if it does not exist (unreadable: :class:`InstallError`)."""
+    """A config file's text, ``None`` if it does not exist.
+
+    :raises InstallError: not a regular file (never blocks on a FIFO: opened ``O_NONBLOCK``),
+        unreadable, or not UTF-8.
+    """
     try:
-        return path.read_text("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InstallError(f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise InstallError(f"cannot read {path}: {_why(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InstallError(f"{path} is not a regular file; refusing to read or replace it")
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8")
+    except OSError as exc:
+        raise InstallError(f"cannot read {path}: {_why(exc)}") from None
+    except UnicodeDecodeError as exc:
+        raise InstallError(f"cannot read {path}: not UTF-8 ({exc.reason})") from None
+    finally:
+        os.close(fd)
+
+
+def _why(exc: OSError) -> str:
+    """An OSError in a few words (``strerror``, e.g. "Too many levels of symbolic links")."""
+    return exc.strerror or str(exc)
 
 
 def _backups(path: Path) -> list[Path]:
@@ -194,8 +221,16 @@ def plan(
 
 
 def _target(path: Path) -> Path:
-    """Follow a symlinked config (dotfile managers): edit and back up its target, keep the link."""
-    return path.resolve() if path.is_symlink() else path
+    """Follow a symlinked config (dotfile managers): edit and back up its target, keep the link.
+
+    :raises InstallError: a symbolic-link loop, or a path that cannot be looked at.
+    """
+    try:
+        return path.resolve(strict=False) if path.is_symlink() else path
+    except RuntimeError:  # Python 3.11 reports a loop this way
+        raise InstallError(f"{path} is a symbolic-link loop") from None
+    except OSError as exc:
+        raise InstallError(f"cannot look at {path}: {_why(exc)}") from None
 
 
 def _backup_path(path: Path, absent: bool) -> Path:
@@ -225,38 +260,51 @@ def _write_atomic(path: Path, text: str, mode: int) -> None:
 
 
 def apply_plan(changes: Iterable[FileChange]) -> list[Path]:
-    """Write the changes (backup first, then an atomic replace); returns the backups made."""
+    """Write the changes (backup first, then an atomic replace); returns the backups made.
+
+    :raises InstallError: a change cannot be written (read-only or missing directory,
+        permission, disk full), in one line; the file is left as it was.
+    """
     backups: list[Path] = []
     for change in changes:
-        path = _target(change.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        current = _read(path)
-        if current != change.before:
-            raise InstallError(f"{path} changed while paneward was editing it; run again")
-        backup = _backup_path(path, absent=current is None)
-        if current is None:
-            backup.touch(mode=0o600)
-            mode = 0o600 if change.private else 0o644
-        else:
-            mode = stat.S_IMODE(path.stat().st_mode)
-            shutil.copy2(path, backup)
-            os.chmod(backup, mode & 0o600 | 0o400)
-        backups.append(backup)
-        if change.after is None:
-            path.unlink()
-        else:
-            if change.private:
-                mode &= 0o700  # it now holds the http token
-            _write_atomic(path, change.after, mode)
+        try:
+            backups.append(_apply(change))
+        except OSError as exc:
+            where = exc.filename or change.path
+            raise InstallError(f"cannot write {where}: {_why(exc)}") from None
     return backups
 
 
+def _apply(change: FileChange) -> Path:
+    """Back up and write one change; returns the backup."""
+    path = _target(change.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    current = _read(path)
+    if current != change.before:
+        raise InstallError(f"{path} changed while paneward was editing it; run again")
+    backup = _backup_path(path, absent=current is None)
+    if current is None:
+        backup.touch(mode=0o600)
+        mode = 0o600 if change.private else 0o644
+    else:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        shutil.copy2(path, backup)
+        os.chmod(backup, mode & 0o600 | 0o400)
+    if change.after is None:
+        path.unlink()
+    else:
+        if change.private:
+            mode &= 0o700  # it now holds the http token
+        _write_atomic(path, change.after, mode)
+    return backup
+
+
 def ensure_http_token(path: Path) -> str:
-    """Return the http hook token, creating it (0600, in a 0700 directory) on first use."""
-    try:
-        existing = path.read_text("utf-8").strip()
-    except FileNotFoundError:
-        existing = ""
+    """Return the http hook token, creating it (0600, in a 0700 directory) on first use.
+
+    :raises InstallError: the token path is not a regular file or cannot be read.
+    """
+    existing = (_read(path) or "").strip()
     if existing:
         os.chmod(path, 0o600)
         return existing
@@ -376,5 +424,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{change.note} (backup: {backup})")
     except InstallError as exc:
         print(f"paneward install-hooks: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # any other bad path: one line, never a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"paneward install-hooks: {where}{_why(exc)}", file=sys.stderr)
         return 1
     return 0

@@ -39,7 +39,7 @@ MAX_DEPTH: Final = 64
 
 RejectReason = Literal[
     "peer_uid",
-    "too_many_connections",
+    "timeout",
     "oversize",
     "nul_byte",
     "invalid_utf8",

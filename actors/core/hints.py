@@ -43,10 +43,11 @@ def token(value: str) -> str:
 
 
 def first_str(payload: dict[str, Any], *names: str, limit: int = MAX_ID_LEN) -> str | None:
-    """The first of ``names`` whose value is a non-empty string within ``limit``."""
+    """The first of ``names`` whose value is a non-empty string within ``limit`` holding no NUL
+    (ids become :data:`messages.common.Id`, which refuses NUL)."""
     for name in names:
         value = payload.get(name)
-        if isinstance(value, str) and value and len(value) <= limit:
+        if isinstance(value, str) and value and len(value) <= limit and "\x00" not in value:
             return value
     return None
 

@@ -12,6 +12,12 @@ Environment variables (first match wins):
 - state:   ``$PANEWARD_STATE_DIR`` → ``$XDG_STATE_HOME/paneward`` → ``~/.local/state/paneward``
 - runtime: ``$XDG_RUNTIME_DIR/paneward`` → the state directory
 - socket:  ``$PANEWARD_SOCKET`` → ``<runtime>/hook.sock``
+
+The rule for paneward's own directories (the state directory and the socket directory), as
+tmux applies it to its socket directory: each must be a real directory (not a symbolic link),
+owned by the user, with no access for group or others (:func:`private_dir_problem`); the daemon
+refuses to start otherwise and says why. It never loosens, tightens or follows one: see
+:mod:`actors.runtime.files` for how they are opened.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ __all__ = [
     "control_path",
     "env_dir",
     "http_token_path",
+    "private_dir_problem",
     "runtime_dir",
     "socket_path",
     "state_dir",
@@ -69,3 +76,18 @@ def control_path(socket: str | None = None) -> str:
 def http_token_path() -> str:
     """The 0600 file holding the loopback http-hook token (written by ``install-hooks --http``)."""
     return os.path.join(state_dir(), "http-token")
+
+
+def private_dir_problem(path: str, st_uid: int, st_mode: int, uid: int) -> str | None:
+    """Why the directory ``path`` (``fstat`` of its opened fd: ``st_uid``, ``st_mode``) may not
+    hold paneward's files for ``uid``, or ``None`` when it may."""
+    if st_mode & 0o170000 != 0o040000:
+        return f"{path} is not a directory"
+    if st_uid != uid:
+        return f"{path} belongs to uid {st_uid}, not to uid {uid}: refusing to use it"
+    if st_mode & 0o077:
+        return (
+            f"{path} is accessible by other users (mode {st_mode & 0o7777:04o}); "
+            f"make it private with `chmod 700 {path}` (or remove it) and start again"
+        )
+    return None

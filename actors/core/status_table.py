@@ -13,9 +13,10 @@ from typing import Any
 
 from actors.core.attention import attention_label
 from actors.core.reducer import attention_order, hidden_after, pane_winners
+from actors.core.text import clip, printable
 from messages import Activity
 
-__all__ = ["counter_line", "format_table"]
+__all__ = ["actor_line", "counter_line", "format_table"]
 
 
 def _age(now_ms: int, at_ms: int | None) -> str:
@@ -52,21 +53,23 @@ def format_table(
     shown = pane_winners(activities)
     header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
     rows = [header]
+    # Ids, panes and reasons come from payloads: escaped (never raw control characters), and
+    # cut after escaping, so a cut cannot leave an escape sequence open.
     for a in sorted(activities, key=attention_order):
         att = a.attention
         attention = f"{attention_label(a, now_ms)}: {att.reason}" if att else "-"
-        pane = a.pane or "-"
+        pane = printable(a.pane) if a.pane is not None else "-"
         if a.pane is not None and shown[a.pane].key != a.key:
-            pane = f"({a.pane})"
+            pane = f"({pane})"
         evidence = a.evidence
         rows.append(
             (
                 pane,
                 a.key.harness,
-                a.key.session_id[:13],
+                clip(a.key.session_id, 13),
                 a.presence,
                 a.turn,
-                attention[:48],
+                clip(attention, 48),
                 evidence.source,
                 _age(now_ms, evidence.at_ms or evidence.observed_at_ms),
             )
@@ -84,13 +87,33 @@ def format_table(
 
 
 def counter_line(stats: Mapping[str, Any]) -> str:
-    """The table's last line: the counters one looks at first (from ``statistics``)."""
+    """The table's summary line: the counters one looks at first (from ``statistics``).
+    ``drops`` counts every message or row paneward lost on purpose -- the supervisor's
+    (crashing or refused messages) and the store's (rows it could not keep)."""
     sup = stats.get("supervisor", {})
     hook = stats.get("hook_listener", {})
+    store = stats.get("store", {})
+    control = stats.get("control", {})
     rejected_frames = sum((hook.get("rejected") or {}).values())
+    rejected = sup.get("rejected", 0) + rejected_frames + control.get("bad_requests", 0)
+    drops = sup.get("drops", 0) + store.get("dropped", 0) + store.get("gap_transitions", 0)
     return (
         f"messages {sup.get('messages', 0)} · transitions {sup.get('transitions', 0)} · "
-        f"rejected {sup.get('rejected', 0) + rejected_frames} · unmapped {sup.get('unmapped', 0)}"
-        f" · drops {sup.get('drops', 0)} · overflows {sup.get('overflows', 0)}"
+        f"rejected {rejected} · unmapped {sup.get('unmapped', 0)}"
+        f" · drops {drops} · overflows {sup.get('overflows', 0)}"
         f" · restarts {sup.get('restarts', 0)}"
     )
+
+
+def actor_line(stats: Mapping[str, Any]) -> str:
+    """Every long-running actor's state (``running``, ``restarting``, ``stopped``, ``done``),
+    a stopped one first and in capitals so it cannot be missed."""
+    states: dict[str, str] = stats.get("supervisor", {}).get("actor_states") or {}
+    if not states:
+        return "actors: none"
+    order = {"stopped": 0, "restarting": 1, "running": 2, "done": 3}
+    parts = [
+        f"{name} {state.upper() if state == 'stopped' else state}"
+        for name, state in sorted(states.items(), key=lambda kv: (order.get(kv[1], 9), kv[0]))
+    ]
+    return "actors: " + " · ".join(parts)

@@ -1,2 +1,3 @@
 """The supervisor's machinery: the one wiring contract and the mailbox, the session actor, the
-broadcast hub, and the synchronous reference table."""
+broadcast hub, the synchronous reference table, and opening files without following links
+(``files``: paneward's directories and sockets, evidence files)."""

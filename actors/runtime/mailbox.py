@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Actor",
     "EvidenceSink",
+    "IntakeGate",
     "Host",
     "Listener",
     "Mailbox",
@@ -62,6 +63,19 @@ class EvidenceSink(Protocol):
 
         :raises MailboxFull: a session's mailbox is full (counted).
         """
+
+
+class IntakeGate(Protocol):
+    """Backpressure for a source that reads from the outside world (the hook listener): while
+    :meth:`closed`, it reads no more until :meth:`wait` returns. The daemon wires the store's
+    (:meth:`actors.sinks.store.Store.backpressure`): intake pauses while more transitions are
+    published than committed by one batch, so what a ``kill -9`` can lose stays bounded."""
+
+    def closed(self) -> bool:
+        """True when the source should pause (cheap: called per frame)."""
+
+    async def wait(self) -> None:
+        """Return once the source may go on (never waits forever)."""
 
 
 class Host(EvidenceSink, Protocol):

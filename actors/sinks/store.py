@@ -16,19 +16,26 @@ Who talks to it:
 
 Writes never happen on the hot path: :meth:`Store.record` is synchronous, encodes the
 transition's journal row (a few microseconds; each activity is encoded once and reused as the
-next transition's ``before`` and as the catalog row) and appends it to an in-memory batch; one
-writer task flushes the batch every ``batch_ms`` (or as soon as ``batch_rows`` are waiting)
-in ONE transaction of multi-row ``INSERT`` statements (a journal insert and a catalog upsert
-per 1,000 rows) run in aiosqlite's thread; the loop only flattens parameters per flush.
+next transition's ``before`` and as the catalog row) and appends it to an in-memory batch. One
+writer task commits them in *bounded* transactions: at most ``batch_rows`` rows each, started
+``batch_ms`` after the oldest waiting row was recorded or as soon as ``batch_rows`` wait, and
+the next one at once while rows are still waiting. A transaction is ONE hop to a worker thread
+holding the store's own write connection (multi-row ``INSERT`` statements, the catalog upsert,
+the retention prune, ``COMMIT``): its duration does not depend on how busy the event loop is
+(a burst of hooks used to stretch a many-statement flush over seconds of loop round trips).
 
-Durability (WAL, ``synchronous=NORMAL``): a committed batch survives ``kill -9`` of
-the daemon; a batch is all-or-nothing; so a killed daemon loses at most the rows
-that were not yet committed -- the current batch window plus the one flush in
-flight (:attr:`StoreStatistics.unflushed`). Power loss may additionally roll back
-the last committed transactions; the file stays consistent either way.
+Durability (WAL, ``synchronous=NORMAL``): a committed batch survives ``kill -9`` of the daemon;
+a batch is all-or-nothing; so a killed daemon loses at most the rows not yet committed
+(:attr:`StoreStatistics.unflushed`): the transaction in flight (at most ``batch_rows``) plus
+the rows waiting (at most ``max_pending``: beyond that a stuck disk makes the store drop rows,
+counted and recorded as a gap). Under load the window is one batch in flight plus what arrives
+while it commits (measured: bench/RESULTS.md). Power loss may additionally roll back the last
+committed transactions; the file stays consistent either way.
 
-Nothing is dropped silently: every written row, batch, error, drop, duplicate and
-gap is counted in :meth:`Store.statistics`.
+Nothing is dropped silently: every written row, batch, error, drop, duplicate and gap is
+counted in :meth:`Store.statistics`, and every journal row dropped (over the cap, or after
+repeated failed commits) is recorded in the ``gaps`` log, which ``paneward watch --since``
+reports (:meth:`Store.gaps_between`).
 
 Contract for the caller: ``seq`` must keep growing across daemon restarts -- the
 supervisor starts numbering after :attr:`Restored.last_seq`. A ``seq`` that does
@@ -68,6 +75,7 @@ from actors.core.reducer import ENDED_RETENTION_MS, SessionState, from_activity,
 from actors.runtime.hub import StateItem, StateSnapshot, StateTransition, Subscription
 from messages import (
     Activity,
+    Gap,
     MessageError,
     Overflow,
     PanewardError,
@@ -81,6 +89,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Migration",
+    "DurabilityGate",
     "Owner",
     "Restored",
     "Store",
@@ -98,9 +107,10 @@ Owner = tuple[int, str]
 # configured path is refused instead of being "migrated" into ours.
 APPLICATION_ID: Final = 0x70777264
 
-#: The in-memory batch is capped so a stuck disk cannot eat the daemon's memory;
-#: rows beyond the cap are dropped and counted (StoreStatistics.dropped).
-DEFAULT_MAX_PENDING: Final = 100_000
+#: The rows waiting for a transaction are capped so a stuck disk can neither eat the daemon's
+#: memory nor widen what a kill -9 loses past this; rows beyond the cap are dropped, counted
+#: (StoreStatistics.dropped) and recorded as a gap.
+DEFAULT_MAX_PENDING: Final = 10_000
 #: Catalog rows of settled sessions (ended, nothing to act on: actors.core.reducer.settled) not
 #: seen for this long are deleted at the next start rather than restored.
 DEFAULT_ENDED_RETENTION_MS: Final = ENDED_RETENTION_MS
@@ -110,6 +120,10 @@ MAX_FLUSH_ATTEMPTS: Final = 3
 GAP_RETENTION_ROWS: Final = 1_000
 #: Default upper bound on ``journal_since`` results.
 DEFAULT_JOURNAL_LIMIT: Final = 10_000
+#: A store that has neither committed nor dropped anything for this long while rows wait is
+#: stuck (a locked or failing disk): backpressure then lets intake go on (rows beyond
+#: ``max_pending`` are dropped as gaps) rather than stall the daemon.
+BACKPRESSURE_STALL_S: Final = 1.0
 
 
 class StoreError(PanewardError):
@@ -289,6 +303,9 @@ class StoreStatistics(msgspec.Struct, kw_only=True):
     """Rows in the flush transaction currently running."""
     last_flushed_seq: int = 0
     """Highest journal seq committed by this store (0 if none)."""
+    backpressure_stalls: int = 0
+    """Times intake stopped waiting for this store because it made no progress for
+    ``BACKPRESSURE_STALL_S`` (a stuck disk): see :meth:`Store.backpressure`."""
 
     @property
     def unflushed(self) -> int:
@@ -450,10 +467,14 @@ def _check_owner(owner: object) -> Owner | None:
 
 
 def _prepare_path(path: Path) -> None:
-    """Create missing parent directories (0700) and the file itself (0600).
+    """Create missing parent directories (0700) and the file itself (0600), never through a
+    symbolic link.
 
     SQLite creates ``-wal``/``-shm`` with the database file's mode, so creating the
-    file first keeps the whole store private to the user (DESIGN §11).
+    file first keeps the whole store private to the user (DESIGN §11). A directory this
+    creates gets its mode set on the fd it opened with ``O_NOFOLLOW`` (mkdir's mode goes through
+    the umask), never by path; an existing directory is left as it is (the daemon checks its
+    own state directory first: :func:`actors.runtime.files.open_private_dir`).
     """
     missing: list[Path] = []
     parent = path.parent
@@ -465,9 +486,15 @@ def _prepare_path(path: Path) -> None:
             directory.mkdir(mode=0o700)
         except FileExistsError:
             continue
-        os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        fd = os.open(
+            path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
     except FileExistsError:
         return
     os.close(fd)
@@ -478,8 +505,26 @@ async def _pragma(db: aiosqlite.Connection, sql: str) -> object:
     return rows[0][0] if rows else None
 
 
+async def _check_ours(db: aiosqlite.Connection, path: Path) -> None:
+    """Refuse a database paneward did not create, before anything is written to it (WAL mode
+    included: switching a foreign file to WAL would already change it)."""
+    app_id = await _pragma(db, "PRAGMA application_id")
+    version = await _pragma(db, "PRAGMA user_version")
+    assert isinstance(app_id, int) and isinstance(version, int)
+    tables = list(
+        await db.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")
+    )
+    if app_id != APPLICATION_ID and (app_id != 0 or version != 0 or tables):
+        raise StoreError(
+            f"{path} is an SQLite database that paneward did not create "
+            f"(application_id {app_id:#x}, user_version {version}); "
+            "refusing to touch it: point paneward at another path or move the file aside"
+        )
+
+
 async def _migrate(db: aiosqlite.Connection, path: Path) -> int:
     """Bring the schema to SCHEMA_VERSION; return the version found on disk."""
+    await _check_ours(db, path)
     app_id = await _pragma(db, "PRAGMA application_id")
     version = await _pragma(db, "PRAGMA user_version")
     assert isinstance(app_id, int) and isinstance(version, int)
@@ -521,6 +566,7 @@ async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
         # Read the header first: a garbage file fails here ("file is not a database").
         await _pragma(db, "PRAGMA application_id")
         await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        await _check_ours(db, path)  # before WAL: a foreign file is never changed
         mode = await _pragma(db, "PRAGMA journal_mode = WAL")
         if mode != "wal":
             raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode!r})")
@@ -540,6 +586,19 @@ async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
     return db
 
 
+def _open_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """The store's write connection (blocking): used only from worker threads, one
+    transaction at a time under the store's lock."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA synchronous = NORMAL")  # per connection; WAL is the file's
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 # --------------------------------------------------------------------------- the store
 
 
@@ -551,6 +610,7 @@ class Store:
         db: aiosqlite.Connection,
         path: Path,
         *,
+        writer: sqlite3.Connection,
         batch_ms: int,
         batch_rows: int,
         retention_rows: int,
@@ -559,6 +619,7 @@ class Store:
         clock: Callable[[], int],
     ) -> None:
         self._db = db
+        self._writer = writer
         self._path = path
         self._batch_s = batch_ms / 1000
         self._batch_rows = batch_rows
@@ -568,6 +629,16 @@ class Store:
         self._clock = clock
         self._pending: list[_Row] = []
         self._pending_gaps: list[_Gap] = []
+        # When the oldest waiting row was recorded (the batch window runs from it), and whether
+        # rows were left over by the last transaction (the next one starts at once then).
+        self._window_opened = 0.0
+        self._carry = False
+        # The highest seq committed or given up on (dropped), when it last moved, and an event
+        # set when it does: what backpressure (DurabilityGate) waits for.
+        self._handled_seq = 0
+        self._last_progress = anyio.current_time()
+        self._progress = anyio.Event()
+        self._recovered = anyio.Event()
         self._attempts = 0
         self._journal_count = 0
         self._last_recorded_seq = 0
@@ -600,13 +671,33 @@ class Store:
     def _append(self, row: _Row) -> None:
         if len(self._pending) >= self._max_pending:
             # The disk is not keeping up; losing history is better than losing the
-            # daemon to memory. Counted, and visible in `paneward status`.
+            # daemon to memory (or a kill -9 losing more than the cap). Counted, visible in
+            # `paneward status`, and recorded as a gap for `watch --since`.
             self._stats.dropped += 1
+            if row.journal is not None:
+                self._note_drop(row.seq, 1, "store_full")
+                self._advanced(row.seq)
             return
+        if not self._pending:
+            self._window_opened = anyio.current_time()
         self._pending.append(row)
         self._wake.set()
         if len(self._pending) >= self._batch_rows:
             self._full.set()
+
+    def _note_drop(self, first_seq: int, count: int, reason: str) -> None:
+        """Record in the gap log that ``count`` journal rows from ``first_seq`` were dropped
+        (extending the last pending gap when it is the same run)."""
+        gaps = self._pending_gaps
+        if gaps:
+            last = gaps[-1]
+            if last.reason == reason and last.next_seq + last.dropped == first_seq:
+                gaps[-1] = _Gap(last.next_seq, last.dropped + count, reason, last.noticed_ms)
+                return
+        if len(gaps) >= GAP_RETENTION_ROWS:
+            return  # the log keeps the newest GAP_RETENTION_ROWS anyway; the count is exact
+        gaps.append(_Gap(first_seq, count, reason, self._clock()))
+        self._wake.set()
 
     def _encode_activity(self, activity: Activity) -> msgspec.Raw:
         known = self._encoded.get(activity.key)
@@ -785,65 +876,59 @@ class Store:
     # ------------------------------------------------------------------ writing
 
     async def _run_writer(self) -> None:
-        """The writer task (started by open_store): one flush per batch window."""
+        """The writer task (started by open_store): bounded transactions, back to back while
+        rows wait."""
         while True:
             if not self._pending and not self._pending_gaps:
                 self._wake = anyio.Event()
                 await self._wake.wait()
-            # The window opens with its first row; it closes after batch_ms or as
-            # soon as batch_rows are waiting, whichever comes first.
-            if len(self._pending) < self._batch_rows:
-                self._full = anyio.Event()
-                with anyio.move_on_after(self._batch_s):
-                    await self._full.wait()
+            # The window opened with the oldest waiting row; it closes batch_ms after it or as
+            # soon as batch_rows are waiting, whichever comes first. Rows left over by the last
+            # transaction have waited already: the next one starts at once.
+            if len(self._pending) < self._batch_rows and not self._carry:
+                remaining = self._window_opened + self._batch_s - anyio.current_time()
+                if remaining > 0:
+                    self._full = anyio.Event()
+                    with anyio.move_on_after(remaining):
+                        await self._full.wait()
             async with self._lock:
                 await self._flush_once()
             if self._attempts:
-                # The last flush failed: back off one window before retrying.
-                await anyio.sleep(self._batch_s)
+                # The last flush failed: back off one window before retrying (or until a flush
+                # called meanwhile succeeded: the disk is back).
+                self._recovered = anyio.Event()
+                with anyio.move_on_after(self._batch_s):
+                    await self._recovered.wait()
 
     async def _flush_once(self) -> None:
-        """Commit the current batch in one transaction. Caller holds the lock."""
-        rows, self._pending = self._pending, []
+        """Commit the oldest ``batch_rows`` waiting rows (and the gaps) in one transaction.
+        Caller holds the lock."""
+        rows = self._pending[: self._batch_rows]
+        del self._pending[: self._batch_rows]
+        self._carry = bool(self._pending)
+        if self._pending:
+            self._window_opened = anyio.current_time()
         gaps, self._pending_gaps = self._pending_gaps, []
         if not rows and not gaps:
             return
         self._stats.in_flight = len(rows) + len(gaps)
-        newest = _newest_per_key(rows)
         journal_rows = sum(1 for r in rows if r.journal is not None)
         max_seq = max((r.seq for r in rows if r.journal is not None), default=0)
-        db = self._db
-        # Only flattening here (the transitions were encoded when recorded, the catalog holds
-        # one row per key): cheap enough for the loop, and a worker-thread hop would cost one
-        # more round trip through a loop that a burst keeps busy.
-        journal, others = _flush_statements(rows, newest, gaps)
         try:
-            # Shielded: a cancellation arriving mid-transaction must not leave it open
-            # on the connection; a flush is short (bounded by busy_timeout).
-            with anyio.CancelScope(shield=True):
-                try:
-                    await db.execute("BEGIN IMMEDIATE")
-                    inserted = 0
-                    for sql, params in journal:
-                        inserted += max((await db.execute(sql, params)).rowcount, 0)
-                    for sql, params in others:
-                        await db.execute(sql, params)
-                    if gaps:
-                        await db.execute(_GAP_PRUNE, (GAP_RETENTION_ROWS,))
-                    excess = self._journal_count + inserted - self._retention_rows
-                    pruned = 0
-                    if excess > 0:
-                        pruned = max((await db.execute(_JOURNAL_PRUNE, (excess,))).rowcount, 0)
-                    await db.execute("COMMIT")
-                except BaseException:
-                    await self._rollback()
-                    raise
+            # One worker-thread hop for the whole transaction; anyio waits for the thread even
+            # when cancelled, so a transaction is never left open on the connection.
+            inserted, pruned, catalog = await anyio.to_thread.run_sync(
+                self._commit, rows, gaps, self._journal_count
+            )
         except Exception as exc:  # sqlite3.Error mostly; never let the writer die
             self._stats.flush_errors += 1
             self._attempts += 1
             if self._attempts >= MAX_FLUSH_ATTEMPTS:
                 self._stats.dropped += len(rows) + len(gaps)
                 self._attempts = 0
+                self._drop_rows(rows, "write_failed")
+                # The gaps themselves are kept for the next transaction: they say what is lost.
+                self._pending_gaps = gaps + self._pending_gaps
                 _log.error(
                     "store %s: dropped a batch of %d rows after %d failed flushes: %s",
                     self._path, len(rows) + len(gaps), MAX_FLUSH_ATTEMPTS, exc,
@@ -858,15 +943,82 @@ class Store:
         self._journal_count += inserted - pruned
         self._stats.written += inserted
         self._stats.duplicates += journal_rows - inserted
-        self._stats.catalog_writes += len(newest)
+        self._stats.catalog_writes += catalog
         self._stats.pruned += pruned
         self._stats.batches += 1
         self._stats.last_flushed_seq = max(self._stats.last_flushed_seq, max_seq)
+        self._advanced(max_seq)
+
+    def _advanced(self, seq: int) -> None:
+        """Rows up to ``seq`` are committed or given up on: wake whoever waits for that."""
+        self._recovered.set()
+        self._handled_seq = max(self._handled_seq, seq)
+        self._last_progress = anyio.current_time()
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    @property
+    def handled_seq(self) -> int:
+        """The highest journal seq committed or dropped (counted) by this store."""
+        return self._handled_seq
+
+    def backpressure(
+        self,
+        published: Callable[[], int],
+        limit: int | None = None,
+        stall_s: float = BACKPRESSURE_STALL_S,
+    ) -> DurabilityGate:
+        """An intake gate (:class:`actors.runtime.mailbox.IntakeGate`) closed while
+        ``published()`` (the hub's seq) runs ``limit`` (default ``batch_rows``) or more ahead of
+        what this store has committed, unless the store is stuck (held up ``stall_s`` with no
+        progress)."""
+        return DurabilityGate(
+            self, published, self._batch_rows if limit is None else limit, stall_s
+        )
+    def _commit(
+        self, rows: Sequence[_Row], gaps: Sequence[_Gap], journal_count: int
+    ) -> tuple[int, int, int]:
+        """One transaction on the write connection (worker thread); returns the journal rows
+        inserted, the journal rows pruned and the catalog rows upserted."""
+        newest = _newest_per_key(rows)
+        journal, others = _flush_statements(rows, newest, gaps)
+        db = self._writer
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            inserted = 0
+            for sql, params in journal:
+                inserted += max(db.execute(sql, params).rowcount, 0)
+            for sql, params in others:
+                db.execute(sql, params)
+            if gaps:
+                db.execute(_GAP_PRUNE, (GAP_RETENTION_ROWS,))
+            excess = journal_count + inserted - self._retention_rows
+            pruned = 0
+            if excess > 0:
+                pruned = max(db.execute(_JOURNAL_PRUNE, (excess,)).rowcount, 0)
+            db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")  # none open (BEGIN itself failed) raises: nothing to undo
+            raise
+        return inserted, pruned, len(newest)
+
+    def _drop_rows(self, rows: Sequence[_Row], reason: str) -> None:
+        top = 0
+        for row in rows:
+            if row.journal is not None:
+                self._note_drop(row.seq, 1, reason)
+                top = max(top, row.seq)
+        if top:
+            self._advanced(top)
 
     def _requeue(self, rows: list[_Row], gaps: list[_Gap]) -> None:
         room = max(self._max_pending - len(self._pending), 0)
         keep = rows[:room]
         self._stats.dropped += len(rows) - len(keep)
+        self._drop_rows(rows[room:], "store_full")
+        if keep:
+            self._window_opened = anyio.current_time()
         self._pending = keep + self._pending
         self._pending_gaps = gaps + self._pending_gaps
 
@@ -878,13 +1030,19 @@ class Store:
     async def flush(self) -> None:
         """Commit everything recorded so far (waits for a flush already running).
 
-        One transaction after taking the lock covers every row recorded before the
-        call (a flush that was in flight already held its own batch), so a producer
-        that keeps recording cannot keep ``flush`` busy forever. A batch that fails
-        stays queued for the writer's retry; ``flush`` returns after that one attempt.
+        As many bounded transactions as the rows recorded before the call need, under the
+        lock, so a producer that keeps recording cannot keep ``flush`` busy forever. A batch
+        that fails stays queued for the writer's retry; ``flush`` returns after that attempt.
         """
         async with self._lock:
-            await self._flush_once()
+            remaining = len(self._pending)
+            while True:
+                errors = self._stats.flush_errors
+                taken = min(remaining, self._batch_rows)
+                await self._flush_once()
+                remaining -= taken
+                if self._stats.flush_errors != errors or remaining <= 0:
+                    return
 
     async def _close(self, deadline_s: float) -> None:
         """Final flush (shielded, bounded), then no more records."""
@@ -1025,10 +1183,105 @@ class Store:
         low, high = rows[0]
         return None if low is None else (low, high)
 
+    async def gaps_between(self, since: int, until: int) -> list[Gap]:
+        """Where the journal misses transitions with ``since < seq <= until``, oldest first.
+
+        For ``paneward watch --since SEQ``: the gap log's rows in that range (transitions the
+        store dropped, or its subscription never got, including those a failing disk keeps in
+        memory for now), and ``retention`` gaps for the rest of what is missing before the
+        oldest row the journal keeps.
+        """
+        self._check_open("gaps_between()")
+        await self.flush()
+        async with self._lock:
+            rows = list(
+                await self._db.execute_fetchall(
+                    "SELECT next_seq, dropped, reason, noticed_ms FROM gaps "
+                    "WHERE next_seq + dropped > ? AND next_seq <= ? ORDER BY next_seq, id",
+                    (since, until),
+                )
+            )
+            bounds = list(await self._db.execute_fetchall("SELECT min(seq) FROM journal"))
+        recorded = [
+            Gap(next_seq=next_seq, dropped=dropped, reason=reason, noticed_ms=noticed_ms)
+            for next_seq, dropped, reason, noticed_ms in rows
+        ]
+        recorded += [
+            Gap(next_seq=g.next_seq, dropped=g.dropped, reason=g.reason, noticed_ms=g.noticed_ms)
+            for g in self._pending_gaps
+            if g.next_seq + g.dropped > since and g.next_seq <= until
+        ]
+        oldest = bounds[0][0]
+        # Before the oldest kept row, what no recorded gap explains was pruned by retention.
+        end = until if oldest is None else min(oldest - 1, until)
+        cursor = since + 1
+        retention: list[Gap] = []
+        for gap in sorted(recorded, key=lambda g: g.next_seq):
+            if gap.next_seq > cursor and cursor <= end and oldest is not None:
+                upto = min(gap.next_seq - 1, end)
+                retention.append(Gap(next_seq=cursor, dropped=upto - cursor + 1,
+                                     reason="retention", noticed_ms=self._clock()))
+            cursor = max(cursor, gap.next_seq + gap.dropped)
+        if oldest is not None and cursor <= end:
+            retention.append(Gap(next_seq=cursor, dropped=end - cursor + 1,
+                                 reason="retention", noticed_ms=self._clock()))
+        return sorted(recorded + retention, key=lambda g: g.next_seq)
+
     async def _count_journal(self) -> None:
         rows = list(await self._db.execute_fetchall("SELECT count(*), max(seq) FROM journal"))
         self._journal_count = rows[0][0]
         self._last_recorded_seq = rows[0][1] or 0
+        self._handled_seq = self._last_recorded_seq
+
+
+class DurabilityGate:
+    """Backpressure from the store to intake (made by :meth:`Store.backpressure`).
+
+    ``closed()`` while the hub's seq runs ``limit`` or more ahead of the store's
+    :attr:`~Store.handled_seq` (committed or dropped), so a ``kill -9`` loses at most about
+    one batch whatever the load; ``wait()`` returns at the store's next progress, or once it has
+    been held up ``stall_s`` with no progress (a stuck disk never stalls intake for longer: the
+    store then drops what it cannot keep, as gaps, and the gate stays open until the store
+    moves again). ``waits`` and ``stalls`` count both.
+    """
+
+    def __init__(
+        self, store: Store, published: Callable[[], int], limit: int, stall_s: float
+    ) -> None:
+        self._store = store
+        self._published = published
+        self._limit = limit
+        self._stall_s = stall_s
+        self._base = published() - store.handled_seq  # what was restored, not recorded here
+        self._held_since: float | None = None  # since when the lag has been over the limit
+        self.waits = 0
+        self.stalls = 0
+
+    def _lag(self) -> int:
+        return self._published() - self._base - self._store.handled_seq
+
+    def _held_for(self) -> float:
+        now = anyio.current_time()
+        if self._held_since is None:
+            self._held_since = now
+        return now - max(self._held_since, self._store._last_progress)
+
+    def closed(self) -> bool:
+        if self._lag() < self._limit:
+            self._held_since = None
+            return False
+        return self._held_for() < self._stall_s
+
+    async def wait(self) -> None:
+        self.waits += 1
+        store = self._store
+        while self.closed():
+            with anyio.move_on_after(max(self._stall_s - self._held_for(), 0.0)) as scope:
+                await store._progress.wait()
+            if scope.cancelled_caught and self._lag() >= self._limit:
+                self.stalls += 1
+                store._stats.backpressure_stalls += 1
+                return
 
 
 @contextlib.asynccontextmanager
@@ -1069,10 +1322,13 @@ async def open_store(
     if ended_retention_ms < 0:
         raise ValueError(f"ended_retention_ms must be >= 0, not {ended_retention_ms}")
     db = await _connect(Path(path), busy_timeout_ms)
+    writer: sqlite3.Connection | None = None
     try:
+        writer = await anyio.to_thread.run_sync(_open_writer, Path(path), busy_timeout_ms)
         store = Store(
             db,
             Path(path),
+            writer=writer,
             batch_ms=batch_ms,
             batch_rows=batch_rows,
             retention_rows=retention_rows,
@@ -1103,4 +1359,6 @@ async def open_store(
             raise body_error
     finally:
         with anyio.CancelScope(shield=True):
+            if writer is not None:
+                await anyio.to_thread.run_sync(writer.close)
             await db.close()

@@ -13,14 +13,22 @@ sends one JSON request line and reads JSON lines back:
   ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
-  given, then live, with no gap and no duplicate; a client that cannot keep up
-  gets one :class:`~messages.Overflow` line and is disconnected. With
-  ``"snapshot": true`` the first line is the subscription's :class:`~messages.Snapshot`
+  given -- with a :class:`~messages.Gap` line where the journal misses transitions (the
+  store dropped them, or retention pruned them) -- then live, with no gap and no duplicate; a
+  client that cannot keep up gets one :class:`~messages.Overflow` line and is disconnected.
+  With ``"snapshot": true`` the first line is the subscription's :class:`~messages.Snapshot`
   (every session's activity as of its ``seq``), then the live transitions after it: the
   stream ``paneward wait`` reads, so an edge just before it started is in the snapshot and
   one just after is a transition.
 
-Sent by the CLI (:mod:`actors.cli.main`); served by :class:`ControlServer`, an actor the
+Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anything malformed
+(deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes nothing.
+Connections go through the same admission as the hook socket (:mod:`actors.sources.admission`):
+at most ``cap`` at once, a request line within 2 s; the socket is created, and removed, only
+through its verified directory (:mod:`actors.runtime.files`), and only a stale *socket* is ever
+replaced.
+
+Sent by the CLI (:mod:`actors.cli.commands`); served by :class:`ControlServer`, an actor the
 daemon starts under the supervisor.
 """
 
@@ -29,7 +37,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Awaitable, Callable
+import resource
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,16 +48,30 @@ import msgspec
 
 import messages
 from actors.core.clock import now_ms
+from actors.core.control_requests import (
+    BadRequest,
+    StatusRequest,
+    parse_request,
+    take_request,
+)
+from actors.core.limits import HEAD_DEADLINE_S, connection_caps
 from actors.core.reducer import pane_views
-from actors.core.status_table import counter_line, format_table
+from actors.core.status_table import actor_line, counter_line, format_table
+from actors.core.text import printable
+from actors.runtime.files import (
+    UnsafePath,
+    bind_socket,
+    open_private_dir,
+    prepare_socket,
+    remove_socket,
+)
+from actors.sources.admission import Admission, AdmissionStatistics, Connection
 from actors.sources.control_client import request_lines
-from messages.activity import Overflow, Snapshot, Transition
+from messages.activity import Gap, Overflow, Snapshot, Transition
+from messages.errors import PanewardError
 
-__all__ = ["ControlServer", "ControlStatistics", "request_lines"]
+__all__ = ["ControlServer", "ControlServerError", "ControlStatistics", "request_lines"]
 
-MAX_REQUEST = 64 * 1024
-#: What ``{"op": "status", "format": ...}`` may ask for (``json``, the default: everything).
-_STATUS_FORMS = frozenset({"json", "table", "activities", "panes", "counters"})
 #: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
 #: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
 WATCH_BUFFER = 16384
@@ -56,6 +79,11 @@ WATCH_BUFFER = 16384
 WATCH_BATCH = 512
 #: Watch lines kept encoded for the other watchers (they follow close to each other).
 _SHARED_LINES = 2 * WATCH_BATCH
+
+
+class ControlServerError(PanewardError):
+    """The control socket cannot be served: unsafe directory, a file in its place, or another
+    daemon answering on it."""
 
 
 class _Host(Protocol):
@@ -68,15 +96,25 @@ class _Host(Protocol):
 
 
 class ControlStatistics(msgspec.Struct, kw_only=True):
-    """Counters of the control socket: one record it keeps, copied by ``statistics()``."""
+    """Counters of the control socket: one record it keeps, copied by ``statistics()``.
+
+    ``bad_requests`` refused requests, by reason in ``rejected``
+    (:data:`~actors.core.control_requests.BadRequestReason`); ``admission`` the socket's caps,
+    timeouts and accept errors.
+    """
 
     requests: int = 0
     status: int = 0
     watches: int = 0
     bad_requests: int = 0
+    rejected: dict[str, int] = msgspec.field(default_factory=dict)
     refused_peers: int = 0  # connections from another uid (only if the 0700 dir was opened)
     watch_writes: int = 0  # writes to watchers (each carries every transition pending then)
     watch_lines: int = 0  # transitions written to watchers
+    admission: AdmissionStatistics | None = None
+
+
+Journal = Callable[[int, int], Awaitable[Sequence[Transition | Gap]]]
 
 
 class ControlServer:
@@ -85,9 +123,11 @@ class ControlServer:
     :param host: the supervisor (snapshot, seq, subscribe).
     :param statistics: returns every actor's counters as plain data.
     :param journal: ``await journal(since, until)`` returns the stored transitions
-        with ``since < seq <= until`` (the store, flushed first).
+        with ``since < seq <= until`` and the gaps among them, in seq order (the store,
+        flushed first).
     :param pane_note: why a pane showing an activity shows less than it could (the harness
         catalog's words, passed in by the daemon's wiring: this server knows no harness).
+    :param cap: the most connections open at once (default: from the file-descriptor limit).
     """
 
     def __init__(
@@ -95,102 +135,125 @@ class ControlServer:
         socket_path: Path,
         host: _Host,
         statistics: Callable[[], dict[str, Any]],
-        journal: Callable[[int, int], Awaitable[list[Transition]]],
+        journal: Journal,
         pane_note: Callable[[messages.Activity], str | None] | None = None,
+        *,
+        cap: int | None = None,
+        head_deadline: float = HEAD_DEADLINE_S,
     ) -> None:
         self._pane_note = pane_note
         self._path = socket_path
         self._host = host
         self._statistics = statistics
         self._journal = journal
+        self._cap = cap
+        self._head_deadline = head_deadline
         self._listening = anyio.Event()
         self._stats = ControlStatistics()
         self._lines: dict[int, bytes] = {}  # seq -> its watch line, shared by the watchers
+        self._admission: Admission | None = None
 
     def statistics(self) -> ControlStatistics:
         """A point-in-time copy of the counters."""
-        return msgspec.structs.replace(self._stats)
+        return msgspec.structs.replace(
+            self._stats,
+            rejected=dict(self._stats.rejected),
+            admission=None if self._admission is None else self._admission.statistics(),
+        )
 
     async def wait_listening(self) -> None:
         await self._listening.wait()
 
     async def run(self, sink: object) -> None:
-        """Listen until cancelled (``sink`` is unused: the control socket injects nothing)."""
+        """Listen until cancelled (``sink`` is unused: the control socket injects nothing).
+
+        :raises ControlServerError: see the class.
+        """
         del sink
-        self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self._path.unlink()
-        listener = await anyio.create_unix_listener(self._path)
-        os.chmod(self._path, 0o600)
+        cap = self._cap or connection_caps(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).control
+        shown = os.fspath(self._path)
         try:
-            async with listener:
-                self._listening.set()
-                await listener.serve(self._serve)
+            dir_fd = await anyio.to_thread.run_sync(open_private_dir, os.fspath(self._path.parent))
+        except UnsafePath as exc:
+            raise ControlServerError(str(exc)) from None
+        sock = None
+        inode = 0
+        try:
+            try:
+                await anyio.to_thread.run_sync(prepare_socket, dir_fd, self._path.name, shown)
+                sock, inode = bind_socket(dir_fd, self._path.name)
+            except UnsafePath as exc:
+                raise ControlServerError(str(exc)) from None
+            self._admission = Admission(cap, head_deadline=self._head_deadline)
+            self._listening.set()
+            await self._admission.serve(sock, self._serve)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                self._path.unlink()
+            if sock is not None:
+                sock.close()
+                remove_socket(dir_fd, self._path.name, inode)
+            os.close(dir_fd)
 
-    async def _serve(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            self._stats.requests += 1
-            # Status and watch reveal every session: only our own uid may ask (SO_PEERCRED),
-            # even if someone loosened the directory or socket modes.
-            if _peer_uid(stream) != os.getuid():
-                self._stats.refused_peers += 1
-                return
-            try:
-                request = await _read_request(stream)
-            except (ValueError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-                self._stats.bad_requests += 1
-                await _send_json(stream, {"error": f"bad request: {exc}"})
-                return
-            op = request.get("op")
-            try:
-                if op == "status":
-                    self._stats.status += 1
-                    form = request.get("format", "json")
-                    if form not in _STATUS_FORMS:
-                        raise ValueError(f"unknown status format {form!r}")
-                    await self._status(stream, form, show_all=request.get("all") is True)
-                elif op == "watch":
-                    self._stats.watches += 1
-                    since = request.get("since")
-                    if since is not None and (not isinstance(since, int) or since < 0):
-                        raise ValueError("since must be a non-negative integer or null")
-                    snapshot = request.get("snapshot", False)
-                    if not isinstance(snapshot, bool):
-                        raise ValueError("snapshot must be true or false")
-                    await self._watch(stream, since, snapshot=snapshot)
-                else:
-                    self._stats.bad_requests += 1
-                    await _send_json(stream, {"error": f"unknown op {op!r}"})
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-                return  # the client went away
-            except ValueError as exc:
-                self._stats.bad_requests += 1
-                await _send_json(stream, {"error": str(exc)})
+    def _bad(self, problem: BadRequest) -> dict[str, Any]:
+        self._stats.bad_requests += 1
+        rejected = self._stats.rejected
+        rejected[problem.reason] = rejected.get(problem.reason, 0) + 1
+        return {"error": f"bad request: {problem.detail}"}
 
-    async def _status(
-        self, stream: anyio.abc.SocketStream, form: str, *, show_all: bool
-    ) -> None:
+    async def _serve(self, connection: Connection) -> None:
+        self._stats.requests += 1
+        # Status and watch reveal every session: only our own uid may ask (SO_PEERCRED),
+        # even if someone loosened the directory or socket modes.
+        try:
+            _, uid = connection.peer_credentials()
+        except OSError:
+            uid = -1
+        if uid != os.getuid():
+            self._stats.refused_peers += 1
+            return
+        buffer = b""
+        line: bytes | BadRequest | None = None
+        while line is None:
+            data = await connection.receive(4096, connection.deadline())
+            if data is None:
+                line = BadRequest("truncated", "no request line within the deadline")
+                break
+            buffer += data
+            line = take_request(buffer, eof=not data)
+        request = parse_request(line) if isinstance(line, bytes) else line
+        if isinstance(request, BadRequest):
+            with contextlib.suppress(OSError):
+                await connection.send(json.dumps(self._bad(request)).encode() + b"\n")
+            return
+        connection.prove()
+        with contextlib.suppress(OSError):  # the client went away
+            if isinstance(request, StatusRequest):
+                self._stats.status += 1
+                await self._status(connection, request.format, show_all=request.all)
+            else:
+                self._stats.watches += 1
+                await self._watch(connection, request.since, snapshot=request.snapshot)
+
+    async def _status(self, connection: Connection, form: str, *, show_all: bool) -> None:
         activities = self._host.snapshot()
         if form == "activities":
-            await stream.send(msgspec.json.encode(activities) + b"\n")
+            await connection.send(msgspec.json.encode(activities) + b"\n")
             return
         views = pane_views(activities, self._pane_note)
         if form == "panes":
-            await stream.send(msgspec.json.encode(views) + b"\n")
+            await connection.send(msgspec.json.encode(views) + b"\n")
             return
         statistics = self._statistics()
         if form == "counters":
-            await stream.send(json.dumps(statistics, indent=2, sort_keys=True).encode() + b"\n")
+            text = json.dumps(statistics, indent=2, sort_keys=True)
+            await connection.send(text.encode() + b"\n")
             return
         # Rendered here, where the reducer is loaded: `paneward status` then only prints it.
         table = format_table(activities, now_ms(), show_all=show_all)
-        notes = "".join(f"\n{view.pane}: {view.note}" for view in views if view.note)
-        table += notes + "\n" + counter_line(statistics)
+        notes = "".join(f"\n{printable(view.pane)}: {printable(view.note)}"
+                        for view in views if view.note)
+        table += notes + "\n" + counter_line(statistics) + "\n" + actor_line(statistics)
         if form == "table":
-            await stream.send(table.encode() + b"\n")
+            await connection.send(table.encode() + b"\n")
             return
         body = {
             "seq": self._host.seq,
@@ -199,9 +262,9 @@ class ControlServer:
             "statistics": statistics,
             "table": table,
         }
-        await stream.send(msgspec.json.encode(body) + b"\n")
+        await connection.send(msgspec.json.encode(body) + b"\n")
 
-    def _line(self, item: Transition | Overflow) -> bytes:
+    def _line(self, item: Transition | Overflow | Gap) -> bytes:
         """One watch line. Every watcher gets the same Transition object: it is encoded once
         for all of them (the cache keeps the lines of the last seqs encoded)."""
         if not isinstance(item, Transition):
@@ -215,7 +278,7 @@ class ControlServer:
         return line
 
     async def _watch(
-        self, stream: anyio.abc.SocketStream, since: int | None, *, snapshot: bool = False
+        self, connection: Connection, since: int | None, *, snapshot: bool = False
     ) -> None:
         subscription = self._host.subscribe("all", snapshot=True, buffer=WATCH_BUFFER)
         encode = messages.encode
@@ -224,14 +287,14 @@ class ControlServer:
             async for item in subscription:
                 if isinstance(item, Snapshot):
                     if snapshot:
-                        await stream.send(messages.encode(item) + b"\n")
+                        await connection.send(messages.encode(item) + b"\n")
                     if since is not None and since < item.seq:
-                        # Replay what happened before we subscribed: journal rows up to
-                        # the snapshot, then the live ones (all > snapshot.seq).
+                        # Replay what happened before we subscribed: journal rows (and the
+                        # gaps among them) up to the snapshot, then the live ones.
                         replay = await self._journal(since, item.seq)
                         for start in range(0, len(replay), WATCH_BATCH):
                             chunk = replay[start : start + WATCH_BATCH]
-                            await stream.send(b"".join(encode(t) + b"\n" for t in chunk))
+                            await connection.send(b"".join(encode(t) + b"\n" for t in chunk))
                     continue
                 # Everything pending goes out in one write: one system call and one scheduler
                 # round per wake-up, not per transition (10 watchers of a busy daemon would
@@ -244,33 +307,4 @@ class ControlServer:
                         break
                 self._stats.watch_writes += 1
                 self._stats.watch_lines += len(lines)
-                await stream.send(b"".join(lines))
-
-
-def _peer_uid(stream: anyio.abc.SocketStream) -> int:
-    import socket
-    import struct
-
-    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    uid: int = struct.unpack("3i", raw)[1]
-    return uid
-
-
-async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any]:
-    buffer = b""
-    while b"\n" not in buffer:
-        chunk = await stream.receive(4096)
-        buffer += chunk
-        if len(buffer) > MAX_REQUEST:
-            raise ValueError("request line too long")
-    line = buffer.split(b"\n", 1)[0]
-    value = json.loads(line)
-    if not isinstance(value, dict):
-        raise ValueError("request must be a JSON object")
-    return value
-
-
-async def _send_json(stream: anyio.abc.SocketStream, body: dict[str, Any]) -> None:
-    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        await stream.send(json.dumps(body).encode() + b"\n")
+                await connection.send(b"".join(lines))

@@ -2,9 +2,10 @@
 
 Who sends what:
 
-- ``paneward hook`` (one connection per hook event), ``paneward inject`` and any local producer
-  connect to the Unix socket (directory 0700, socket 0600) and write newline-delimited JSON
-  frames, each ONE inbound message exactly as :func:`messages.encode` shapes it.
+- ``paneward hook`` (one connection per hook event), ``paneward inject``, ``paneward wrap`` (one
+  long-lived connection) and any local producer connect to the Unix socket (directory 0700,
+  socket 0600) and write newline-delimited JSON frames, each ONE inbound message exactly as
+  :func:`messages.encode` shapes it.
 - Claude Code ``http`` hooks ``POST /hook/<harness>`` to the optional loopback listener with the
   per-install token in ``X-Paneward-Token``; the body (the hook JSON) becomes a ``NotifyHook``.
 
@@ -13,20 +14,29 @@ validation), restamped with ``observed_at_ms`` (now) and handed to ``host.delive
 which routes it without validating it again; the supervisor owns normalization. Every refusal
 -- a peer of another uid, an oversize frame, invalid UTF-8, a NUL byte, nesting deeper than
 :data:`~actors.core.frames.MAX_DEPTH`, bad JSON, an unknown ``type``, wrong field types, a
-message the host refuses, a bad http token -- is counted by reason and recorded
-(:meth:`HookListener.statistics`), and changes nothing else: the connection carries on at the
-next newline and later valid frames still go through.
+message the host refuses, a bad http request or token, a request not finished by its deadline
+-- is counted by reason and recorded (:meth:`HookListener.statistics`), and changes nothing
+else: the connection carries on at the next newline and later valid frames still go through.
 
-The decisions are sans-IO in :mod:`actors.core.frames` and :mod:`actors.core.http`.
+Admission (:mod:`actors.sources.admission`, rules in :mod:`actors.core.limits`): each socket has
+a cap derived from the file-descriptor limit (http, unauthenticated, the lowest); a connection
+must send a valid frame (an authorized request) within 2 s of being accepted or it is closed;
+one that did (``paneward wrap``) may stay; at the cap the idlest unproven connection makes room,
+otherwise new connections wait in the kernel's queue, never refused; ``accept()`` running out
+of descriptors is counted and waited out, never a crash. So idle connections, of this uid or
+(http) any other, cannot switch hook intake off.
+
+The decisions are sans-IO in :mod:`actors.core.frames` and :mod:`actors.core.http` (HTTP/1.1 is
+:mod:`h11`'s); paths are opened through :mod:`actors.runtime.files` (never through a link).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import socket
 import stat
-import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +46,6 @@ from typing import Final, Literal
 import anyio
 import anyio.abc
 import msgspec
-from anyio.abc import SocketAttribute
 
 import messages
 from actors.core import paths
@@ -51,14 +60,23 @@ from actors.core.frames import (
     restamp,
 )
 from actors.core.harness import HookIngress
-from actors.core.http import (
-    MAX_HEAD_BYTES,
-    check_http_request,
-    http_message,
-    http_response,
-    parse_request_head,
+from actors.core.http import HttpHook, HttpHookProtocol, HttpRefusal, NeedData
+from actors.core.limits import (
+    HEAD_DEADLINE_S,
+    KEEPALIVE_IDLE_S,
+    ConnectionCaps,
+    connection_caps,
 )
-from actors.runtime.mailbox import EvidenceSink
+from actors.runtime.files import (
+    UnsafePath,
+    bind_socket,
+    open_evidence,
+    open_private_dir,
+    prepare_socket,
+    remove_socket,
+)
+from actors.runtime.mailbox import EvidenceSink, IntakeGate
+from actors.sources.admission import Admission, AdmissionStatistics, Connection, Handler
 
 __all__ = [
     "HookListener",
@@ -69,7 +87,8 @@ __all__ = [
 ]
 
 MAX_RECENT_REJECTIONS: Final = 64
-MAX_CONNECTIONS: Final = 512
+#: Seconds the kernel holds an http connection that has sent nothing before accept() sees it.
+HTTP_DEFER_ACCEPT_S: Final = 2
 
 
 class HookListenerError(messages.PanewardError):
@@ -89,8 +108,11 @@ class HookListenerStatistics(msgspec.Struct, kw_only=True):
     """Counters of one :class:`HookListener`: one record it keeps, copied by ``statistics()``.
 
     ``rejected`` maps reason -> count; ``connections_open`` is the number open now;
-    ``recent_rejections`` (the last :data:`MAX_RECENT_REJECTIONS`), ``socket_path`` and
-    ``http_port`` are filled in by :meth:`HookListener.statistics`; the rest monotonic.
+    ``recent_rejections`` (the last :data:`MAX_RECENT_REJECTIONS`), ``socket_path``,
+    ``http_port`` and the admission counters of each socket (``unix``, ``http``: caps,
+    evictions, timeouts, accept errors; see :class:`~actors.sources.admission.AdmissionStatistics`)
+    are filled in by :meth:`HookListener.statistics`; ``backpressure_waits`` counts the
+    pauses for the store (the ``gate``); the rest monotonic.
     """
 
     connections_accepted: int = 0
@@ -100,10 +122,13 @@ class HookListenerStatistics(msgspec.Struct, kw_only=True):
     blank_lines: int = 0
     http_requests: int = 0
     http_delivered: int = 0
+    backpressure_waits: int = 0
     rejected: dict[str, int] = msgspec.field(default_factory=dict)
     recent_rejections: tuple[RejectionRecord, ...] = ()
     socket_path: str | None = None
     http_port: int | None = None
+    unix: AdmissionStatistics | None = None
+    http: AdmissionStatistics | None = None
 
     @property
     def rejected_total(self) -> int:
@@ -113,11 +138,15 @@ class HookListenerStatistics(msgspec.Struct, kw_only=True):
 def load_http_token(path: Path) -> str:
     """Read the http hook token, refusing a file others could read (blocking: use a thread).
 
-    :raises HookListenerError: missing, empty, not ours, or group/world accessible.
+    :raises HookListenerError: missing, empty, not a regular file, not ours, or group/world
+        accessible.
     """
     try:
-        st = path.stat()
-        text = path.read_text("utf-8").strip()
+        fd, st = open_evidence(path)
+        try:
+            text = os.read(fd, 4096).decode("utf-8").strip()
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise HookListenerError(
             f"http hooks enabled but no token at {path}: run "
@@ -135,45 +164,6 @@ def load_http_token(path: Path) -> str:
     return text
 
 
-def _prepare_socket_path(path: Path) -> None:
-    """Create the private directory and clear a stale socket (blocking: run in a thread)."""
-    directory = path.parent
-    with contextlib.suppress(FileExistsError):
-        directory.mkdir(parents=True, mode=0o700)
-    st = directory.stat()
-    if st.st_uid != os.getuid():
-        raise HookListenerError(
-            f"socket directory {directory} belongs to uid {st.st_uid}, not {os.getuid()}"
-        )
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(directory, 0o700)
-    try:
-        existing = path.lstat()
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(existing.st_mode):
-        raise HookListenerError(f"{path} exists and is not a socket; refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.setblocking(False)
-    try:
-        probe.connect(os.fspath(path))
-    except ConnectionRefusedError:
-        path.unlink(missing_ok=True)  # stale: its daemon is gone
-        return
-    except BlockingIOError:
-        pass  # the backlog is full: someone is listening
-    finally:
-        probe.close()
-    raise HookListenerError(f"another paneward daemon is already listening on {path}")
-
-
-def _peer_credentials(stream: anyio.abc.SocketStream) -> tuple[int, int]:
-    sock = stream.extra(SocketAttribute.raw_socket)
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", raw)
-    return pid, uid
-
-
 # ---------------------------------------------------------------------------------------------
 # The actor
 
@@ -184,7 +174,11 @@ class HookListener:
     ``socket_path`` defaults to :func:`actors.core.paths.socket_path`; ``http_port`` ``None`` leaves
     http off (``0`` picks a free port: see :attr:`http_port` once :meth:`wait_listening`
     returned); the token is read from ``token_path`` (default
-    :func:`actors.core.paths.http_token_path`) at start.
+    :func:`actors.core.paths.http_token_path`) at start. ``caps`` (default: from the process's
+    file-descriptor limit, :func:`actors.core.limits.connection_caps`) bounds the connections
+    open at once on each socket; ``head_deadline`` is how long a connection may take to send
+    its first valid frame (request). ``gate`` (the daemon passes the store's backpressure)
+    pauses reading while it is closed: frames wait in the kernel, nothing is refused.
     """
 
     def __init__(
@@ -196,13 +190,19 @@ class HookListener:
         http_host: str = "127.0.0.1",
         token_path: Path | None = None,
         clock_ms: Callable[[], int] = now_ms,
+        caps: ConnectionCaps | None = None,
+        head_deadline: float = HEAD_DEADLINE_S,
+        gate: IntakeGate | None = None,
     ) -> None:
         self._hooks = hooks
+        self._gate = gate
         self._socket_path = socket_path
         self._http_requested_port = http_port
         self._http_host = http_host
         self._token_path = token_path
         self._clock_ms = clock_ms
+        self._caps = caps
+        self._head_deadline = head_deadline
         self._token = ""
         self._listening = anyio.Event()
         self._bound_socket: Path | None = None
@@ -210,6 +210,8 @@ class HookListener:
         self._uid = os.getuid()
         self._stats = HookListenerStatistics()
         self._recent: deque[RejectionRecord] = deque(maxlen=MAX_RECENT_REJECTIONS)
+        self._unix: Admission | None = None
+        self._http: Admission | None = None
 
     # -- public --------------------------------------------------------------------------
 
@@ -229,12 +231,16 @@ class HookListener:
 
     def statistics(self) -> HookListenerStatistics:
         """A point-in-time copy of the counters (see :class:`HookListenerStatistics`)."""
+        unix = None if self._unix is None else self._unix.statistics()
         return msgspec.structs.replace(
             self._stats,
+            connections_open=0 if unix is None else unix.open,
             rejected=dict(self._stats.rejected),
             recent_rejections=tuple(self._recent),
             socket_path=None if self._bound_socket is None else os.fspath(self._bound_socket),
             http_port=self._bound_port,
+            unix=unix,
+            http=None if self._http is None else self._http.statistics(),
         )
 
     async def run(self, sink: EvidenceSink) -> None:
@@ -243,32 +249,55 @@ class HookListener:
         :raises HookListenerError: when it cannot start (see the class docstring).
         """
         path = self._socket_path if self._socket_path is not None else Path(paths.socket_path())
-        await anyio.to_thread.run_sync(_prepare_socket_path, path)
-        if self._http_requested_port is not None:
-            token_path = self._token_path or Path(paths.http_token_path())
-            self._token = await anyio.to_thread.run_sync(load_http_token, token_path)
-        unix_listener = await anyio.create_unix_listener(path, mode=0o600)
-        identity = os.stat(path).st_ino
+        caps = self._caps or connection_caps(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         try:
+            dir_fd = await anyio.to_thread.run_sync(open_private_dir, os.fspath(path.parent))
+        except UnsafePath as exc:
+            raise HookListenerError(str(exc)) from None
+        unix_sock: socket.socket | None = None
+        tcp: socket.socket | None = None
+        inode = 0
+        try:
+            try:
+                await anyio.to_thread.run_sync(prepare_socket, dir_fd, path.name, os.fspath(path))
+                if self._http_requested_port is not None:
+                    token_path = self._token_path or Path(paths.http_token_path())
+                    self._token = await anyio.to_thread.run_sync(load_http_token, token_path)
+                unix_sock, inode = bind_socket(dir_fd, path.name)
+            except UnsafePath as exc:
+                raise HookListenerError(str(exc)) from None
+            self._unix = Admission(caps.hook, head_deadline=self._head_deadline)
             async with anyio.create_task_group() as tg:
                 self._bound_socket = path
-                tg.start_soon(self._serve_unix, unix_listener, sink)
+                tg.start_soon(self._unix.serve, unix_sock, self._unix_connection_for(sink))
                 if self._http_requested_port is not None:
-                    tcp = await anyio.create_tcp_listener(
-                        local_host=self._http_host, local_port=self._http_requested_port
+                    tcp = socket.create_server(
+                        (self._http_host, self._http_requested_port), backlog=4096
                     )
-                    self._bound_port = tcp.extra(SocketAttribute.local_port)
-                    tg.start_soon(self._serve_http, tcp, sink)
+                    # nginx's "deferred": accept() sees a connection only once its request
+                    # has started to arrive, so connections that never send (any local user
+                    # can open them) wait in the kernel instead of ahead of real hooks.
+                    deferred = True
+                    try:
+                        tcp.setsockopt(
+                            socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, HTTP_DEFER_ACCEPT_S
+                        )
+                    except (OSError, AttributeError):
+                        deferred = False  # not Linux: idle ones wait out the head deadline
+                    tcp.setblocking(False)
+                    self._bound_port = tcp.getsockname()[1]
+                    self._http = Admission(
+                        caps.http, head_deadline=self._head_deadline, close_silent=deferred
+                    )
+                    tg.start_soon(self._http.serve, tcp, self._http_connection_for(sink))
                 self._listening.set()
         finally:
-            with anyio.CancelScope(shield=True):
-                await unix_listener.aclose()
-            # Remove the socket only if it is still ours (a successor may have replaced it).
-            try:
-                if os.stat(path).st_ino == identity:
-                    os.unlink(path)
-            except OSError:
-                pass
+            if unix_sock is not None:
+                unix_sock.close()
+                remove_socket(dir_fd, path.name, inode)
+            if tcp is not None:
+                tcp.close()
+            os.close(dir_fd)
 
     # -- internals -----------------------------------------------------------------------
 
@@ -298,53 +327,55 @@ class HookListener:
             return Rejection("refused_by_sink", str(exc))
         return None
 
-    async def _serve_unix(
-        self, listener: anyio.abc.SocketListener, sink: EvidenceSink
-    ) -> None:
-        async with listener:
-            await listener.serve(lambda stream: self._unix_connection(stream, sink))
+    def _unix_connection_for(self, sink: EvidenceSink) -> Handler:
+        async def handle(connection: Connection) -> None:
+            await self._unix_connection(connection, sink)
 
-    async def _unix_connection(self, stream: anyio.abc.SocketStream, sink: EvidenceSink) -> None:
-        async with stream:
-            try:
-                peer_pid, peer_uid = _peer_credentials(stream)
-            except OSError as exc:
-                self._reject(Rejection("peer_uid", f"no peer credentials: {exc}"), "unix", None)
-                return
-            if peer_uid != self._uid:
-                self._reject(
-                    Rejection("peer_uid", f"peer uid {peer_uid} is not {self._uid}"),
-                    "unix",
-                    peer_pid,
-                )
-                return
-            stats = self._stats
-            if stats.connections_open >= MAX_CONNECTIONS:
-                self._reject(
-                    Rejection(
-                        "too_many_connections", f"{stats.connections_open} connections open"
-                    ),
-                    "unix",
-                    peer_pid,
-                )
-                return
-            stats.connections_accepted += 1
-            stats.connections_open += 1
-            try:
-                splitter = FrameSplitter()
-                while True:
-                    try:
-                        chunk = await stream.receive(1 << 18)
-                    except (anyio.EndOfStream, anyio.BrokenResourceError):
-                        break
-                    for item in splitter.feed(chunk):
-                        self._frame(item, sink, peer_pid)
-                for item in splitter.close():
-                    self._frame(item, sink, peer_pid)
-            finally:
-                stats.connections_open -= 1
+        return handle
 
-    def _frame(self, item: bytes | Oversize, sink: EvidenceSink, peer_pid: int) -> None:
+    async def _unix_connection(self, connection: Connection, sink: EvidenceSink) -> None:
+        try:
+            peer_pid, peer_uid = connection.peer_credentials()
+        except OSError as exc:
+            self._reject(Rejection("peer_uid", f"no peer credentials: {exc}"), "unix", None)
+            return
+        if peer_uid != self._uid:
+            self._reject(
+                Rejection("peer_uid", f"peer uid {peer_uid} is not {self._uid}"),
+                "unix",
+                peer_pid,
+            )
+            return
+        self._stats.connections_accepted += 1
+        splitter = FrameSplitter()
+        while True:
+            chunk = await connection.receive(1 << 18, connection.deadline())
+            if chunk is None:  # not proven by its deadline
+                if splitter.buffered:
+                    self._stats.frames_received += 1
+                    self._reject(
+                        Rejection(
+                            "timeout",
+                            f"frame not finished within {self._head_deadline:g} s "
+                            f"({splitter.buffered} bytes)",
+                        ),
+                        "unix",
+                        peer_pid,
+                    )
+                return
+            if not chunk:
+                break
+            for item in splitter.feed(chunk):
+                if self._gate is not None and self._gate.closed():
+                    self._stats.backpressure_waits += 1
+                    await self._gate.wait()
+                if self._frame(item, sink, peer_pid):
+                    connection.prove()
+        for item in splitter.close():
+            self._frame(item, sink, peer_pid)
+
+    def _frame(self, item: bytes | Oversize, sink: EvidenceSink, peer_pid: int) -> bool:
+        """Handle one frame; True when it was delivered."""
         if isinstance(item, Oversize):
             self._stats.frames_received += 1
             self._reject(
@@ -352,98 +383,69 @@ class HookListener:
                 "unix",
                 peer_pid,
             )
-            return
+            return False
         if not item.strip():
             self._stats.blank_lines += 1
-            return
+            return False
         self._stats.frames_received += 1
         result = check_frame(item)
         if isinstance(result, Rejection):
             self._reject(result, "unix", peer_pid)
-            return
+            return False
         refused = self._deliver(result, sink)
         if refused is not None:
             self._reject(refused, "unix", peer_pid)
-        else:
-            self._stats.frames_delivered += 1
+            return False
+        self._stats.frames_delivered += 1
+        return True
 
-    async def _serve_http(
-        self, listener: anyio.abc.Listener[anyio.abc.SocketStream], sink: EvidenceSink
-    ) -> None:
-        async with listener:
-            await listener.serve(lambda stream: self._http_connection(stream, sink))
+    def _http_connection_for(self, sink: EvidenceSink) -> Handler:
+        async def handle(connection: Connection) -> None:
+            with contextlib.suppress(OSError):  # the client went away
+                await self._http_connection(connection, sink)
 
-    async def _http_connection(self, stream: anyio.abc.SocketStream, sink: EvidenceSink) -> None:
-        async with stream:
-            buffer = bytearray()
-            try:
-                while await self._http_exchange(stream, buffer, sink):
-                    pass
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                return
+        return handle
 
-    async def _http_exchange(
-        self, stream: anyio.abc.SocketStream, buffer: bytearray, sink: EvidenceSink
-    ) -> bool:
-        """Serve one request; ``True`` to keep the connection for another."""
-        while (end := buffer.find(b"\r\n\r\n")) < 0:
-            if len(buffer) > MAX_HEAD_BYTES:
+    async def _http_connection(self, connection: Connection, sink: EvidenceSink) -> None:
+        protocol = HttpHookProtocol(self._token, self._hooks)
+        while True:
+            event = protocol.next_event(self._clock_ms())
+            if protocol.authenticated and not connection.proven:
+                connection.prove()  # the right token: no longer the first to be shed
+            if isinstance(event, NeedData):
+                idle = KEEPALIVE_IDLE_S if protocol.between_requests else self._head_deadline
+                data = await connection.receive(1 << 18, connection.deadline(idle))
+                if data is None:
+                    if not protocol.between_requests:
+                        self._stats.http_requests += 1
+                        self._reject(
+                            Rejection("timeout", "request not finished within its deadline"),
+                            "http",
+                            None,
+                        )
+                    return
+                protocol.receive_data(data)
+                continue
+            if isinstance(event, HttpRefusal):
                 self._stats.http_requests += 1
-                self._reject(
-                    Rejection("http_bad_request", "request head over 16 KiB"), "http", None
-                )
-                await stream.send(http_response(431, {"error": "head too large"}, keep_alive=False))
-                return False
-            try:
-                buffer += await stream.receive(1 << 16)
-            except anyio.EndOfStream:
-                if buffer.strip():
-                    self._stats.http_requests += 1
-                    self._reject(Rejection("http_bad_request", "truncated request"), "http", None)
-                return False
-        self._stats.http_requests += 1
-        head = parse_request_head(bytes(buffer[:end]))
-        del buffer[: end + 4]
-        if isinstance(head, Rejection):
-            self._reject(head, "http", None)
-            await stream.send(http_response(400, {"error": head.detail}, keep_alive=False))
-            return False
-        decision = check_http_request(head, self._token, self._hooks.routes)
-        if decision.rejection is not None:
-            self._reject(decision.rejection, "http", None)
-            await stream.send(
-                http_response(
-                    decision.status, {"error": decision.rejection.detail}, keep_alive=False
-                )
-            )
-            return False
-        while len(buffer) < decision.content_length:
-            buffer += await stream.receive(1 << 18)
-        body = bytes(buffer[: decision.content_length])
-        del buffer[: decision.content_length]
-        assert decision.harness is not None
-        result: messages.NotifyHook | Rejection = http_message(
-            self._hooks.routes[decision.harness], body, self._clock_ms()
-        )
-        if not isinstance(result, Rejection):
-            refusal = self._hooks.http_refusal(result)
-            if refusal is not None:
-                result = Rejection("http_session_start", refusal)
-        if isinstance(result, Rejection):
-            rejection = result
-            self._reject(rejection, "http", None)
-            status = 422 if rejection.reason == "http_session_start" else 400
-            await stream.send(
-                http_response(status, {"error": rejection.detail}, keep_alive=head.keep_alive)
-            )
-            return head.keep_alive
-        refused = self._deliver(result, sink)
-        if refused is not None:
-            self._reject(refused, "http", None)
-            await stream.send(
-                http_response(422, {"error": refused.detail}, keep_alive=head.keep_alive)
-            )
-            return head.keep_alive
-        self._stats.http_delivered += 1
-        await stream.send(http_response(200, {}, keep_alive=head.keep_alive))
-        return head.keep_alive
+                self._reject(event.rejection, "http", None)
+                if event.reply:
+                    await connection.send(event.reply)
+                if event.close:
+                    return
+                continue
+            if isinstance(event, HttpHook):
+                self._stats.http_requests += 1
+                if self._gate is not None and self._gate.closed():
+                    self._stats.backpressure_waits += 1
+                    await self._gate.wait()
+                refused = self._deliver(event.message, sink)
+                if refused is not None:
+                    self._reject(refused, "http", None)
+                    reply = protocol.respond(422, {"error": refused.detail})
+                else:
+                    self._stats.http_delivered += 1
+                    reply = protocol.respond(200, {})
+                await connection.send(reply)
+                continue
+            return  # Closed

@@ -46,6 +46,7 @@ __all__ = [
     "read_comm",
     "read_ppid",
     "read_stat",
+    "read_uid",
     "scan_processes",
     "socket_holders",
     "start_token",
@@ -170,6 +171,22 @@ def read_comm(pid: int) -> str | None:
     try:
         return psutil.Process(pid).name()
     except (psutil.Error, OSError):
+        return None
+
+
+def read_uid(pid: int) -> int | None:
+    """The user id ``pid`` runs as (the owner of ``/proc/<pid>``: its effective uid), or
+    ``None`` if gone."""
+    if pid <= 0:
+        return None
+    if HAVE_PROCFS:
+        try:
+            return os.stat(f"{_PROC}/{pid}").st_uid
+        except OSError:
+            return None
+    try:
+        return int(psutil.Process(pid).uids().effective)
+    except (psutil.Error, OSError, AttributeError):
         return None
 
 

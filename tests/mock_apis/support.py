@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Final
 
 import anyio
 import anyio.abc
@@ -66,6 +67,14 @@ async def frame_listener(path: Path) -> AsyncIterator[Frames]:
             tg.cancel_scope.cancel()
 
 
+#: What the tmux client (and so a server it starts) runs with: nothing of the caller's.
+_TMUX_ENV: Final = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "TERM": "xterm-256color",
+    "HOME": os.environ.get("HOME", "/root"),
+}
+
+
 class Tmux:
     """A private tmux server (``tmux -L pw-test-<random>``); only it is ever killed."""
 
@@ -74,9 +83,12 @@ class Tmux:
         self.tmp = tmp
 
     def run(self, *args: str) -> str:
+        # The server is started with a bare environment, and each program gets exactly the
+        # environment its test gives (`env -i` in start()): a variable of the caller's (say
+        # CLAUDE_CONFIG_DIR) must not reach the agent through the tmux server's global one.
         result = subprocess.run(
             ["tmux", "-L", self.name, "-f", "/dev/null", *args],
-            check=False, capture_output=True, text=True, timeout=10,
+            check=False, capture_output=True, text=True, timeout=10, env=_TMUX_ENV,
         )
         if result.returncode != 0:
             raise RuntimeError(f"tmux {' '.join(args)}: {result.stderr.strip()}")
@@ -89,7 +101,9 @@ class Tmux:
         # The shell reports the exit status on screen: tmux 3.3a sometimes leaves the pane's
         # process unreaped (a zombie, #{pane_dead_status} empty) when it exits quickly.
         line = (
-            f"cd {shlex.quote(str(cwd))} && env {exports} {shlex.join(command)}; "
+            # tmux's own TMUX and TMUX_PANE (the wrapper reads its pane from them) pass through.
+            f'cd {shlex.quote(str(cwd))} && env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" '
+            f"{exports} {shlex.join(command)}; "
             'echo "[exit $?]"'
         )
         # One tmux command list, so remain-on-exit is in force before the program can exit.

@@ -26,9 +26,15 @@ This module turns those files into evidence:
   every ``poll_interval`` seconds (the fallback where notifications are unavailable).
 
 ``at_ms`` of a ``RegistryStatus`` is ``statusUpdatedAt``, falling back to
-``updatedAt``, ``startedAt`` and the file's mtime. Records of Claude 2.1.112 carry
-no ``procStart``: they are accepted only while the pid's comm starts with
-``claude``, and the pid's current start token stands in.
+``updatedAt``, ``startedAt`` and the file's mtime. A record counts only while its pid runs
+as this user and its comm starts with ``claude`` (Claude Code's process name, ``claude`` or
+``claude.exe``): a file naming any other live process -- pid 1, another user's -- with its real
+start time proves nothing (counted as ``not_ours`` / ``not_claude``). Records of Claude 2.1.112
+carry no ``procStart``: the pid's current start token stands in.
+
+Files are opened ``O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC`` and checked with ``fstat``
+(:func:`actors.runtime.files.open_evidence`): a FIFO, link or device put in a record's place
+is skipped and counted (``not_regular``), never read (a FIFO would block the scan forever).
 
 Messages are sent to the sink (the supervisor), which routes them by ``key`` to the
 session actor; ``pid_alive`` is the owner's liveness when the removal was seen.
@@ -49,6 +55,7 @@ import msgspec
 import messages
 from actors.core.clock import now_ms
 from actors.harnesses.claude_code import paths
+from actors.runtime.files import NotRegularFile, open_evidence
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import fswatch, procfs
 from messages.common import MAX_ID_LEN, MAX_TEXT_LEN
@@ -195,13 +202,15 @@ class FileObservation(msgspec.Struct, frozen=True):
 
     ``identity`` changes whenever the file does (inode, size, mtime); ``parsed`` is
     the record or why it was rejected; ``token`` is the pid's current start token
-    (``None``: gone or a zombie); ``comm`` its process name.
+    (``None``: gone or a zombie); ``comm`` its process name and ``uid`` the user it runs as
+    (``None``: unknown).
     """
 
     identity: tuple[int, int, int]
     parsed: RegistryRecord | RecordError
     token: str | None
     comm: str | None = None
+    uid: int | None = None
 
 
 class _Emitted(msgspec.Struct, frozen=True):
@@ -220,7 +229,8 @@ class RegistryStatistics(msgspec.Struct, kw_only=True):
     One record the watcher keeps and ``statistics()`` copies (``tracked``, a size, filled in
     then). Its :class:`RegistryTracker` counts ``rotations`` and the rejections (a field per
     reason, :data:`_REJECT_COUNTERS`) in it, and :func:`scan_directory` counts ``files_read``,
-    ``vanished`` and ``unreadable``.
+    ``vanished``, ``unreadable`` and ``not_regular`` (a FIFO, link or device in a record's
+    place: never opened for reading).
     """
 
     scans: int = 0
@@ -238,8 +248,11 @@ class RegistryStatistics(msgspec.Struct, kw_only=True):
     parked: int = 0
     dead_pid: int = 0
     proc_start_mismatch: int = 0
+    not_ours: int = 0
+    not_claude: int = 0
     vanished: int = 0
     unreadable: int = 0
+    not_regular: int = 0
     sink_rejected: int = 0
     watch_failures: int = 0
 
@@ -255,6 +268,8 @@ _REJECT_COUNTERS = (
     "parked",
     "dead_pid",
     "proc_start_mismatch",
+    "not_ours",
+    "not_claude",
 )
 
 
@@ -265,7 +280,9 @@ class RegistryTracker:
     ``stats`` (the watcher's record, or one of its own).
     """
 
-    def __init__(self, stats: RegistryStatistics | None = None) -> None:
+    def __init__(self, stats: RegistryStatistics | None = None, *, uid: int | None = None) -> None:
+        #: The user whose processes may own records (default: ours).
+        self.uid = os.getuid() if uid is None else uid
         self._emitted: dict[int, _Emitted] = {}
         # file pid -> identity whose rejection was already counted (count once per version)
         self._counted: dict[int, tuple[tuple[int, int, int], str]] = {}
@@ -352,11 +369,17 @@ class RegistryTracker:
         if token is None:
             live = False
             self._reject(file_pid, obs, "dead_pid")
+        elif obs.uid != self.uid:
+            # Any live pid with its real start time would pass the checks below (pid 1,
+            # another user's shell): only our own user's processes can be our Claude.
+            live = False
+            self._reject(file_pid, obs, "not_ours")
+        elif not (obs.comm or "").startswith("claude"):
+            live = False
+            self._reject(file_pid, obs, "not_claude")
         elif record.proc_start is None:
-            # Claude 2.1.112 wrote no procStart: the process name is the only guard.
-            live = (obs.comm or "").startswith("claude")
-            if not live:
-                self._reject(file_pid, obs, "proc_start_mismatch")
+            # Claude 2.1.112 wrote no procStart: the process name is the guard (above).
+            live = True
         else:
             live = record.proc_start == token
             if not live:
@@ -441,16 +464,19 @@ def scan_directory(
     extra_pids: Collection[int],
     counters: RegistryStatistics,
     only: Iterable[str] | None = None,
+    owners: dict[int, tuple[str, int | None, str | None]] | None = None,
 ) -> tuple[dict[int, FileObservation], dict[int, str | None]]:
     """Blocking (worker thread): stat every ``<pid>.json`` (or only the names in ``only``),
-    re-read changed or ``force``d ones, probe their pids. Updates ``cache`` in place, and
-    ``files_read`` / ``vanished`` / ``unreadable`` in ``counters``.
+    re-read changed or ``force``d ones, probe their pids (and, once per incarnation, its uid
+    and comm: ``owners``, a cache updated in place). Updates ``cache`` in place, and
+    ``files_read`` / ``vanished`` / ``unreadable`` / ``not_regular`` in ``counters``.
 
     Returns the observations and the probed tokens of ``extra_pids`` whose files are
     gone (with ``only``: of those among the names looked at). A file that vanishes between
     listing and reading is omitted (as deleted).
     """
     forced = set(force)
+    owners = {} if owners is None else owners
     files: dict[int, FileObservation] = {}
     if only is None:
         try:
@@ -465,14 +491,21 @@ def scan_directory(
             continue
         path = directory / name
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
             if not stat.S_ISREG(st.st_mode):
+                counters.not_regular += 1
+                cache.pop(file_pid, None)
                 continue
             identity = (st.st_ino, st.st_size, st.st_mtime_ns)
             cached = cache.get(file_pid)
             if cached is None or cached.identity != identity or name in forced:
-                with open(path, "rb") as f:
-                    data = f.read(MAX_FILE_BYTES + 1)
+                # Never blocks, never follows: the name may have been swapped since lstat.
+                fd, st = open_evidence(path)
+                try:
+                    data = _read_fd(fd, MAX_FILE_BYTES + 1)
+                finally:
+                    os.close(fd)
+                identity = (st.st_ino, st.st_size, st.st_mtime_ns)
                 counters.files_read += 1
                 try:
                     parsed: RegistryRecord | RecordError = parse_record(
@@ -482,6 +515,10 @@ def scan_directory(
                     parsed = exc
                 cached = _Cached(identity=identity, parsed=parsed)
                 cache[file_pid] = cached
+        except NotRegularFile:
+            counters.not_regular += 1
+            cache.pop(file_pid, None)
+            continue
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ESTALE):
                 if only is None:  # listed, then gone (with ``only``: a deletion, not a race)
@@ -491,26 +528,40 @@ def scan_directory(
             cache.pop(file_pid, None)
             continue
         token = procfs.probe(file_pid)
-        comm = None
-        if (
-            token is not None
-            and isinstance(cached.parsed, RegistryRecord)
-            and cached.parsed.proc_start is None
-        ):
-            comm = procfs.read_comm(file_pid)
+        comm = uid = None
+        if token is not None and isinstance(cached.parsed, RegistryRecord):
+            owner = owners.get(file_pid)
+            if owner is None or owner[0] != token:
+                # Read once per process incarnation (pid + start token), not per scan.
+                owner = (token, procfs.read_uid(file_pid), procfs.read_comm(file_pid))
+                owners[file_pid] = owner
+            _, uid, comm = owner
         files[file_pid] = FileObservation(
-            identity=cached.identity, parsed=cached.parsed, token=token, comm=comm
+            identity=cached.identity, parsed=cached.parsed, token=token, comm=comm, uid=uid
         )
     if only is None:
-        looked = set(cache)
+        looked = set(cache) | set(owners)
         wanted = set(extra_pids)
     else:
         looked = {pid for pid in map(_file_pid, names) if pid is not None}
         wanted = {pid for pid in looked if pid in extra_pids}
     for file_pid in looked - set(files):
         cache.pop(file_pid, None)
+        owners.pop(file_pid, None)
     gone = {pid: procfs.probe(pid) for pid in wanted if pid not in files}
     return files, gone
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 # ---------------------------------------------------------------- the actor
@@ -553,6 +604,7 @@ class ClaudeRegistryWatcher:
         self._stats = RegistryStatistics()
         self._tracker = RegistryTracker(self._stats)
         self._cache: dict[int, _Cached] = {}
+        self._owners: dict[int, tuple[str, int | None, str | None]] = {}
         self._scan_done: anyio.Event | None = None
 
     @property
@@ -631,7 +683,8 @@ class ClaudeRegistryWatcher:
 
         def scan_and_decide() -> list[messages.RegistryStatus | messages.RegistryRemoved]:
             files, gone = scan_directory(
-                self._dir, self._cache, forced, self._tracker.emitted, self._stats, names
+                self._dir, self._cache, forced, self._tracker.emitted, self._stats, names,
+                self._owners,
             )
             pids = None if names is None else [p for p in map(_file_pid, names) if p]
             return self._tracker.apply(files, gone, now_ms(), only=pids)

@@ -54,6 +54,7 @@ import psutil
 
 from actors.core.clock import now_ms
 from actors.harnesses.codex import paths
+from actors.runtime.files import open_evidence
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import fswatch, procfs
 from messages.codec import Inbound
@@ -650,7 +651,8 @@ def _refresh_tail(tracked: _Tracked) -> _TailResult:
     """Stat and read one rollout's new bytes (blocking; worker thread)."""
     result = _TailResult(tracked.path)
     try:
-        fd = os.open(tracked.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # Never blocks (a FIFO swapped in opens at once and is refused), never follows a link.
+        fd, st = open_evidence(tracked.path)
     except FileNotFoundError:
         result.vanished = True
         return result
@@ -658,7 +660,6 @@ def _refresh_tail(tracked: _Tracked) -> _TailResult:
         result.unreadable = True
         return result
     try:
-        st = os.fstat(fd)
 
         def read(offset: int, length: int) -> bytes:
             return os.pread(fd, length, offset)
@@ -673,10 +674,15 @@ def _refresh_tail(tracked: _Tracked) -> _TailResult:
 
 def _read_head(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as f:
-            return f.read(HEADER_LIMIT_BYTES)
+        fd, _ = open_evidence(path)
     except OSError:
         return None
+    try:
+        return os.pread(fd, HEADER_LIMIT_BYTES, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- the actor

@@ -56,6 +56,7 @@ import psutil
 
 from actors.core.clock import now_ms
 from actors.harnesses.hermes import paths
+from actors.runtime.files import NotRegularFile, check_regular
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import fswatch, procfs
 from messages.common import SessionKey
@@ -305,6 +306,22 @@ class _DbProblem(Exception):
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
+    """A read-only connection to ``path`` (blocking).
+
+    SQLite opens the files itself, blocking on a FIFO: the database and its ``-wal``/``-shm``
+    are first opened as evidence (``O_NONBLOCK | O_NOFOLLOW``, ``fstat``), so a FIFO, device or
+    link in their place is refused (:class:`_DbProblem` ``error``) instead of hanging the worker
+    thread forever.
+    """
+    for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            check_regular(candidate)
+        except NotRegularFile as exc:
+            raise _DbProblem(
+                "error", f"{candidate} is not a regular file ({exc.strerror})"
+            ) from None
+        except OSError as exc:
+            raise _DbProblem("error", f"cannot open {candidate}: {exc}") from None
     uri = "file:" + urllib.parse.quote(str(path)) + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
     conn.row_factory = sqlite3.Row
