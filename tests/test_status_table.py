@@ -144,3 +144,23 @@ def test_watch_summary_escapes_payload_text() -> None:
     gap = _summary({"type": "Gap", "next_seq": 4, "dropped": 2, "reason": "store_full",
                     "noticed_ms": NOW})
     assert gap == "# gap: 2 transitions from #4 are not in the journal (store_full)"
+
+
+def test_a_reader_that_goes_away_ends_status_quietly() -> None:
+    """``paneward status --proofs | head -0``: the pipe's reader is gone before the first write
+    (a real pipe whose read end is closed); the command ends with exit 1 and no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; from actors.cli import entry; sys.exit(entry())",
+             "status", "--proofs"],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (1, "")

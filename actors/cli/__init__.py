@@ -16,8 +16,21 @@ import sys
 
 def entry() -> int:
     """Dispatch ``hook`` straight to the hook client, plain ``status`` / ``watch`` straight to
-    their commands (no argparse); the rest to the full CLI."""
-    argv = sys.argv[1:]
+    their commands (no argparse); the rest to the full CLI.
+
+    A reader that goes away (``paneward status | head``) ends the command quietly with exit 1,
+    as it does for ``cat``: no traceback, neither now nor at the interpreter's final flush.
+    """
+    try:
+        return _dispatch(sys.argv[1:])
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["hook"] and "-h" not in argv and "--help" not in argv:
         from actors.cli.hook_client import main as hook
 
