@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from actors.harnesses.codex.approvals import pending_call, read_tail
+from actors.harnesses.codex.approvals import (
+    FIRST_TAIL_BYTES,
+    find_pending,
+    pending_call,
+    read_tail,
+    scan_tail,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 LINES = (FIXTURES / "rollout-daemon-approvals.jsonl").read_bytes().splitlines(keepends=True)
@@ -92,3 +98,32 @@ def test_the_tail_read_is_bounded_and_refuses_what_is_not_a_regular_file(tmp_pat
     assert read_tail(str(fifo)) is None  # opened without blocking, then refused
     assert read_tail(str(tmp_path)) is None
     assert read_tail(str(tmp_path / "missing.jsonl")) is None
+
+
+@pytest.mark.parametrize(("tail", "whole", "complete"), [
+    (upto(22), True, True),  # the file's start
+    (b"".join(LINES[15:22]), False, True),  # the turn's task_started (line 17) is in it
+    (b"".join(LINES[17:22]), False, False),  # it is not: an earlier call may be pending
+    (b"".join(LINES[12:15]), False, True),  # turn_aborted
+])
+def test_a_window_is_complete_when_it_reaches_back_to_the_turns_start(
+    tail: bytes, whole: bool, complete: bool
+) -> None:
+    assert scan_tail(tail, whole=whole).complete is complete
+
+
+def test_a_long_turn_widens_the_window(tmp_path: Path) -> None:
+    # The second turn with more than the first window of other lines (its user message,
+    # repeated) between its start and its call.
+    filler = LINES[18] * (FIRST_TAIL_BYTES // len(LINES[18]) + 2)
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_bytes(upto(17) + filler + LINES[20] + LINES[21])
+    assert find_pending(str(rollout)) == WRITE
+    # a second call of the same turn, pending, before the first window: both are seen, so
+    # neither is named (the first window alone would have named the wrong one half the time)
+    other = LINES[20].replace(b"call_mock1", b"call_mock0").replace(b"echo hi > hi.txt", b"ls")
+    rollout.write_bytes(upto(17) + other + filler + LINES[20] + LINES[21])
+    tail = read_tail(str(rollout), FIRST_TAIL_BYTES)
+    assert tail is not None and pending_call(tail[0], whole=tail[1]) == WRITE
+    assert find_pending(str(rollout)) is None
+    assert find_pending(str(tmp_path / "missing.jsonl")) is None

@@ -18,22 +18,30 @@ command is its ``cmd``, checked live; ``shell_command``, whose hook command is i
 hook command is the patch (from the source). Any other pending call (MCP tools, several calls
 pending at once) names nothing here: the reason stays ``permission``.
 
-Functional core: :func:`pending_call` (bytes in, ``(tool, command)`` out). The blocking,
-bounded read of a rollout's tail is :func:`read_tail` (a worker thread's job).
+Functional core: :func:`scan_tail` / :func:`pending_call` (bytes in, ``(tool, command)``
+out). Imperative shell, blocking (a worker thread's job): :func:`read_tail`, a bounded read of a
+rollout's end, and :func:`find_pending`, which reads the last 64 KiB and only when that window
+does not reach back to the current turn's start the last 1 MiB (a turn's lines up to its call
+are a few KiB; the approval edge is on the latency path of the badge).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from typing import Final
 
 import msgspec
 
-__all__ = ["TAIL_BYTES", "pending_call", "read_tail"]
+__all__ = ["FIRST_TAIL_BYTES", "TAIL_BYTES", "Scan", "find_pending", "pending_call",
+           "read_tail", "scan_tail"]
 
-#: How much of a rollout's end is read for one approval wait. The pending call is among the
-#: last few lines (the call, then a token-usage record); 1 MiB also holds a large patch.
+#: How much of a rollout's end is read first for one approval wait: the pending call is among
+#: the last few lines (the call, then a token-usage record).
+FIRST_TAIL_BYTES: Final = 64 << 10
+#: At most this much when the first window does not reach back to the turn's start (a long
+#: turn, a large patch); a call that began further back is not found.
 TAIL_BYTES: Final = 1 << 20
 
 _CALLS: Final = frozenset({"function_call", "custom_tool_call"})
@@ -66,6 +74,16 @@ _LINE: Final = msgspec.json.Decoder(_Line)
 _ARGS: Final = msgspec.json.Decoder(dict[str, object])
 
 
+@dataclass(frozen=True)
+class Scan:
+    """What :func:`scan_tail` found: the pending call (as :func:`pending_call`), and whether
+    the window reaches back to the current turn's start (or the file's), so that no call of
+    this turn can lie before it."""
+
+    call: tuple[str, str] | None
+    complete: bool
+
+
 def pending_call(tail: bytes, *, whole: bool) -> tuple[str, str] | None:
     """The hook's ``(tool_name, tool_input.command)`` of the one tool call in ``tail`` that
     has no output yet, in the current turn; ``None`` if there is none, several, or one this
@@ -74,9 +92,15 @@ def pending_call(tail: bytes, *, whole: bool) -> tuple[str, str] | None:
     ``tail`` is the end of a rollout; ``whole`` says it starts at the file's start (else its
     first, possibly partial, line is ignored). Lines that are not JSON are skipped. Pure.
     """
+    return scan_tail(tail, whole=whole).call
+
+
+def scan_tail(tail: bytes, *, whole: bool) -> Scan:
+    """:func:`pending_call`, and whether ``tail`` holds the whole current turn. Pure."""
     lines = tail.split(b"\n")
     if not whole:
         lines = lines[1:]
+    complete = whole
     pending: dict[str, _Payload] = {}
     for line in lines:
         if not any(marker in line for marker in _MARKERS):
@@ -90,14 +114,14 @@ def pending_call(tail: bytes, *, whole: bool) -> tuple[str, str] | None:
             continue
         if record.type == "event_msg" and payload.type in _BOUNDARIES:
             pending.clear()  # a call left without output by an ended turn is not waiting
+            complete = True
         elif record.type == "response_item" and payload.call_id:
             if payload.type in _CALLS:
                 pending[payload.call_id] = payload
             elif payload.type in _OUTPUTS:
                 pending.pop(payload.call_id, None)
-    if len(pending) != 1:
-        return None
-    return _hook_view(next(iter(pending.values())))
+    call = _hook_view(next(iter(pending.values()))) if len(pending) == 1 else None
+    return Scan(call, complete)
 
 
 def _hook_view(call: _Payload) -> tuple[str, str] | None:
@@ -145,3 +169,18 @@ def read_tail(path: str, limit: int = TAIL_BYTES) -> tuple[bytes, bool] | None:
         return None
     finally:
         os.close(fd)
+
+
+def find_pending(path: str) -> tuple[str, str] | None:
+    """Blocking (a worker thread): :func:`pending_call` of the rollout at ``path``, from its
+    last :data:`FIRST_TAIL_BYTES`, or its last :data:`TAIL_BYTES` when the first window does
+    not hold the whole current turn; ``None`` also when the file cannot be read."""
+    found = None
+    for limit in (FIRST_TAIL_BYTES, TAIL_BYTES):
+        tail = read_tail(path, limit)
+        if tail is None:
+            return None
+        found = scan_tail(tail[0], whole=tail[1])
+        if found.complete:
+            break
+    return found.call if found is not None else None

@@ -705,9 +705,7 @@ class CodexDaemonSource:
             thread = await self._read(rpc, thread_id, with_status=False)
         found = None
         if thread is not None and thread.path is not None:
-            tail = await anyio.to_thread.run_sync(approvals.read_tail, thread.path)
-            if tail is not None:
-                found = approvals.pending_call(tail[0], whole=tail[1])
+            found = await anyio.to_thread.run_sync(approvals.find_pending, thread.path)
         if found is None:
             self._stats.unnamed_waits += 1
             return None
