@@ -177,8 +177,12 @@ class ThreadStatus(EvidenceMessage, frozen=True, kw_only=True):
     ``activeFlags`` of an ``active`` status (``waitingOnApproval``, ``waitingOnUserInput``);
     ``pid``/``start_token`` name the daemon (the peer of its control socket), which runs the
     thread. ``root_key`` is set for a child thread (``parentThreadId``): the supervisor then
-    routes it to the root, where child status rolls up. Handled by the session reducer
-    (source ``codex_daemon``); ``at_ms`` is the daemon's ``emittedAtMs``.
+    routes it to the root, where child status rolls up. ``summary`` is the permission reason
+    (:func:`actors.core.hints.permission_reason`) of the tool call a ``waitingOnApproval``
+    status waits on, found in the rollout's tail (:mod:`actors.harnesses.codex.approvals`):
+    the reason the ``PermissionRequest`` hook gives for the same dialog; ``None`` when it was
+    not found. Handled by the session reducer (source ``codex_daemon``); ``at_ms`` is the
+    daemon's ``emittedAtMs``.
     """
 
     key: SessionKey
@@ -190,6 +194,7 @@ class ThreadStatus(EvidenceMessage, frozen=True, kw_only=True):
     start_token: str | None = None
     root_key: SessionKey | None = None
     version: str | None = None
+    summary: Text | None = None
 
 
 class ClientAttached(EvidenceMessage, frozen=True, kw_only=True):

@@ -127,6 +127,14 @@ def test_the_view_hides_title_threads_and_routes_children_to_their_root() -> Non
     assert evidence is not None and evidence.root_key == messages.SessionKey("codex", "root")
     assert attached is False  # a child thread is never what a pane shows
     assert view.learn({"id": ""}) is None and view.learn("not a thread") is None
+    # a rollout path is kept only when its name is that thread's (rollout-<time>-<id>.jsonl)
+    own = f"/h/sessions/rollout-2026-12-01T13-27-00-{THREAD}.jsonl"
+    learnt = view.learn(_thread(THREAD, path=own))
+    assert learnt is not None and learnt.path == own
+    learnt = view.learn(_thread(THREAD, path=None))
+    assert learnt is not None and learnt.path == own  # a later object without one keeps it
+    other = view.learn(_thread("01a231c9-0000-78a2-bd0b-c8aa2b92f11e", path=own))
+    assert other is not None and other.path is None
     assert view.learn({"id": "x" * 300}) is None
 
 
@@ -251,6 +259,8 @@ async def test_the_source_reports_loaded_threads_attachments_and_broadcasts(
             await sink.wait_for(lambda items: len(items) == 3)
             last = sink.of(messages.ThreadStatus)[-1]
             assert (last.status, last.flags, last.at_ms) == ("active", ("waitingOnApproval",), AT)
+            # t1 has no rollout path: its call cannot be named, and that is counted
+            assert last.summary is None and source.statistics().unnamed_waits == 1
 
             # a new thread: its status, then its attachment (a second TUI)
             fake.threads["t2"] = _thread("t2")
@@ -336,4 +346,85 @@ async def test_a_wait_already_open_when_the_source_connects_is_reported(tmp_path
             await source.wait_connected()
             (status,) = sink.of(messages.ThreadStatus)
             assert (status.status, status.flags) == ("active", ("waitingOnApproval",))
+            tg.cancel_scope.cancel()
+
+
+#: A thread id as Codex makes them (its rollout's name ends with it).
+THREAD = "01a231c9-82d1-78a2-bd0b-c8aa2b92f11e"
+ROLLOUT = Path(__file__).parent / "fixtures" / "codex" / "rollout-daemon-approvals.jsonl"
+
+
+def _rollout(tmp_path: Path, lines: int) -> Path:
+    """The real daemon-mode rollout, as its first ``lines`` lines, where Codex puts it."""
+    path = tmp_path / "sessions" / f"rollout-2026-12-01T13-27-00-{THREAD}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(ROLLOUT.read_bytes().splitlines(keepends=True)[:lines]))
+    return path
+
+
+async def test_an_approval_wait_names_the_pending_call_from_the_rollout(tmp_path: Path) -> None:
+    home = tmp_path / "codex-home"
+    sink = ListSink()
+    approval = {"type": "active", "activeFlags": ["waitingOnApproval"]}
+    with anyio.fail_after(20):
+        async with fake_daemon(home) as fake, anyio.create_task_group() as tg:
+            # a thread learnt before it had a rollout: its path is asked for at the wait
+            fake.threads = {THREAD: _thread(THREAD)}
+            source = CodexDaemonSource(home, resolve=_resolver({}))
+            tg.start_soon(source.run, sink)
+            await source.wait_connected()
+            # the real rollout as it was when the daemon broadcast the first wait
+            rollout = _rollout(tmp_path, 11)
+            fake.threads[THREAD]["path"] = str(rollout)
+            await fake.send({"method": "thread/status/changed", "emittedAtMs": AT,
+                             "params": {"threadId": THREAD, "status": approval}})
+            await sink.wait_for(lambda items: len(items) == 2)
+            wait = sink.of(messages.ThreadStatus)[-1]
+            # the reason Codex's PermissionRequest hook gives for the same dialog
+            assert wait.summary == "permission: Bash: echo hi > hi.txt"
+            # after Esc (its output "aborted", turn_aborted) nothing is pending: not named
+            _rollout(tmp_path, 15)
+            await fake.send({"method": "thread/status/changed", "emittedAtMs": AT + 1,
+                             "params": {"threadId": THREAD, "status": approval}})
+            await sink.wait_for(lambda items: len(items) == 3)
+            assert sink.of(messages.ThreadStatus)[-1].summary is None
+            # other statuses carry no reason
+            await fake.send({"method": "thread/status/changed", "emittedAtMs": AT + 2,
+                             "params": {"threadId": THREAD, "status": {"type": "idle"}}})
+            await sink.wait_for(lambda items: len(items) == 4)
+            assert sink.of(messages.ThreadStatus)[-1].summary is None
+            stats = source.statistics()
+            assert (stats.named_waits, stats.unnamed_waits) == (1, 1)
+            tg.cancel_scope.cancel()
+
+
+async def test_a_wait_open_at_connect_names_its_call_and_a_link_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "codex-home"
+    sink = ListSink()
+    rollout = _rollout(tmp_path, 22)  # the second wait
+    with anyio.fail_after(20):
+        async with fake_daemon(home) as fake, anyio.create_task_group() as tg:
+            fake.threads = {THREAD: _thread(THREAD, path=str(rollout), status={
+                "type": "active", "activeFlags": ["waitingOnApproval"]})}
+            source = CodexDaemonSource(home, resolve=_resolver({}))
+            tg.start_soon(source.run, sink)
+            await source.wait_connected()
+            (status,) = sink.of(messages.ThreadStatus)
+            assert status.summary == "permission: Bash: echo hi > hi.txt"
+            tg.cancel_scope.cancel()
+        # the same rollout behind a symbolic link: never followed, the reason stays bare
+        real = rollout.rename(tmp_path / "real.jsonl")
+        rollout.symlink_to(real)
+        sink = ListSink()
+        home = tmp_path / "codex-home-2"
+        async with fake_daemon(home) as fake, anyio.create_task_group() as tg:
+            fake.threads = {THREAD: _thread(THREAD, path=str(rollout), status={
+                "type": "active", "activeFlags": ["waitingOnApproval"]})}
+            source = CodexDaemonSource(home, resolve=_resolver({}))
+            tg.start_soon(source.run, sink)
+            await source.wait_connected()
+            (status,) = sink.of(messages.ThreadStatus)
+            assert status.summary is None and source.statistics().unnamed_waits == 1
             tg.cancel_scope.cancel()

@@ -30,6 +30,7 @@ import anyio
 import msgspec
 import pytest
 
+from actors.core.redact import shown_reason
 from actors.core.reducer import pane_winners
 from messages import Activity
 from tests.daemon_helpers import PANEWARD, Daemon, Watcher, daemon_env, watching
@@ -42,6 +43,9 @@ from tests.test_real_clis import API_KEY, CODEX_CONFIG, _agent, _stop_codex_left
 SELECTED = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}"
 #: How long a CLI may take for one step (the first Codex start installs its daemon: ~8 s).
 STEP_S = 60.0
+#: The reason of the mock's WRITE call (``exec_command`` ``echo hi > hi.txt``), as Codex's
+#: ``PermissionRequest`` hook gives it; the daemon's status names it from the rollout.
+WRITE_REASON = "permission: Bash: echo hi > hi.txt"
 
 
 @pytest.fixture
@@ -128,6 +132,37 @@ class Panes:
             if not out or out[-1][1:] != row[1:]:
                 out.append(row)
         return out
+
+    def reasons(self, key: str, since: int = 0) -> list[str]:
+        """The needs_input reasons session ``key`` published after transition ``since``,
+        consecutive repeats folded."""
+        out: list[str] = []
+        for item in self.watcher.items:
+            if item.get("type") != "Transition" or item["seq"] <= since:
+                continue
+            after = msgspec.convert(item["after"], Activity)
+            attention = after.attention
+            if str(after.key) != key or attention is None or attention.kind != "needs_input":
+                continue
+            if not out or out[-1] != attention.reason:
+                out.append(attention.reason)
+        return out
+
+    async def wait_reason(self, pane: str, reason: str) -> None:
+        """Until ``pane``'s ``@paneward_reason`` option shows ``reason`` (redacted, as tmux
+        options are by default: the tool and the command's program)."""
+        shown = shown_reason(reason, full_text=False)
+        seen: list[str | None] = [None]
+
+        def check() -> bool:
+            seen[0] = self.option(pane, "@paneward_reason")
+            return seen[0] == shown
+
+        try:
+            await poll_until(lambda: anyio.to_thread.run_sync(check),
+                             f"{pane}: reason {reason!r}", within=STEP_S, interval=0.02)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the option reads {seen[0]!r}, not {shown!r}") from None
 
     @property
     def seq(self) -> int:
@@ -310,9 +345,15 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 mark = await _submit(panes, a, "please WRITE a file",
                                      started={"working", "needs_input"})
                 await panes.wait(a, turn="needs_input", attention="needs_input")
+                # The reason names the command, as the hook would (the rollout's pending call),
+                # and it is the only reason this wait ever had.
+                await panes.wait_reason(a, WRITE_REASON)
                 shown = await panes.shown(a)
-                assert shown.attention is not None and shown.attention.reason == "permission"
+                assert shown.attention is not None and shown.attention.reason == WRITE_REASON
                 assert shown.evidence.source == "codex_daemon"
+                assert panes.reasons(str(thread_a), mark) == [WRITE_REASON]
+                counters = (await panes.daemon.counters())["codex_daemon"]
+                assert (counters["named_waits"], counters["unnamed_waits"]) == (1, 0)
                 await tmux.wait_text(a, "Would you like to run")
                 # approve -> working -> idle + turn_done
                 approved = panes.seq
@@ -395,18 +436,18 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 a = panes.tmux.start([str(codex)], env, width=160, height=50, cwd=work)
                 await _trust_hooks(tmux, a)
                 await panes.wait(a, turn="idle", what="pane A bound to its thread (idle)")
-                await _submit(panes, a, "please WRITE a file", started={"working", "needs_input"})
+                mark = await _submit(panes, a, "please WRITE a file",
+                                     started={"working", "needs_input"})
                 await panes.wait(a, turn="needs_input", attention="needs_input")
-
-                async def reason_names_the_command() -> bool:
-                    shown = await panes.shown(a)
-                    return shown.attention is not None and shown.attention.reason == (
-                        "permission: Bash: echo hi > hi.txt")
-
-                # The hook's PermissionRequest names the tool and command; the daemon's status
-                # for the same dialog keeps that reason.
-                await poll_until(reason_names_the_command, "the hook's reason", within=STEP_S)
+                # The hook's PermissionRequest and the daemon's status (the rollout's pending
+                # call) name the same tool and command: whichever came first, one reason.
+                await panes.wait_reason(a, WRITE_REASON)
+                shown = await panes.shown(a)
+                assert shown.attention is not None and shown.attention.reason == WRITE_REASON
                 await tmux.wait_text(a, "Would you like to run")
+                assert panes.reasons(str(shown.key), mark) == [WRITE_REASON]
+                counters = (await panes.daemon.counters())["codex_daemon"]
+                assert (counters["named_waits"], counters["unnamed_waits"]) == (1, 0)
                 await _press_until(panes, a, "y", "idle", "turn_done")
 
                 # Under the wrapper, hooks and the daemon bind the same pane to the thread as

@@ -137,11 +137,12 @@ def daemon(
     *flags: str,
     key: SessionKey = CX,
     root: SessionKey | None = None,
+    summary: str | None = None,
 ) -> ThreadStatus:
     """The Codex app-server daemon's status of a thread (it runs as pid 77)."""
     return ThreadStatus(
         key=key, status=status, at_ms=T + t, observed_at_ms=T + t, flags=flags, pid=77,
-        start_token="9", root_key=root, version="0.171.0",
+        start_token="9", root_key=root, version="0.171.0", summary=summary,
     )
 
 
@@ -927,6 +928,55 @@ CASES = [
         ("running", "needs_input", "needs_input"),
         key=CX,
         reason=BASH,
+    ),
+    Case(
+        "daemon waitingOnApproval with the call found in the rollout names it like the hook",
+        (daemon("active", 1), daemon("active", 2, "waitingOnApproval", summary=BASH)),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason=BASH,
+    ),
+    Case(
+        "the daemon's named reason, then the hook's for the same dialog: one reason",
+        (
+            daemon("active", 1),
+            daemon("active", 2, "waitingOnApproval", summary=BASH),
+            HookHint(key=CX, source="codex_hook", event="PermissionRequest",
+                     hint="needs_input", at_ms=T + 3, observed_at_ms=T + 3, tool="Bash",
+                     summary=BASH, pid=77, start_token="9"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason=BASH,
+        published=2,
+    ),
+    Case(
+        "a named reason replaces a bare permission for the same wait",
+        (daemon("active", 1), daemon("active", 2, "waitingOnApproval"),
+         daemon("active", 3, "waitingOnApproval", summary=BASH)),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason=BASH,
+    ),
+    Case(
+        "the hook's reason is kept over the daemon's when they differ",
+        (
+            daemon("active", 1),
+            HookHint(key=CX, source="codex_hook", event="PermissionRequest",
+                     hint="needs_input", at_ms=T + 2, observed_at_ms=T + 2, tool="Bash",
+                     summary=BASH, pid=77, start_token="9"),
+            daemon("active", 3, "waitingOnApproval", summary="permission: Bash: other"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason=BASH,
+    ),
+    Case(
+        "a summary on anything but an approval wait is no reason",
+        (daemon("active", 1), daemon("active", 2, "waitingOnUserInput", summary=BASH)),
+        ("running", "needs_input", "needs_input"),
+        key=CX,
+        reason="input requested",
     ),
     Case(
         "approved: active again is working",

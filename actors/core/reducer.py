@@ -528,7 +528,8 @@ def _identity(message: SessionMessage) -> tuple[object, ...] | None:
     if isinstance(message, ProgramStatus):
         return ("osc", message.state, message.child_id, message.at_ms, message.message)
     if isinstance(message, ThreadStatus):
-        return ("daemon", message.key.session_id, message.status, message.flags, message.at_ms)
+        return ("daemon", message.key.session_id, message.status, message.flags, message.at_ms,
+                message.summary)
     return None
 
 
@@ -1182,9 +1183,16 @@ def _thread_status(state: SessionState, message: ThreadStatus) -> SessionState |
         owner=owner,
     )
     if status == "active" and wait is not None:
-        # The hook for the same dialog names the tool and command: keep that reason.
-        keep = state.turn == "needs_input" and bool(state.needs_reason)
-        reason = None if keep else _DAEMON_WAITS[wait]
+        # The daemon names the pending call (found in the rollout) as the hook for the same
+        # dialog does, with the same reason; without it, a reason already there (the hook's)
+        # is kept. A named reason replaces a bare "permission" (the wrapper's Codex record).
+        named = message.summary if wait == "waitingOnApproval" else None
+        keep = (
+            state.turn == "needs_input"
+            and bool(state.needs_reason)
+            and not (named and state.needs_reason == _DAEMON_WAITS[wait])
+        )
+        reason = None if keep else named or _DAEMON_WAITS[wait]
         claim = msgspec.structs.replace(base, turn="needs_input", reason=reason)
         return _apply_claim(state, claim)
     if status == "active":

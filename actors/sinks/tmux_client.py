@@ -123,7 +123,10 @@ class ControlClient:
         if probe.returncode != 0:
             reason = probe.stderr.decode("utf-8", "replace").strip() or "no session"
             raise TmuxUnavailable(f"{self._target.describe()}: {reason}")
-        argv = [*target, "-N", "-C", "attach-session", "-f", CLIENT_FLAGS, *session]
+        # -u: tmux writes to our client in UTF-8 whatever the locale (a daemon started by a
+        # service manager often has no LANG); without it every non-ASCII character it sends us
+        # (a pane's title, an option read back) arrives as "_".
+        argv = [*target, "-u", "-N", "-C", "attach-session", "-f", CLIENT_FLAGS, *session]
         try:
             self._process = await anyio.open_process(argv, env=env)
         except OSError as exc:

@@ -87,7 +87,8 @@ class Tmux:
         # environment its test gives (`env -i` in start()): a variable of the caller's (say
         # CLAUDE_CONFIG_DIR) must not reach the agent through the tmux server's global one.
         result = subprocess.run(
-            ["tmux", "-L", self.name, "-f", "/dev/null", *args],
+            # -u: UTF-8 output whatever the (bare) locale, else tmux prints any non-ASCII as "_".
+            ["tmux", "-u", "-L", self.name, "-f", "/dev/null", *args],
             check=False, capture_output=True, text=True, timeout=10, env=_TMUX_ENV,
         )
         if result.returncode != 0:

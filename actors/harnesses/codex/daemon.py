@@ -23,6 +23,13 @@ attached to one TUI it shows (until the next attachment), and a thread a TUI pic
 ``/resume`` list while another TUI still shows it (the daemon keeps its MCP connection to the
 first: nothing moves).
 
+An approval wait (``waitingOnApproval``) names the call it waits on as the
+``PermissionRequest`` hook does (``permission: Bash: echo hi > hi.txt``): the status does not
+say, but the thread's rollout (``thread/read`` ``path``) already ends with that call, without
+its output, when the status is broadcast (:mod:`actors.harnesses.codex.approvals`; checked
+with Codex 0.171.0). Not found (the call is not in the tail, several are pending, a tool the
+hook names otherwise): the reason stays ``permission`` and ``unnamed_waits`` counts it.
+
 Functional core: :func:`parse_origin`, :class:`DaemonView` (what each notification means);
 imperative shell: :class:`CodexDaemonSource` (the connection, wsproto for the WebSocket
 framing, driven by anyio; it never starts a daemon, and reconnects when one appears).
@@ -51,7 +58,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 import messages
 from actors.core.clock import now_ms
-from actors.harnesses.codex import paths
+from actors.core.hints import permission_reason
+from actors.harnesses.codex import approvals, paths
+from actors.harnesses.codex.rollouts import thread_id_from_path
 from actors.harnesses.codex.tui import is_codex_tui
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import fswatch, procfs
@@ -60,6 +69,7 @@ from messages.errors import MessageError
 from messages.evidence import ThreadState
 
 __all__ = [
+    "APPROVAL",
     "MCP_PROOF",
     "TUI_SERVER",
     "CodexDaemonSource",
@@ -74,6 +84,8 @@ __all__ = [
 TUI_SERVER: Final = "codex_tui"
 #: ``ClientAttached.proof`` / ``PaneBound.proof`` of a pane bound this way.
 MCP_PROOF: Final = "codex_daemon_mcp"
+#: The ``activeFlags`` word of an approval dialog.
+APPROVAL: Final = "waitingOnApproval"
 #: Broadcasts this source never uses (asked not to be sent: less traffic while idle).
 _OPT_OUT: Final = (
     "thread/name/updated",
@@ -138,6 +150,7 @@ class _ThreadWire(msgspec.Struct, rename="camel"):
     thread_source: str | None = None
     parent_thread_id: str | None = None
     cli_version: str | None = None
+    path: str | None = None
 
 
 @dataclass
@@ -150,6 +163,7 @@ class Thread:
     version: str | None
     status: ThreadState = "notLoaded"
     flags: tuple[str, ...] = ()
+    path: str | None = None  # its rollout (``thread/read``), once it has one
 
 
 @dataclass
@@ -174,21 +188,29 @@ class DaemonView:
             return None
         hidden = wire.ephemeral or wire.thread_source == "thread_title"
         known = self.threads.get(wire.id)
+        path = wire.path if wire.path and thread_id_from_path(wire.path) == wire.id else None
         thread = Thread(
             wire.id,
             wire.parent_thread_id or None,
             hidden,
             wire.cli_version,
             known.status if known is not None else "notLoaded",
+            path=path or (known.path if known is not None else None),
         )
         self.threads[wire.id] = thread
         return thread
 
     def status(
-        self, thread_id: str, raw: object, at_ms: int, observed_at_ms: int
+        self,
+        thread_id: str,
+        raw: object,
+        at_ms: int,
+        observed_at_ms: int,
+        summary: str | None = None,
     ) -> tuple[messages.ThreadStatus | None, bool]:
         """``thread/status/changed``: the evidence to send, and whether the thread was just
-        (re)attached (``notLoaded`` -> loaded: a reload, e.g. ``codex resume``)."""
+        (re)attached (``notLoaded`` -> loaded: a reload, e.g. ``codex resume``). ``summary``
+        is the reason of an approval wait's call, if the source found it."""
         thread = self.threads.get(thread_id)
         try:
             status = msgspec.convert(raw, _Status)
@@ -199,7 +221,7 @@ class DaemonView:
         word: ThreadState = status.type  # type: ignore[assignment]  # checked just above
         reloaded = thread.status == "notLoaded" and word != "notLoaded"
         thread.status, thread.flags = word, tuple(status.active_flags)
-        evidence = self.evidence(thread, word, thread.flags, at_ms, observed_at_ms)
+        evidence = self.evidence(thread, word, thread.flags, at_ms, observed_at_ms, summary)
         return evidence, reloaded and thread.root is None and not thread.hidden
 
     def closed(
@@ -218,10 +240,13 @@ class DaemonView:
         flags: tuple[str, ...],
         at_ms: int,
         observed_at_ms: int,
+        summary: str | None = None,
     ) -> messages.ThreadStatus | None:
-        """The :class:`~messages.ThreadStatus` for ``thread`` (``None`` for a hidden one)."""
+        """The :class:`~messages.ThreadStatus` for ``thread`` (``None`` for a hidden one);
+        ``summary`` only goes with an approval wait."""
         if thread.hidden:
             return None
+        waits = status == "active" and APPROVAL in flags
         pid, token = self.daemon if self.daemon is not None else (None, None)
         return messages.ThreadStatus(
             key=SessionKey("codex", thread.id),
@@ -233,6 +258,7 @@ class DaemonView:
             start_token=token,
             root_key=SessionKey("codex", thread.root) if thread.root else None,
             version=thread.version,
+            summary=summary if waits else None,
         )
 
 
@@ -340,6 +366,14 @@ class _Rpc:
             notify(body)
 
 
+def _waits_for_approval(raw: object) -> bool:
+    """Whether a raw ``status`` object is an approval wait."""
+    if not isinstance(raw, dict) or raw.get("type") != "active":
+        return False
+    flags = raw.get("activeFlags")
+    return isinstance(flags, list) and APPROVAL in flags
+
+
 def _peer(sock: socket.socket) -> tuple[int, int]:
     """``(pid, uid)`` of the unix socket's peer (``SO_PEERCRED``)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -391,6 +425,10 @@ class DaemonStatistics(msgspec.Struct, kw_only=True):
     ignored_notifications: int = 0
     statuses_sent: int = 0
     attached_sent: int = 0
+    #: Approval waits whose call was found in the rollout's tail (the reason names it), and
+    #: those whose call was not (no path, unreadable, not in the tail, ambiguous, unnamed tool).
+    named_waits: int = 0
+    unnamed_waits: int = 0
     unresolved_clients: int = 0
     ambiguous_clients: int = 0
     rejected: int = 0
@@ -543,7 +581,11 @@ class CodexDaemonSource:
             thread = await self._read(rpc, thread_id)
             if thread is None:
                 continue
-            self._send(sink, self._view.evidence(thread, thread.status, thread.flags, now, now))
+            summary = None
+            if thread.status == "active" and APPROVAL in thread.flags:
+                summary = await self._approval_reason(rpc, thread_id)
+            self._send(sink, self._view.evidence(thread, thread.status, thread.flags, now, now,
+                                                 summary))
             if thread.root is None and not thread.hidden:
                 client = await self._client_of(rpc, thread_id)
                 if client is not None:
@@ -638,7 +680,11 @@ class CodexDaemonSource:
                 # to a new daemon reloads its thread): learn what it is; its first loaded
                 # status is its attachment.
                 await self._read(rpc, thread_id, with_status=False)
-            word, attach = self._view.status(thread_id, params.get("status"), at, seen)
+            raw = params.get("status")
+            summary = None
+            if _waits_for_approval(raw) and thread_id in self._view.threads:
+                summary = await self._approval_reason(rpc, thread_id)
+            word, attach = self._view.status(thread_id, raw, at, seen, summary)
             if word is None and thread_id not in self._view.threads:
                 self._stats.ignored_notifications += 1
             self._send(sink, word)
@@ -650,6 +696,21 @@ class CodexDaemonSource:
                 self._send(sink, self._view.closed(thread_id, at, seen))
         else:
             self._stats.ignored_notifications += 1
+
+    async def _approval_reason(self, rpc: _Rpc, thread_id: str) -> str | None:
+        """The reason of the call ``thread_id``'s approval dialog is about (its rollout's
+        tail, read in a worker thread), or ``None`` (counted) if it cannot be told."""
+        thread = self._view.threads.get(thread_id)
+        if thread is not None and thread.path is None:
+            thread = await self._read(rpc, thread_id, with_status=False)
+        found = None
+        if thread is not None and thread.path is not None:
+            found = await anyio.to_thread.run_sync(approvals.find_pending, thread.path)
+        if found is None:
+            self._stats.unnamed_waits += 1
+            return None
+        self._stats.named_waits += 1
+        return permission_reason(*found)
 
     async def _attach_now(self, rpc: _Rpc, sink: EvidenceSink, thread_id: str, at: int) -> None:
         client = await self._client_of(rpc, thread_id)

@@ -14,7 +14,8 @@ Facts this rests on (reference/real-harnesses.md §5.1-5.2, seed-internals.md §
   parent in ``payload.source.subagent.thread_spawn.parent_thread_id`` or
   ``payload.parent_thread_id``). Turn boundaries are ``event_msg`` records whose
   ``payload.type`` is ``task_started``, ``task_complete`` or ``turn_aborted``.
-  Approval waits leave no trace here.
+  Nothing here says a call waits for approval (the daemon's status does; the call it waits
+  on is read from the tail by :mod:`actors.harnesses.codex.approvals`).
 
 Functional core (no I/O, tested without an event loop):
 
