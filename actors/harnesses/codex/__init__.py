@@ -32,8 +32,8 @@ PROVES = (
           "thread status idle; OSC 7501"),
     Proof("needs_input", ("codex_hook", "codex_daemon", "pty_status"),
           "PermissionRequest hook (once its hooks are trusted); the daemon's activeFlags "
-          "waitingOnApproval / waitingOnUserInput; OSC 7501 blocked. An approval wait leaves no "
-          "rollout trace"),
+          "waitingOnApproval / waitingOnUserInput; OSC 7501 blocked. A rollout records the pending "
+          "call (which names the command), never the wait itself"),
     Proof("turn_done", ("codex_rollout", "codex_hook", "codex_notify", "pty_status"),
           "rollout task_complete; Stop; notify agent-turn-complete; OSC 7501 done "
           "(turn_aborted is an interrupt: no turn_done; the daemon's idle is not a completion)"),
