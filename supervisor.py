@@ -310,10 +310,7 @@ class Supervisor:
             actor = self._actor_for(delivery)
             if actor is None:
                 continue
-            if actor.idle:
-                self._stats.inline += 1
-                self._queued += 1  # applied now: the step's callback counts it off at once
-                actor.apply_inline(self, delivery.message)
+            if self._applied_inline(actor, delivery.message):
                 continue
             waited = True
             try:
@@ -324,17 +321,23 @@ class Supervisor:
         if not waited:
             await anyio.lowlevel.checkpoint()  # inject is a checkpoint, queued or not
 
+    def _applied_inline(self, actor: SessionActor, message: SessionMessage) -> bool:
+        """Apply ``message`` at once if ``actor``'s task waits on an empty mailbox (rather than
+        wake it: same step, same order, same crash accounting); False if it must be queued."""
+        if not actor.idle:
+            return False
+        self._stats.inline += 1
+        self._queued += 1  # applied now: the step's callback counts it off at once
+        actor.apply_inline(self, message)
+        return True
+
     def _deliver_nowait(self, deliveries: list[Delivery], what: str) -> None:
         full: list[SessionKey] = []
         for delivery in deliveries:
             actor = self._actor_for(delivery)
             if actor is None:
                 continue
-            if actor.idle:
-                # Its task waits on an empty mailbox: apply now rather than wake it.
-                self._stats.inline += 1
-                self._queued += 1  # applied now: the step's callback counts it off at once
-                actor.apply_inline(self, delivery.message)
+            if self._applied_inline(actor, delivery.message):
                 continue
             try:
                 actor.send_nowait(delivery.message)

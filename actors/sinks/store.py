@@ -523,20 +523,10 @@ async def _check_ours(db: aiosqlite.Connection, path: Path) -> None:
 
 
 async def _migrate(db: aiosqlite.Connection, path: Path) -> int:
-    """Bring the schema to SCHEMA_VERSION; return the version found on disk."""
-    await _check_ours(db, path)
-    app_id = await _pragma(db, "PRAGMA application_id")
+    """Bring the schema to SCHEMA_VERSION; return the version found on disk. The caller has
+    refused a foreign file already (:func:`_check_ours`, before WAL was set)."""
     version = await _pragma(db, "PRAGMA user_version")
-    assert isinstance(app_id, int) and isinstance(version, int)
-    tables = list(
-        await db.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")
-    )
-    if app_id != APPLICATION_ID and (app_id != 0 or version != 0 or tables):
-        raise StoreError(
-            f"{path} is an SQLite database that paneward did not create "
-            f"(application_id {app_id:#x}, user_version {version}); "
-            "refusing to touch it: point paneward at another path or move the file aside"
-        )
+    assert isinstance(version, int)
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"{path} has store schema version {version}, newer than the {SCHEMA_VERSION} "
