@@ -47,51 +47,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 import messages  # noqa: E402 - after the sys.path line above
-from tests.daemon_helpers import Daemon, start_token  # noqa: E402
+from tests.daemon_helpers import HOLDER_SCRIPT, Daemon, start_token  # noqa: E402
 
 ME = os.getpid()
 TOKEN = start_token(ME)
 AT = time.time_ns() // 1_000_000
-
-_HOLDER = r"""
-import select, socket, sys
-kind, where, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
-held = []
-def one():
-    if kind == "unix":
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.setblocking(False)
-        s.connect_ex(where)
-    else:
-        s = socket.socket()
-        s.setblocking(False)
-        s.connect_ex(("127.0.0.1", int(where)))
-    return s
-def fill():
-    while len(held) < want:
-        try:
-            held.append(one())
-        except OSError:
-            break
-fill()
-print("held", len(held), flush=True)
-reopened = 0
-while True:
-    ready, _, _ = select.select([sys.stdin] + held[:1000], [], [], 0.05)
-    if sys.stdin in ready:
-        break
-    for s in ready:
-        try:
-            data = s.recv(1)
-        except OSError:
-            data = b""
-        if not data:
-            held.remove(s)
-            s.close()
-            reopened += 1
-    fill()
-print("reopened", reopened, flush=True)
-"""
 
 
 def frame(session: str, n: int) -> bytes:
@@ -190,7 +150,7 @@ async def hold(
     kind: str, where: str, count: int
 ) -> tuple[anyio.abc.Process, BufferedByteReceiveStream]:
     process = await anyio.open_process(
-        [sys.executable, "-c", _HOLDER, kind, where, str(count)],
+        [sys.executable, "-c", HOLDER_SCRIPT, kind, where, str(count)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
     )
     assert process.stdout is not None

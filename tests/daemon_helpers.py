@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -28,6 +28,7 @@ from actors.sources.control_server import request_lines
 from tests.polling import poll_until
 
 __all__ = [
+    "HOLDER_SCRIPT",
     "PANEWARD",
     "Daemon",
     "limited",
@@ -461,3 +462,49 @@ async def time_hook_events(
                 response += await stream.receive()
             n += 1
     return out
+
+
+#: A program (``python -c HOLDER_SCRIPT KIND WHERE N``) that holds ``N`` connections open that
+#: never send a byte, to the Unix socket ``WHERE`` (``KIND`` ``unix``) or the loopback port
+#: ``WHERE`` (``tcp``), and opens another for each one the daemon closes, until its stdin closes.
+#: Prints ``held N`` once they are open and ``reopened M`` at the end. Inline, not a file: the
+#: tests run it as another uid, which cannot read our checkout.
+HOLDER_SCRIPT: Final = r"""
+import select, socket, sys
+kind, where, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+held = []
+def one():
+    if kind == "unix":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.connect_ex(where)
+    else:
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", int(where)))
+    return s
+def fill():
+    while len(held) < want:
+        try:
+            held.append(one())
+        except OSError:
+            break
+fill()
+print("held", len(held), flush=True)
+reopened = 0
+while True:
+    ready, _, _ = select.select([sys.stdin] + held[:1000], [], [], 0.05)
+    if sys.stdin in ready:
+        break
+    for s in ready:
+        try:
+            data = s.recv(1)
+        except OSError:
+            data = b""
+        if not data:
+            held.remove(s)
+            s.close()
+            reopened += 1
+    fill()
+print("reopened", reopened, flush=True)
+"""

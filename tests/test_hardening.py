@@ -29,6 +29,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 import messages
 from tests.daemon_helpers import (
+    HOLDER_SCRIPT,
     PANEWARD,
     Daemon,
     daemon_env,
@@ -113,37 +114,6 @@ def shared_base() -> Iterator[Path]:
 # --------------------------------------------------------------------------------------------
 # 1. Any local user could switch hook intake off for good (EMFILE crashed the listener)
 
-_FLOOD = r"""
-import select, socket, sys
-port, want = int(sys.argv[1]), int(sys.argv[2])
-held = []
-def fill():
-    while len(held) < want:
-        s = socket.socket()
-        s.setblocking(False)
-        s.connect_ex(("127.0.0.1", port))
-        held.append(s)
-fill()
-print("held", len(held), flush=True)
-opened = len(held)
-while True:
-    ready, _, _ = select.select([sys.stdin] + held, [], [], 0.1)
-    if sys.stdin in ready:
-        break
-    for s in ready:
-        try:
-            data = s.recv(1)
-        except OSError:
-            data = b""
-        if not data:  # the daemon hung up on it: open another, keep the pressure on
-            held.remove(s)
-            s.close()
-    before = len(held)
-    fill()
-    opened += len(held) - before
-print("opened", opened, flush=True)
-"""
-
 
 @needs_another_uid
 async def test_another_user_cannot_switch_hook_intake_off(tmp_path: Path) -> None:
@@ -157,7 +127,7 @@ async def test_another_user_cannot_switch_hook_intake_off(tmp_path: Path) -> Non
     with anyio.fail_after(120):
         async with daemon:
             async with await anyio.open_process(
-                [*NOBODY, _FLOOD, str(port), "600"],
+                [*NOBODY, HOLDER_SCRIPT, "tcp", str(port), "600"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             ) as flood:
                 assert flood.stdout is not None and flood.stdin is not None
