@@ -255,3 +255,16 @@ def test_anything_else_goes_to_argparse(argv: list[str]) -> None:
     from actors.cli import commands
 
     assert commands.quick(argv) is None
+
+
+def test_next_jumps_without_msgspec_or_the_reducer() -> None:
+    """``paneward next`` sits on a key binding: the daemon decides the queue (``{"op": "status",
+    "format": "queue"}``), so the jump loads neither msgspec nor the reducer."""
+    code = (
+        "import sys, json; import actors.cli.commands, actors.core.jump, actors.core.text; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          check=True)
+    loaded = set(json.loads(done.stdout))
+    assert {"msgspec", "actors.core.reducer", "actors.core.attention", "messages"} & loaded == set()

@@ -547,7 +547,7 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     from messages import Activity
 
     try:
-        line = _status_line(args)
+        line = _status_line(args, b"json")
     except OSError as exc:
         _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
         return EXIT_NO_DAEMON, []
@@ -562,9 +562,27 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     return EXIT_OK, queue
 
 
-def _status_line(args: argparse.Namespace) -> bytes:
-    """One status request on a plain socket: ``next`` sits on a key, so it does not import the
-    control server (and anyio with it) to read one line.
+def _queue_items(args: argparse.Namespace, prog: str) -> tuple[int, list[dict[str, str]]]:
+    """(exit code, the attention queue's items that have a pane, as the daemon decided them:
+    ``{"pane", "key", "kind", "label"}``, in order, only ``args.kind``'s kinds)."""
+    try:
+        line = _status_line(args, b"queue")
+    except OSError as exc:
+        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
+        return EXIT_NO_DAEMON, []
+    import json
+
+    body = json.loads(line)
+    if isinstance(body, dict):
+        _tell(args, prog, args.client, str(body.get("error", body)))
+        return EXIT_INVALID, []
+    kinds = args.kind
+    return EXIT_OK, [item for item in body if kinds is None or item["kind"] in kinds]
+
+
+def _status_line(args: argparse.Namespace, form: bytes) -> bytes:
+    """One status request (in ``form``) on a plain socket: ``next`` sits on a key, so it does
+    not import the control server (and anyio with it) to read one line.
 
     :raises OSError: no daemon, or it closed without answering.
     """
@@ -573,7 +591,7 @@ def _status_line(args: argparse.Namespace) -> bytes:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(5.0)
         sock.connect(str(_control_path(args)))
-        sock.sendall(b'{"op": "status"}\n')
+        sock.sendall(b'{"op": "status", "format": "%s"}\n' % form)
         with sock.makefile("rb") as reader:
             line = reader.readline()
     if not line.endswith(b"\n"):
@@ -617,15 +635,13 @@ def _acknowledge(args: argparse.Namespace, pane: str) -> None:
 
 
 def run_next(args: argparse.Namespace) -> int:
-    from actors.core.attention import attention_label
-    from actors.core.clock import now_ms
     from actors.core.jump import jump_commands
 
-    code, queue = _queue(args, "next")
+    code, queue = _queue_items(args, "next")
     if code != EXIT_OK:
         return code
     if args.pane is not None:
-        queue = [a for a in queue if a.pane == args.pane]
+        queue = [item for item in queue if item["pane"] == args.pane]
     try:
         if not queue:
             if args.pane is not None:
@@ -636,19 +652,20 @@ def run_next(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         client, current = _user_client(args)
         item = queue[0]
-        assert item.pane is not None
-        _tmux(args, *jump_commands(item.pane, client, current=current))
+        _tmux(args, *jump_commands(item["pane"], client, current=current))
     except _TmuxFailed as exc:
         _tell(args, "next", args.client, f"tmux: {exc}")
         return EXIT_INVALID
-    if item.attention is not None and item.attention.kind == "turn_done":
+    if item["kind"] == "turn_done":
         try:
-            _acknowledge(args, item.pane)
+            _acknowledge(args, item["pane"])
         except OSError as exc:
             print(f"paneward next: could not acknowledge: {exc}", file=sys.stderr)
     if not args.quiet:
+        from actors.core.text import printable
+
         where = f" on {client}" if client else ""
-        print(f"{item.pane}{where}: {item.key} {attention_label(item, now_ms())}")
+        print(f"{printable(item['pane'])}{where}: {printable(item['key'])} {item['label']}")
     return EXIT_OK
 
 

@@ -54,10 +54,12 @@ class BadRequest:
     detail: str
 
 
-StatusForm = Literal["json", "table", "activities", "panes", "counters"]
+StatusForm = Literal["json", "table", "activities", "panes", "counters", "queue"]
 #: What a status request may ask for: everything (``json``), the rendered table, the
-#: activities, the pane views, the counters.
-STATUS_FORMS: Final[tuple[str, ...]] = ("json", "table", "activities", "panes", "counters")
+#: activities, the pane views, the counters, the attention queue's items that have a pane.
+STATUS_FORMS: Final[tuple[str, ...]] = (
+    "json", "table", "activities", "panes", "counters", "queue"
+)
 
 
 class StatusRequest(msgspec.Struct, frozen=True, tag="status", tag_field="op"):

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-from actors.core.attention import attention_label
-from actors.core.redact import shown_reason
-from actors.core.tmux_protocol import quote
-from messages.activity import Activity
+if TYPE_CHECKING:
+    from messages.activity import Activity
+
+# The menu's helpers (attention labels, redaction, tmux quoting) are imported by the menu
+# functions themselves: `paneward next`, on a key binding, uses only the jump commands, and
+# those imports would load msgspec and the reducer into it.
 
 __all__ = [
     "CLIENTS_COMMAND",
@@ -110,6 +112,9 @@ def menu_label(
 ) -> str:
     """One menu line: ``needs you 2m  claude-code  main:1.0 (%3)  permission: Bash`` (the
     reason redacted unless ``full_text``: a menu is on a screen others may see)."""
+    from actors.core.attention import attention_label
+    from actors.core.redact import shown_reason
+
     attention = activity.attention
     reason = shown_reason(attention.reason, full_text=full_text) if attention else ""
     where = f"{location} ({activity.pane})" if location else (activity.pane or "-")
@@ -130,6 +135,8 @@ def menu_command(
     """``display-menu`` on ``client`` listing ``queue`` (items with a pane) in order; choosing
     an item runs ``jump_argv --pane %N`` (``paneward next ...``) through ``run-shell``, which
     jumps and acknowledges a ``turn_done`` exactly as ``paneward next`` does."""
+    from actors.core.tmux_protocol import quote
+
     argv = ["display-menu", "-c", client, "-T", "#[align=centre] paneward: attention ", "-x", "C",
             "-y", "C"]
     items = [a for a in queue if a.pane is not None]

@@ -10,7 +10,9 @@ sends one JSON request line and reads JSON lines back:
   pane's note below it; ``all`` also lists the sessions it hides). With ``"format"``:
   ``"table"`` answers the table's text lines, ``"activities"`` the JSON list of activities,
   ``"panes"`` the JSON list of pane views, ``"counters"`` the counters as indented JSON (what
-  ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are).
+  ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are),
+  ``"queue"`` the attention queue's items that have a pane, in order, as
+  ``[{"pane", "key", "kind", "label"}]`` (what ``paneward next`` jumps to).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given -- with a :class:`~messages.Gap` line where the journal misses transitions (the
@@ -47,6 +49,7 @@ import anyio.abc
 import msgspec
 
 import messages
+from actors.core.attention import attention_label, attention_queue
 from actors.core.clock import now_ms
 from actors.core.control_requests import (
     BadRequest,
@@ -237,6 +240,18 @@ class ControlServer:
         activities = self._host.snapshot()
         if form == "activities":
             await connection.send(msgspec.json.encode(activities) + b"\n")
+            return
+        if form == "queue":
+            # What `paneward next` needs, decided here: it then imports neither msgspec nor
+            # the reducer to jump.
+            now = now_ms()
+            items = [
+                {"pane": a.pane, "key": str(a.key), "kind": a.attention.kind,
+                 "label": attention_label(a, now)}
+                for a in attention_queue(activities)
+                if a.pane is not None and a.attention is not None
+            ]
+            await connection.send(json.dumps(items).encode() + b"\n")
             return
         views = pane_views(activities, self._pane_note)
         if form == "panes":
