@@ -470,12 +470,22 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 openai.release.set()  # the stalled answer completes the turn
                 await panes.wait(w, turn="idle", attention="turn_done")
                 rows = panes.history(w, mark)
-                start = next(i for i, row in enumerate(rows) if row[2] == "working")
-                end = next(i for i, row in enumerate(rows) if i > start and row[2] != "working")
-                # From the turn's start to its end the pane showed working, whichever of its
-                # two sessions won; then idle with turn_done.
-                assert rows[end][2:] == ("idle", "turn_done"), rows
-                assert len(during) - 1 <= end, (during, rows)
+                # From the moment the thread proves the turn (its hooks or the daemon say
+                # working) to the turn's end, the pane shows working, whichever of its two
+                # sessions wins; then idle with turn_done. Before that moment the pane shows
+                # what Codex's own OSC 7501 says: at a turn's start Codex has been seen to emit
+                # working, idle, working within milliseconds, and that idle is its proof.
+                thread = rows[-1][1]
+                proven = min(
+                    item["seq"] for item in panes.watcher.items
+                    if item.get("type") == "Transition" and item["seq"] > mark
+                    and _key(item["after"]["key"]) == thread and item["after"]["turn"] == "working"
+                )
+                seen = [[row for row in rows if row[0] <= proven][-1]]
+                seen += [row for row in rows if row[0] > proven]
+                end = next(i for i, row in enumerate(seen) if row[2] != "working")
+                assert end >= 1 and seen[end][2:] == ("idle", "turn_done"), (proven, rows)
+                assert during and during[-1][2] == "working", (during, rows)
     finally:
         _stop_codex_leftovers(home)
 
