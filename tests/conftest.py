@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 
 import pluggy
 import pytest
 
+from tests.mock_apis.servers import (
+    MockServer,
+    anthropic_server,
+    chat_server,
+    gemini_server,
+    openai_server,
+)
+from tests.mock_apis.support import Tmux
 from tests.tmux_helpers import TmuxServer
 
 
@@ -25,6 +34,49 @@ def server() -> Iterator[TmuxServer]:
         yield srv
     finally:
         srv.kill()
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    """A private tmux server for the real-CLI tests, started by the test's first pane; only it
+    is killed."""
+    srv = Tmux(tmp_path)
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+def _serving(make: Callable[[], MockServer]) -> Iterator[MockServer]:
+    mock = make()
+    try:
+        yield mock
+    finally:
+        mock.close()
+
+
+@pytest.fixture
+def anthropic() -> Iterator[MockServer]:
+    """The loopback Anthropic Messages API mock (Claude Code)."""
+    yield from _serving(anthropic_server)
+
+
+@pytest.fixture
+def openai() -> Iterator[MockServer]:
+    """The loopback OpenAI Responses API mock (Codex)."""
+    yield from _serving(openai_server)
+
+
+@pytest.fixture
+def chat() -> Iterator[MockServer]:
+    """The loopback OpenAI-compatible chat completions mock (OpenCode, Pi, Hermes)."""
+    yield from _serving(chat_server)
+
+
+@pytest.fixture
+def gemini_api() -> Iterator[MockServer]:
+    """The loopback Gemini API mock (Gemini CLI)."""
+    yield from _serving(gemini_server)
 
 
 @pytest.hookimpl(hookwrapper=True)

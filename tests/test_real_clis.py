@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 import messages
-from tests.mock_apis.servers import MockServer, anthropic_server, openai_server
+from tests.mock_apis.servers import MockServer
 from tests.mock_apis.support import WRAP, Frames, Tmux, base_env, frame_listener
 
 API_KEY = "sk-ant-dummy-key-for-mock-0123456789"
@@ -62,31 +62,7 @@ def _agent(name: str) -> Path:
     return binary
 
 
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
-    server = Tmux(tmp_path)
-    try:
-        yield server
-    finally:
-        server.kill()
 
-
-@pytest.fixture
-def anthropic() -> Iterator[MockServer]:
-    server = anthropic_server()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def openai() -> Iterator[MockServer]:
-    server = openai_server()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def _statuses(frames: Frames, since: int) -> list[messages.ProgramStatus]:

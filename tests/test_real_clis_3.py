@@ -23,7 +23,7 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Final
@@ -33,7 +33,7 @@ import pytest
 
 from actors.sources import procfs
 from tests.daemon_helpers import PANEWARD, Daemon
-from tests.mock_apis.servers import MockServer, chat_server, gemini_server
+from tests.mock_apis.servers import MockServer
 from tests.polling import poll_until
 from tests.tmux_helpers import TmuxServer
 
@@ -66,22 +66,6 @@ def _cli(name: str) -> Path:
     return binary
 
 
-@pytest.fixture
-def chat() -> Iterator[MockServer]:
-    server = chat_server()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def gemini_api() -> Iterator[MockServer]:
-    server = gemini_server()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 class Lab:

@@ -34,7 +34,7 @@ from actors.core.redact import shown_reason
 from actors.core.reducer import pane_winners
 from messages import Activity
 from tests.daemon_helpers import PANEWARD, Daemon, Watcher, daemon_env, watching
-from tests.mock_apis.servers import MockServer, anthropic_server, openai_server
+from tests.mock_apis.servers import MockServer
 from tests.mock_apis.support import WRAP, Tmux, base_env
 from tests.polling import poll_until
 from tests.test_real_clis import API_KEY, CODEX_CONFIG, _agent, _stop_codex_leftovers
@@ -59,22 +59,6 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
         server.kill()
 
 
-@pytest.fixture
-def openai() -> Iterator[MockServer]:
-    server = openai_server()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def anthropic() -> Iterator[MockServer]:
-    server = anthropic_server()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 class Panes:

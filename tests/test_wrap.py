@@ -11,7 +11,6 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -204,14 +203,6 @@ async def test_reconnects_when_the_daemon_appears_later(sock: Path) -> None:
 
 # -- inside a real tmux pane ---------------------------------------------------------------
 
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
-    server = Tmux(tmp_path)
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 SIGINT_CHILD = (
