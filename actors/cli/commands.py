@@ -335,41 +335,17 @@ def run_status(args: argparse.Namespace) -> int:
     if not reply:
         print(f"paneward status: no answer from {_control_path(args)}", file=sys.stderr)
         return EXIT_NO_DAEMON
-    if reply.startswith((b'{"error"', b'{"seq"')):
+    if reply.startswith(b'{"error"'):
         import json
 
-        body = json.loads(reply)
-        if "error" in body:
-            from actors.core.text import printable
+        from actors.core.text import printable
 
-            print(f"paneward status: {printable(str(body['error']))}", file=sys.stderr)
-            return EXIT_INVALID
-        reply = _render_here(body, form, show_all=args.all).encode() + b"\n"  # older daemon
+        message = json.loads(reply)["error"]
+        print(f"paneward status: {printable(str(message))}", file=sys.stderr)
+        return EXIT_INVALID
     sys.stdout.buffer.write(reply)
     sys.stdout.flush()
     return EXIT_OK
-
-
-def _render_here(body: dict[str, Any], form: str, *, show_all: bool) -> str:
-    """What a daemon that answers only with the whole status body (an older one) left to
-    render here."""
-    import json
-
-    if form == "counters":
-        return json.dumps(body["statistics"], indent=2, sort_keys=True)
-    if form == "activities":
-        return json.dumps(body["activities"])
-    if form == "panes":
-        return json.dumps(body.get("panes", []))
-    import msgspec
-
-    from actors.core.clock import now_ms
-    from actors.core.status_table import actor_line, counter_line, format_table
-    from messages import Activity
-
-    activities = msgspec.convert(body["activities"], list[Activity])
-    table = format_table(activities, now_ms(), show_all=show_all)
-    return "\n".join((table, counter_line(body["statistics"]), actor_line(body["statistics"])))
 
 
 # ---------------------------------------------------------------------------- watch
