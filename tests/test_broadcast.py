@@ -295,6 +295,28 @@ def test_subscription_gets_snapshot_then_only_later_transitions() -> None:
     hub.publish(a, act(a, "working"), "c")  # nobody left to deliver to: fine
 
 
+def test_receive_many_takes_what_is_ready_in_order_and_the_marker_alone() -> None:
+    """``receive_many_nowait``: the snapshot alone first, then at most ``limit`` transitions per
+    call in seq order (counted as delivered), WouldBlock when none is ready; after an overflow,
+    what was queued, then the Overflow marker alone, then EndOfStream."""
+    hub = BroadcastHub()
+    ks = [key(i) for i in range(3)]
+    with hub.subscribe(buffer=5) as sub:
+        published = [hub.publish(ks[i % 3], act(ks[i % 3], native=f"n{i}"), "c") for i in range(4)]
+        assert sub.receive_many_nowait(10) == [Snapshot(seq=0, activities=())]
+        assert sub.receive_many_nowait(3) == published[:3]
+        assert sub.receive_many_nowait(3) == published[3:]
+        with pytest.raises(anyio.WouldBlock):
+            sub.receive_many_nowait(3)
+        assert sub.statistics().delivered == 5
+        more = [hub.publish(ks[i % 3], act(ks[i % 3], native=f"m{i}"), "c") for i in range(7)]
+        assert sub.receive_many_nowait(100) == more[:5]
+        [marker] = sub.receive_many_nowait(100)
+        assert isinstance(marker, Overflow) and (marker.next_seq, marker.dropped) == (10, 2)
+        with pytest.raises(anyio.EndOfStream):
+            sub.receive_many_nowait(100)
+
+
 def test_all_subscriber_overflow_marker_then_end_others_unaffected() -> None:
     hub = BroadcastHub()
     ks = [key(i) for i in range(3)]

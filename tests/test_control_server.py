@@ -1,6 +1,7 @@
 """The control socket: the total request parser (fuzzed), then a real server under a real
 supervisor: malformed and deeply nested requests, idle connections, the cap, the socket path;
-a watcher gets every transition, many per write."""
+a watcher gets every transition, many per write; the watchers share one subscription (a new one
+starts exactly after what it joined at; one that stops reading is cut off alone)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from actors.core.control_requests import (
     take_request,
 )
 from actors.sources.control_server import ControlServer, ControlServerError, request_lines
+from actors.sources.watch_fanout import Watcher, WatchFanout
 from messages import Gap, RegistryStatus, SessionKey, Transition
 from supervisor import Supervisor
 from tests.polling import poll_until, settle_until
@@ -249,14 +251,15 @@ async def test_a_live_socket_of_another_daemon_is_left_alone(control: Path) -> N
 T = 1_800_000_000_000
 
 
-def status(n: int, word: str) -> RegistryStatus:
+def status(n: int, word: str, later_ms: int = 0) -> RegistryStatus:
+    """Session ``watch-n``'s registry status ``word``, ``later_ms`` after its first."""
     return RegistryStatus(
         key=SessionKey("claude-code", f"watch-{n}"),
         pid=10_000 + n,
         start_token="1",
         status=word,
-        at_ms=T + n,
-        observed_at_ms=T + n,
+        at_ms=T + n + later_ms,
+        observed_at_ms=T + n + later_ms,
     )
 
 
@@ -288,4 +291,109 @@ async def test_a_watcher_gets_every_transition_and_a_burst_in_few_writes(tmp_pat
                 stats = server.statistics()
     assert [line["seq"] for line in lines] == list(range(1, 101))
     assert {line["key"]["session_id"] for line in lines} == {f"watch-{n}" for n in range(100)}
-    assert stats.watch_lines == 100 and stats.watch_writes <= 2
+    assert stats.watch is not None
+    assert stats.watch.lines == 100 and stats.watch.writes <= 2
+
+
+async def _lines_of(watcher: Watcher, count: int) -> list[dict[str, Any]]:
+    """The next ``count`` lines queued for ``watcher`` (parsed)."""
+    lines: list[dict[str, Any]] = []
+    while len(lines) < count:
+        write = await watcher.next_write()
+        assert write is not None, f"the watcher ended after {len(lines)} of {count} lines"
+        lines += [json.loads(line) for line in write[0].splitlines()]
+    return lines
+
+
+async def test_a_watcher_joining_meets_the_stream_exactly_where_it_joined() -> None:
+    """Watchers share one hub subscription. One joining while transitions are published and
+    not yet pumped to the others starts right after them (its snapshot's seq): each transition
+    is encoded once, and no watcher gets one twice or misses one."""
+    with anyio.fail_after(20):
+        async with Supervisor() as sup, anyio.create_task_group() as tg:
+            fanout = WatchFanout(sup, buffer=1000, batch=512)
+            tg.start_soon(fanout.run)
+            first = fanout.join()
+            for n in range(5):
+                sup.inject_nowait(status(n, "busy"))  # five new sessions
+            assert [line["seq"] for line in await _lines_of(first, 5)] == [1, 2, 3, 4, 5]
+            # The five actors now wait on empty mailboxes: what follows is applied inline and
+            # published in this very step, before the pump can run.
+            for n in range(5):
+                sup.inject_nowait(status(n, "idle", later_ms=10))
+            assert sup.seq == 10
+            second = fanout.join()
+            assert second.seq == 10
+            for n in range(5):
+                sup.inject_nowait(status(n, "busy", later_ms=20))
+            assert [line["seq"] for line in await _lines_of(first, 10)] == list(range(6, 16))
+            assert [line["seq"] for line in await _lines_of(second, 5)] == list(range(11, 16))
+            stats = fanout.statistics()
+            assert (stats.watchers, stats.pumped, stats.overflows) == (2, 15, 0)
+            fanout.leave(first)
+            fanout.leave(second)
+            assert fanout.statistics().watchers == 0
+            tg.cancel_scope.cancel()
+
+
+def _pumped(server: ControlServer) -> int:
+    watch = server.statistics().watch
+    return 0 if watch is None else watch.pumped
+
+
+async def test_a_watcher_that_stops_reading_is_cut_off_alone(tmp_path: Path) -> None:
+    """Two real watch clients; one stops reading. Once the kernel's socket buffers and then its
+    queue (``watch_buffer`` transitions) are full, it gets what was queued, one Overflow line
+    naming the first transition it missed and how many, and EOF. The other gets all of them."""
+
+    async def journal(since: int, until: int) -> list[Transition]:
+        return []
+
+    path = tmp_path / "control.sock"
+    total = 1200  # ~1 MB of lines: far more than the socket buffers hold (~200 KiB)
+    with anyio.fail_after(60):
+        async with Supervisor() as sup:
+            server = ControlServer(path, sup, dict, journal, watch_buffer=100)
+            sup.start_actor(server, name="control")
+            await server.wait_listening()
+            async with await anyio.connect_unix(path) as fast, \
+                    await anyio.connect_unix(path) as slow:
+                await fast.send(b'{"op": "watch"}\n')
+                await slow.send(b'{"op": "watch"}\n')
+                await settle_until(lambda: server.statistics().watches == 2)
+                fast_reader = BufferedByteReceiveStream(fast)
+                seqs: list[int] = []
+                for n in range(total):
+                    word = "busy" if (n // 50) % 2 == 0 else "idle"
+                    sup.inject_nowait(status(n % 50, word, later_ms=n))
+                    if n % 25 == 24:
+                        # A step of 25 transitions: the pump takes them as one run (a quarter
+                        # of the buffer), the fast watcher reads every one.
+                        while _pumped(server) < n + 1:  # bounded by fail_after
+                            await anyio.lowlevel.checkpoint()
+                        while len(seqs) < n + 1:
+                            line = await fast_reader.receive_until(b"\n", 1 << 20)
+                            seqs.append(json.loads(line)["seq"])
+
+                def overflowed() -> bool:
+                    watch = server.statistics().watch
+                    return watch is not None and watch.overflows == 1
+
+                await poll_until(overflowed, "the slow watcher's overflow")
+                slow_reader = BufferedByteReceiveStream(slow)
+                slow_lines = []
+                with pytest.raises(anyio.IncompleteRead):
+                    while True:
+                        slow_lines.append(
+                            json.loads(await slow_reader.receive_until(b"\n", 1 << 20))
+                        )
+                stats = server.statistics()
+    assert seqs == list(range(1, total + 1))
+    *got, marker = slow_lines
+    assert [line["seq"] for line in got] == list(range(1, len(got) + 1))
+    assert marker["type"] == "Overflow"
+    assert marker["next_seq"] == len(got) + 1
+    assert marker["dropped"] == total - len(got)
+    assert "fell 100 transitions behind" in marker["reason"]
+    assert stats.watch is not None and stats.watch.overflows == 1
+    assert stats.watch.dropped == total - len(got)

@@ -97,10 +97,12 @@ def counter_line(stats: Mapping[str, Any]) -> str:
     rejected_frames = sum((hook.get("rejected") or {}).values())
     rejected = sup.get("rejected", 0) + rejected_frames + control.get("bad_requests", 0)
     drops = sup.get("drops", 0) + store.get("dropped", 0) + store.get("gap_transitions", 0)
+    # Hub subscribers that fell behind, and watch clients (which share one subscription).
+    overflows = sup.get("overflows", 0) + (control.get("watch") or {}).get("overflows", 0)
     return (
         f"messages {sup.get('messages', 0)} · transitions {sup.get('transitions', 0)} · "
         f"rejected {rejected} · unmapped {sup.get('unmapped', 0)}"
-        f" · drops {drops} · overflows {sup.get('overflows', 0)}"
+        f" · drops {drops} · overflows {overflows}"
         f" · restarts {sup.get('restarts', 0)}"
     )
 

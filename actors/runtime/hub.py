@@ -290,6 +290,22 @@ class Subscription(ObjectReceiveStream[_ItemT]):
             return cast(_ItemT, item.transition)
         return cast(_ItemT, item.snapshot)
 
+    def receive_many_nowait(self, limit: int) -> list[_ItemT]:
+        """Return the next items ready now, at most ``limit`` (at least one), in order.
+
+        For a reader that writes everything pending at once (the control server's watchers):
+        one call per wake-up instead of one per transition. Raises as :meth:`receive_nowait`
+        when nothing is ready; the :class:`~messages.Overflow` marker always comes alone.
+        """
+        queue = self._queue
+        if self._head is not None or not queue or self._states:
+            return [self.receive_nowait()]
+        count = min(limit, len(queue))
+        popleft = queue.popleft
+        items = [popleft().transition for _ in range(count)]
+        self._stats.delivered += count
+        return cast(list[_ItemT], items)
+
     async def receive(self) -> _ItemT:
         """Wait for and return the next item. Always a checkpoint.
 

@@ -70,7 +70,8 @@ from actors.runtime.files import (
 )
 from actors.sources.admission import Admission, AdmissionStatistics, Connection
 from actors.sources.control_client import request_lines
-from messages.activity import Gap, Overflow, Snapshot, Transition
+from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics
+from messages.activity import Gap, Snapshot, Transition
 from messages.errors import PanewardError
 
 __all__ = ["ControlServer", "ControlServerError", "ControlStatistics", "request_lines"]
@@ -78,10 +79,8 @@ __all__ = ["ControlServer", "ControlServerError", "ControlStatistics", "request_
 #: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
 #: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
 WATCH_BUFFER = 16384
-#: Transitions written to a watcher in one write at most.
+#: Transitions taken from the hub per run (one write to each watcher) at most.
 WATCH_BATCH = 512
-#: Watch lines kept encoded for the other watchers (they follow close to each other).
-_SHARED_LINES = 2 * WATCH_BATCH
 
 
 class ControlServerError(PanewardError):
@@ -112,8 +111,7 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
     bad_requests: int = 0
     rejected: dict[str, int] = msgspec.field(default_factory=dict)
     refused_peers: int = 0  # connections from another uid (only if the 0700 dir was opened)
-    watch_writes: int = 0  # writes to watchers (each carries every transition pending then)
-    watch_lines: int = 0  # transitions written to watchers
+    watch: WatchFanoutStatistics | None = None  # the watchers' shared subscription
     admission: AdmissionStatistics | None = None
 
 
@@ -143,6 +141,7 @@ class ControlServer:
         *,
         cap: int | None = None,
         head_deadline: float = HEAD_DEADLINE_S,
+        watch_buffer: int = WATCH_BUFFER,
     ) -> None:
         self._pane_note = pane_note
         self._path = socket_path
@@ -153,7 +152,7 @@ class ControlServer:
         self._head_deadline = head_deadline
         self._listening = anyio.Event()
         self._stats = ControlStatistics()
-        self._lines: dict[int, bytes] = {}  # seq -> its watch line, shared by the watchers
+        self._fanout = WatchFanout(host, watch_buffer, WATCH_BATCH)
         self._admission: Admission | None = None
 
     def statistics(self) -> ControlStatistics:
@@ -161,6 +160,7 @@ class ControlServer:
         return msgspec.structs.replace(
             self._stats,
             rejected=dict(self._stats.rejected),
+            watch=self._fanout.statistics(),
             admission=None if self._admission is None else self._admission.statistics(),
         )
 
@@ -189,7 +189,9 @@ class ControlServer:
                 raise ControlServerError(str(exc)) from None
             self._admission = Admission(cap, head_deadline=self._head_deadline)
             self._listening.set()
-            await self._admission.serve(sock, self._serve)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._fanout.run)
+                await self._admission.serve(sock, self._serve)
         finally:
             if sock is not None:
                 sock.close()
@@ -279,47 +281,28 @@ class ControlServer:
         }
         await connection.send(msgspec.json.encode(body) + b"\n")
 
-    def _line(self, item: Transition | Overflow | Gap) -> bytes:
-        """One watch line. Every watcher gets the same Transition object: it is encoded once
-        for all of them (the cache keeps the lines of the last seqs encoded)."""
-        if not isinstance(item, Transition):
-            return messages.encode(item) + b"\n"
-        lines = self._lines
-        line = lines.get(item.seq)
-        if line is None:
-            line = lines[item.seq] = messages.encode(item) + b"\n"
-            if len(lines) > _SHARED_LINES:
-                del lines[next(iter(lines))]  # the oldest (insertion order is seq order)
-        return line
-
     async def _watch(
         self, connection: Connection, since: int | None, *, snapshot: bool = False
     ) -> None:
-        subscription = self._host.subscribe("all", snapshot=True, buffer=WATCH_BUFFER)
-        encode = messages.encode
-        line = self._line
-        with subscription:
-            async for item in subscription:
-                if isinstance(item, Snapshot):
-                    if snapshot:
-                        await connection.send(messages.encode(item) + b"\n")
-                    if since is not None and since < item.seq:
-                        # Replay what happened before we subscribed: journal rows (and the
-                        # gaps among them) up to the snapshot, then the live ones.
-                        replay = await self._journal(since, item.seq)
-                        for start in range(0, len(replay), WATCH_BATCH):
-                            chunk = replay[start : start + WATCH_BATCH]
-                            await connection.send(b"".join(encode(t) + b"\n" for t in chunk))
-                    continue
-                # Everything pending goes out in one write: one system call and one scheduler
-                # round per wake-up, not per transition (10 watchers of a busy daemon would
-                # otherwise cost a send each per transition, and fall behind).
-                lines = [line(item)]
-                while len(lines) < WATCH_BATCH:
-                    try:
-                        lines.append(line(subscription.receive_nowait()))
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                self._stats.watch_writes += 1
-                self._stats.watch_lines += len(lines)
-                await connection.send(b"".join(lines))
+        watcher = self._fanout.join()
+        try:
+            # Taken in the step that joined: the live lines are exactly those after it.
+            first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
+            if snapshot:
+                await connection.send(messages.encode(first) + b"\n")
+            if since is not None and since < watcher.seq:
+                # Replay what happened before we joined: journal rows (and the gaps among
+                # them) up to the join, then the live ones.
+                replay = await self._journal(since, watcher.seq)
+                for start in range(0, len(replay), WATCH_BATCH):
+                    chunk = replay[start : start + WATCH_BATCH]
+                    await connection.send(b"".join(messages.encode(t) + b"\n" for t in chunk))
+            # Everything queued goes out in one write: one system call per wake-up, not per
+            # transition.
+            while (write := await watcher.next_write()) is not None:
+                await connection.send(write[0])
+            marker = watcher.overflow()
+            if marker is not None:
+                await connection.send(messages.encode(marker) + b"\n")
+        finally:
+            self._fanout.leave(watcher)
