@@ -229,12 +229,14 @@ def test_notify_book_kinds_and_rate_limit() -> None:
     [first] = book.opened(tr(3, act("a", "%1", kind="needs_input", since=NOW + 1)))
     assert book.admit(first, NOW)
     [second] = book.opened(tr(4, act("a", "%1", kind="needs_input", since=NOW + 2)))
+    assert book.rate_limited(second, NOW + 29_999)  # the check alone, before asking tmux
     assert not book.admit(second, NOW + 29_999)  # same session within the window
     [other] = book.opened(tr(5, act("b", "%2", kind="needs_input")))
     assert book.admit(other, NOW + 29_999)  # per session
+    assert not book.rate_limited(second, NOW + 30_000)
     assert book.admit(second, NOW + 30_000)
     stats = book.statistics()
-    assert (stats.alerts, stats.rate_limited, stats.opened) == (3, 1, 3)
+    assert (stats.alerts, stats.rate_limited, stats.opened) == (3, 2, 3)
 
 
 def test_full_text_setting_keeps_the_reason() -> None:

@@ -17,6 +17,8 @@ import anyio
 import pytest
 
 from actors.core.badges import BADGES, OPTION_NAMES
+from actors.core.notify import NotifySettings
+from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge, tmux_config_snippet
 from actors.sources.procfs import start_token
 from messages import (
@@ -435,3 +437,36 @@ async def test_a_server_named_by_socket_path(tmp_path: Path, sources: Sources) -
             assert await tmux("show-options", "-p", "-t", "%0") == ""
     finally:
         await anyio.run_process(["tmux", "-S", str(sock), "kill-server"], check=False)
+
+
+async def test_a_rate_limited_alert_asks_tmux_nothing(server: TmuxServer, sources: Sources) -> None:
+    """The notifier asks tmux where the user looks before it tells them (one batch per alert).
+    A session asking again within the rate-limit window is not told, and is not asked about
+    either: under a burst (200 sessions finishing turns 25 times a second each) every alert
+    cost a round trip to tmux that was then thrown away."""
+    with anyio.fail_after(60):
+        pane = await server.new_pane(window=True)
+        bridge = TmuxBridge(socket_name=server.name, panes=False)
+        alerts = sources()
+        notifier = Notifier(NotifySettings(channels=("tmux",), min_interval_ms=600_000),
+                            tmux=bridge)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, sources().receive, None)
+            tg.start_soon(notifier.serve, alerts.receive)
+
+            async def connected() -> bool:
+                return bridge.statistics().connected
+
+            await eventually(connected)
+            alerts.publish(activity("s", pane, attention="needs_input"))
+            await notifier.wait_handled(1)
+            asked = bridge.statistics().lent_batches
+            told = notifier.statistics()
+            alerts.publish(activity("s", pane))  # answered
+            alerts.publish(activity("s", pane, attention="needs_input"))  # and asks again
+            await notifier.wait_handled(2)
+            again = notifier.statistics()
+            assert bridge.statistics().lent_batches == asked == 1
+            tg.cancel_scope.cancel()
+    assert (told.opened, told.alerts, told.rate_limited, told.tmux_errors) == (1, 1, 0, 0)
+    assert (again.opened, again.alerts, again.rate_limited) == (2, 1, 1)

@@ -265,6 +265,15 @@ class NotifyBook:
         sink asked tmux where the user looks)."""
         return self._open.get(alert.key) == (alert.kind, alert.since_ms)
 
+    def rate_limited(self, alert: Alert, now_ms: int) -> bool:
+        """Whether the per-session rate limit holds ``alert`` back now (counted when it does);
+        checked before the sink asks tmux anything, so a busy session costs no round trip."""
+        last = self._last_sent.get(alert.key)
+        if last is not None and now_ms - last < self._settings.min_interval_ms:
+            self._stats.rate_limited += 1
+            return True
+        return False
+
     def admit(self, alert: Alert, now_ms: int) -> bool:
         """Whether to send ``alert`` now (the per-session rate limit); records the send."""
         last = self._last_sent.get(alert.key)

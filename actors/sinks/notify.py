@@ -185,6 +185,8 @@ class Notifier:
             return None
 
     async def _deliver(self, alert: Alert) -> None:
+        if self._book.rate_limited(alert, self._clock()):
+            return  # this session was told about just now: not even a question to tmux
         channels = self._settings.channels
         clients: list[Client] = []
         location: str | None = None
