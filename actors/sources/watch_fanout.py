@@ -22,18 +22,13 @@ from collections import deque
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 import messages
 from messages.activity import Overflow, Transition
 
-__all__ = ["COALESCE_LINES", "COALESCE_S", "WatchFanout", "WatchFanoutStatistics", "Watcher"]
-
-#: Under load the pump waits for this many transitions (or ``COALESCE_S``) before a run: every
-#: run is a write and a wake-up of every watcher process, which on a busy daemon cost more than
-#: the bytes. A lone transition goes out ``COALESCE_S`` late at most.
-COALESCE_LINES = 128
-COALESCE_S = 0.005
+__all__ = ["WatchFanout", "WatchFanoutStatistics", "Watcher"]
 
 
 class _Host(Protocol):
@@ -140,8 +135,6 @@ class WatchFanout:
         self._host = host
         self._buffer = buffer
         self._batch = batch
-        # Never wait for so many that the shared subscription could overflow meanwhile.
-        self._coalesce = max(1, min(COALESCE_LINES, buffer // 4))
         self._watchers: dict[Watcher, None] = {}  # insertion-ordered set
         self._subscription: Any = None
         self._joined = anyio.Event()
@@ -181,9 +174,16 @@ class WatchFanout:
                 await self._joined.wait()
                 continue
             try:
-                with anyio.move_on_after(COALESCE_S):
-                    await subscription.wait_pending(self._coalesce)
-                item = await subscription.receive()
+                await subscription.wait_pending(1)
+                # One scheduler round before the run is taken: what intake produces in the same
+                # round joins it (under load a run is then a read's worth of hooks, and every
+                # run is a write and a wake-up of every watcher process), and a lone transition
+                # waits for nothing. No item is held across the await: a watcher joining
+                # meanwhile must not see one twice, nor the others one out of order.
+                await anyio.lowlevel.checkpoint()
+                item = subscription.receive_nowait()
+            except anyio.WouldBlock:
+                continue  # a watcher joining took it to the watchers already here
             except anyio.ClosedResourceError:
                 continue  # the last watcher left
             except anyio.EndOfStream:  # the hub closed (an overflow ends in the marker)
