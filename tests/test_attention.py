@@ -340,6 +340,28 @@ def test_badge_ages_tick_at_the_next_minute_only() -> None:
     assert book.shown["%2"].age == "" and book.shown["%2"].reason == ""
 
 
+def test_the_age_deadline_costs_nothing_per_change() -> None:
+    """The next age deadline is kept as panes start aging, never found by walking every pane on
+    each change (200 sessions changing once a second walked 100 aging panes per change): a pane
+    due later does not move it (no re-arm), an earlier one does; a pane that stops aging leaves
+    it (the wake-up then finds nothing due, and the tick recomputes it exactly)."""
+    now = [NOW]
+    book = BadgeBook(clock=lambda: now[0])
+    book.apply(Snapshot(seq=1, activities=()))
+    book.apply(tr(2, act("a", "%1", kind="needs_input", since=NOW - 30_000)))
+    assert book.next_tick_ms() == NOW + 30_000
+    marks = book.aging_changes
+    book.apply(tr(3, act("b", "%2", kind="turn_done", since=NOW)))  # due at NOW + 60 s
+    assert (book.aging_changes, book.next_tick_ms()) == (marks, NOW + 30_000)
+    book.apply(tr(4, act("c", "%3", kind="needs_input", since=NOW - 50_000)))  # NOW + 10 s
+    assert (book.aging_changes, book.next_tick_ms()) == (marks + 1, NOW + 10_000)
+    book.apply(tr(5, act("c", "%3", turn="working")))  # stops aging: the deadline stays
+    assert (book.aging_changes, book.next_tick_ms()) == (marks + 1, NOW + 10_000)
+    now[0] = NOW + 10_000
+    assert book.tick() == []  # nothing was due after all
+    assert book.next_tick_ms() == NOW + 30_000  # recomputed exactly
+
+
 def test_badge_reason_is_redacted_unless_full_text() -> None:
     item = tr(2, act("a", "%2", kind="needs_input", reason="approve Bash: rm -rf /"))
     book = BadgeBook(clock=lambda: NOW)

@@ -225,8 +225,12 @@ class BadgeBook:
         self._full_text = full_text
         # Panes whose shown session has attention open: pane -> its since_ms.
         self._aging: dict[str, int] = {}
-        #: Bumped whenever a pane starts, stops or restarts showing open attention: when it did
-        #: not move, :meth:`next_tick_ms` did not move earlier either.
+        # When the first of their ages is due to change, or earlier (a pane that stopped aging
+        # leaves it as it was: the timer then finds nothing due once, and tick() recomputes):
+        # kept as panes start aging, so a change costs O(1) here and not a walk of every pane.
+        self._due: int | None = None
+        #: Bumped whenever :meth:`next_tick_ms` moved earlier or became ``None``: a timer armed
+        #: for it must be re-armed then, and only then.
         self.aging_changes = 0
         self._sessions: dict[SessionKey, tuple[int, Activity]] = {}
         self._by_pane: dict[str, set[SessionKey]] = {}
@@ -305,11 +309,13 @@ class BadgeBook:
     def _show(self, pane: str, activity: Activity) -> list[PaneChange]:
         attention = activity.attention
         if attention is None:
-            if self._aging.pop(pane, None) is not None:
-                self.aging_changes += 1
+            self._stop_aging(pane)
         elif self._aging.get(pane) != attention.since_ms:
             self._aging[pane] = attention.since_ms
-            self.aging_changes += 1
+            due = next_change_ms(attention.since_ms, self._clock())
+            if self._due is None or due < self._due:
+                self._due = due
+                self.aging_changes += 1
         options = pane_options(activity, self._clock(), full_text=self._full_text)
         old = self._shown.get(pane)
         if old == options:
@@ -331,28 +337,34 @@ class BadgeBook:
                 changes += self._show(pane, winner)
             elif pane in self._shown:
                 self._badge_counts[self._shown.pop(pane).badge] -= 1
-                if self._aging.pop(pane, None) is not None:
-                    self.aging_changes += 1
+                self._stop_aging(pane)
                 changes.append(PaneChange(pane, None))
         return changes
 
+    def _stop_aging(self, pane: str) -> None:
+        if self._aging.pop(pane, None) is not None and not self._aging:
+            self._due = None
+            self.aging_changes += 1
+
     def next_tick_ms(self) -> int | None:
-        """When the first shown age changes its text (epoch ms), or ``None``: no pane has
-        attention open. One deadline for every pane: the caller needs one timer at most."""
-        if not self._aging:
-            return None
-        now = self._clock()
-        return min(next_change_ms(since, now) for since in self._aging.values())
+        """When the first shown age changes its text (epoch ms; possibly earlier, once, after
+        that pane stopped aging), or ``None``: no pane has attention open. One deadline for
+        every pane: the caller needs one timer at most. Never walks the panes."""
+        return self._due if self._aging else None
 
     def tick(self) -> list[PaneChange]:
-        """The panes whose age text changed by now (their full option sets)."""
+        """The panes whose age text changed by now (their full option sets); the next deadline
+        is recomputed exactly (the one walk of every aging pane, once per due change)."""
         now = self._clock()
         due = [
             pane
             for pane, since in self._aging.items()
             if self._shown[pane].age != elapsed(since, now)
         ]
-        return self._recompute(due) if due else []
+        changes = self._recompute(due) if due else []
+        self._due = min((next_change_ms(since, now) for since in self._aging.values()),
+                        default=None)
+        return changes
 
     def statistics(self) -> BadgeStatistics:
         """A point-in-time copy of the counters (see :class:`BadgeStatistics`)."""
