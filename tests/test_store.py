@@ -579,9 +579,42 @@ async def test_v1_database_migrates_and_keeps_its_data(tmp_path: Path) -> None:
             store.record_gap(m.Overflow(next_seq=42, dropped=1, reason="lag"))  # v2 table
             await store.flush()
     assert db_query(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     assert db_query(path, "SELECT next_seq FROM gaps") == [(42,)]
     assert db_query(path, "PRAGMA journal_mode") == [("wal",)]
+    # v4: the catalog is a rowid table (its rows are over a kilobyte), still one row per key.
+    [(sql,)] = db_query(path, "SELECT sql FROM sqlite_master WHERE name = 'sessions'")
+    assert "WITHOUT ROWID" not in sql and "UNIQUE (harness, session_id)" in sql
+    assert db_query(path, "SELECT harness, session_id, owner_pid FROM sessions") == [
+        (key(1).harness, key(1).session_id, 77)
+    ]
+
+
+async def test_a_v3_catalog_moves_to_v4_whole(tmp_path: Path) -> None:
+    """A v3 store (the WITHOUT ROWID catalog with its states) opened by this version: every
+    catalog row, state included, and every journal row come back as they were."""
+    path = tmp_path / "v3.db"
+    with anyio.fail_after(30):
+        async with open_store(path) as store:
+            for seq in range(1, 21):
+                store.record(transition(seq, key(seq % 5)), owner=(100 + seq % 5, "t"))
+            await store.flush()
+        before = db_query(path, "SELECT * FROM sessions ORDER BY harness, session_id")
+        # Back to v3 as v3 wrote it (the WITHOUT ROWID table), then reopen: migration 4 runs.
+        db_query(path, "ALTER TABLE sessions RENAME TO sessions_v4_made")
+        db_query(path, """CREATE TABLE sessions (harness TEXT NOT NULL,
+            session_id TEXT NOT NULL, activity TEXT NOT NULL, owner_pid INTEGER,
+            owner_start_token TEXT, pane TEXT, last_seen_ms INTEGER NOT NULL,
+            seq INTEGER NOT NULL, state TEXT, PRIMARY KEY (harness, session_id)) WITHOUT ROWID""")
+        db_query(path, "INSERT INTO sessions SELECT * FROM sessions_v4_made")
+        db_query(path, "DROP TABLE sessions_v4_made")
+        db_query(path, "PRAGMA user_version = 3")
+        async with open_store(path) as store:
+            restored = await store.load()
+            journal = await store.journal_since(0)
+    assert db_query(path, "PRAGMA user_version") == [(4,)]
+    assert db_query(path, "SELECT * FROM sessions ORDER BY harness, session_id") == before
+    assert len(restored.activities) == 5 and [t.seq for t in journal] == list(range(1, 21))
 
 
 async def test_failed_migration_leaves_the_old_version_intact(tmp_path: Path) -> None:

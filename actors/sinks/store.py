@@ -191,6 +191,32 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "the reducer state behind each catalog row (restored whole after a restart)",
         ("ALTER TABLE sessions ADD COLUMN state TEXT",),
     ),
+    Migration(
+        4,
+        # With its reducer state a catalog row is over a kilobyte: SQLite's WITHOUT ROWID is
+        # for rows far smaller than a page, and the catalog upsert (every session a batch
+        # touched, in every transaction) was the most of a transaction's time.
+        "the session catalog as a rowid table with a unique key",
+        (
+            """CREATE TABLE sessions_v4 (
+                harness TEXT NOT NULL,
+                session_id TEXT NOT NULL,
+                activity TEXT NOT NULL,
+                owner_pid INTEGER,
+                owner_start_token TEXT,
+                pane TEXT,
+                last_seen_ms INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                state TEXT,
+                UNIQUE (harness, session_id)
+            )""",
+            "INSERT INTO sessions_v4 (harness, session_id, activity, owner_pid, "
+            "owner_start_token, pane, last_seen_ms, seq, state) SELECT harness, session_id, "
+            "activity, owner_pid, owner_start_token, pane, last_seen_ms, seq, state FROM sessions",
+            "DROP TABLE sessions",
+            "ALTER TABLE sessions_v4 RENAME TO sessions",
+        ),
+    ),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 
