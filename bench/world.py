@@ -117,17 +117,27 @@ class CodexSession:
     thread_id: str
     rollout: Path
     turns: int = 0
+    fd: int | None = None  # the append descriptor, kept open as Codex keeps its rollout's
 
     def append(self, boundary: str, at_ms: int) -> None:
-        """Append one lifecycle record, as Codex does at a turn boundary."""
+        """Append one lifecycle record, as Codex does at a turn boundary: through a descriptor
+        that stays open (Codex holds its rollout open for the thread's life and never closes
+        it after a write; a close after each append is what a process letting go of the
+        rollout does, and makes the daemon sample ownership)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at_ms / 1000))
         record = {
             "timestamp": f"{stamp}.{at_ms % 1000:03d}Z",
             "type": "event_msg",
             "payload": {"type": boundary, "turn_id": f"turn-{self.turns}"},
         }
-        with self.rollout.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        if self.fd is None:
+            self.fd = os.open(self.rollout, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 @dataclass
@@ -290,4 +300,6 @@ async def world(root: Path) -> AsyncIterator[World]:
         with anyio.CancelScope(shield=True):
             if w.daemon is not None:
                 await w.daemon.__aexit__(None, None, None)
+            for codex in w.codex:
+                codex.close()
             await anyio.run_process(w.tmux_argv("kill-server"), check=False)
