@@ -459,7 +459,13 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 # sessions wins; then idle with turn_done. Before that moment the pane shows
                 # what Codex's own OSC 7501 says: at a turn's start Codex has been seen to emit
                 # working, idle, working within milliseconds, and that idle is its proof.
-                thread = rows[-1][1]
+                # The thread's session is the one on the pane that is not the wrapper's own
+                # (``pty-...``): the last row may show either, as both end idle with turn_done.
+                thread = next(
+                    _key(item["after"]["key"]) for item in reversed(panes.watcher.items)
+                    if item.get("type") == "Transition" and item["after"]["pane"] == w
+                    and not item["after"]["key"]["session_id"].startswith("pty-")
+                )
                 proven = min(
                     item["seq"] for item in panes.watcher.items
                     if item.get("type") == "Transition" and item["seq"] > mark
@@ -468,7 +474,7 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 seen = [[row for row in rows if row[0] <= proven][-1]]
                 seen += [row for row in rows if row[0] > proven]
                 end = next(i for i, row in enumerate(seen) if row[2] != "working")
-                assert end >= 1 and seen[end][2:] == ("idle", "turn_done"), (proven, rows)
+                assert end >= 1 and seen[end][2:] == ("idle", "turn_done"), (thread, proven, rows)
                 assert during and during[-1][2] == "working", (during, rows)
     finally:
         _stop_codex_leftovers(home)
