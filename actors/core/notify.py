@@ -276,9 +276,7 @@ class NotifyBook:
 
     def admit(self, alert: Alert, now_ms: int) -> bool:
         """Whether to send ``alert`` now (the per-session rate limit); records the send."""
-        last = self._last_sent.get(alert.key)
-        if last is not None and now_ms - last < self._settings.min_interval_ms:
-            self._stats.rate_limited += 1
+        if self.rate_limited(alert, now_ms):
             return False
         if len(self._last_sent) >= _RATE_MEMORY:
             window = self._settings.min_interval_ms

@@ -70,7 +70,7 @@ from actors.runtime.files import (
 )
 from actors.sources.admission import Admission, AdmissionStatistics, Connection
 from actors.sources.control_client import request_lines
-from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics
+from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics, WatchHost
 from messages.activity import Gap, Snapshot, Transition
 from messages.errors import PanewardError
 
@@ -88,13 +88,8 @@ class ControlServerError(PanewardError):
     daemon answering on it."""
 
 
-class _Host(Protocol):
-    def subscribe(self, mode: Any = ..., snapshot: bool = ..., *, buffer: int = ...) -> Any: ...
-
+class _Host(WatchHost, Protocol):
     def snapshot(self) -> tuple[messages.Activity, ...]: ...
-
-    @property
-    def seq(self) -> int: ...
 
 
 class ControlStatistics(msgspec.Struct, kw_only=True):
@@ -286,9 +281,9 @@ class ControlServer:
     ) -> None:
         watcher = self._fanout.join()
         try:
-            # Taken in the step that joined: the live lines are exactly those after it.
-            first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
             if snapshot:
+                # Taken in the step that joined: the live lines are exactly those after it.
+                first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
                 await connection.send(messages.encode(first) + b"\n")
             if since is not None and since < watcher.seq:
                 # Replay what happened before we joined: journal rows (and the gaps among

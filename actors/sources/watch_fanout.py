@@ -28,10 +28,12 @@ import msgspec
 import messages
 from messages.activity import Overflow, Transition
 
-__all__ = ["WatchFanout", "WatchFanoutStatistics", "Watcher"]
+__all__ = ["WatchFanout", "WatchFanoutStatistics", "WatchHost", "Watcher"]
 
 
-class _Host(Protocol):
+class WatchHost(Protocol):
+    """What the fan-out needs of the supervisor."""
+
     def subscribe(self, mode: Any = ..., snapshot: bool = ..., *, buffer: int = ...) -> Any: ...
 
     @property
@@ -131,7 +133,7 @@ class WatchFanout:
     :param batch: transitions taken from the subscription per write at most.
     """
 
-    def __init__(self, host: _Host, buffer: int, batch: int) -> None:
+    def __init__(self, host: WatchHost, buffer: int, batch: int) -> None:
         self._host = host
         self._buffer = buffer
         self._batch = batch
