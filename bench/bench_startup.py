@@ -65,11 +65,17 @@ def wall(argv: list[str], env: dict[str, str]) -> float:
 
 def imported(python: str, argv: list[str], env: dict[str, str]) -> list[str]:
     """The modules ``paneward ARGV`` imports that ``python -c pass`` does not."""
+    # ``paneward hook`` ends in ``os._exit`` (no ``finally``, no ``atexit``): report there too.
     code = (
-        "import sys; sys.argv = ['paneward', *sys.argv[1:]]\n"
+        "import os, sys; sys.argv = ['paneward', *sys.argv[1:]]\n"
+        "def report():\n"
+        "    loaded = sorted(sys.modules)\n"
+        "    import json; print(json.dumps(loaded), file=sys.stderr); sys.stderr.flush()\n"
+        "_exit = os._exit\n"
+        "def _reported_exit(code): report(); _exit(code)\n"
+        "os._exit = _reported_exit\n"
         "from actors.cli import entry\n"
-        "try:\n    entry()\nfinally:\n"
-        "    import json as _j; print(_j.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+        "try:\n    entry()\nfinally:\n    report()\n"
     )
     done = subprocess.run(
         [python, "-c", code, *argv], env=env, capture_output=True, text=True, check=False

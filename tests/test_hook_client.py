@@ -278,6 +278,24 @@ async def test_stale_socket_file_exits_zero(tmp_path: Path) -> None:
     assert b"not delivered (ConnectionRefusedError" in result.stderr
 
 
+async def test_the_fast_exit_loses_no_output(tmp_path: Path) -> None:
+    """``paneward hook`` ends with ``os._exit`` (no interpreter teardown): what it wrote is
+    flushed first, with Python's own buffering (not PYTHONUNBUFFERED) and stderr a pipe."""
+    env = hook_env(tmp_path / "absent.sock", PANEWARD_HOOK_DEBUG="1")
+    env.pop("PYTHONUNBUFFERED", None)
+    with anyio.fail_after(10):
+        result = await anyio.run_process(
+            [os.fspath(PANEWARD), "hook", "--harness", "codex", "--bogus", "{}"],
+            env=env,
+            check=False,
+        )
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode == 0
+    assert lines[0] == "paneward hook: unknown or incomplete option '--bogus'", lines
+    assert lines[1].startswith("paneward hook: not delivered (FileNotFoundError"), lines
+    assert len(lines) == 2, lines
+
+
 async def test_inject_validates_and_reports_no_daemon(tmp_path: Path) -> None:
     sock = tmp_path / "rt" / "hook.sock"
     good = json.dumps(
