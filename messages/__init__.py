@@ -24,6 +24,7 @@ from messages.codec import (
     decode_inbound,
     decode_outbound,
     encode,
+    encode_lines,
     revalidate,
 )
 from messages.common import (
@@ -109,5 +110,6 @@ __all__ = [
     "decode_inbound",
     "decode_outbound",
     "encode",
+    "encode_lines",
     "revalidate",
 ]

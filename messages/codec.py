@@ -8,6 +8,7 @@ Decoders are built once at import time. Any malformed input (bad JSON, unknown
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 from typing import Any, Final, Union
 
 import msgspec
@@ -60,6 +61,7 @@ __all__ = [
     "decode_inbound",
     "decode_outbound",
     "encode",
+    "encode_lines",
     "revalidate",
 ]
 
@@ -114,6 +116,12 @@ _OUTBOUND: Final = msgspec.json.Decoder(Outbound)
 def encode(message: msgspec.Struct) -> bytes:
     """Encode any paneward message as one line of JSON (no trailing newline)."""
     return _ENCODER.encode(message)
+
+
+def encode_lines(messages: Iterable[msgspec.Struct]) -> bytes:
+    """Encode paneward messages as newline-delimited JSON: each :func:`encode` line followed
+    by ``\\n``, in one call (what ``watch`` writes per run of transitions)."""
+    return _ENCODER.encode_lines(messages)
 
 
 def _explain(exc: msgspec.DecodeError, what: str) -> MessageError:

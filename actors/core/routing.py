@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias, TypeVar, cast, get_args
 
+import msgspec
+
 from actors.core.reducer import SessionMessage, SessionState
 from messages.codec import Inbound
 from messages.common import SessionKey
@@ -45,9 +47,12 @@ from messages.evidence import (
 __all__ = ["Delivery", "RoutingIndex"]
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One message for one session; ``spawn`` says whether it may create the session."""
+class Delivery(msgspec.Struct, frozen=True):
+    """One message for one session; ``spawn`` says whether it may create the session.
+
+    A Struct rather than a frozen dataclass: one is made per routed message, and a frozen
+    dataclass's ``__init__`` (``object.__setattr__`` per field) costs ten times as much.
+    """
 
     key: SessionKey
     message: SessionMessage

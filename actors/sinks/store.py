@@ -373,9 +373,12 @@ class Restored:
 # --------------------------------------------------------------------------- rows
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    """One pending write: a journal row (``journal`` set) and/or a catalog row."""
+class _Row(msgspec.Struct, frozen=True):
+    """One pending write: a journal row (``journal`` set) and/or a catalog row.
+
+    A Struct rather than a frozen dataclass: one is made per recorded transition, and a frozen
+    dataclass's ``__init__`` costs ten times as much (2.4 against 0.2 us here).
+    """
 
     seq: int
     activity: Activity

@@ -291,7 +291,7 @@ class ControlServer:
                 replay = await self._journal(since, watcher.seq)
                 for start in range(0, len(replay), WATCH_BATCH):
                     chunk = replay[start : start + WATCH_BATCH]
-                    await connection.send(b"".join(messages.encode(t) + b"\n" for t in chunk))
+                    await connection.send(messages.encode_lines(chunk))
             # Everything queued goes out in one write: one system call per wake-up, not per
             # transition.
             while (write := await watcher.next_write()) is not None:

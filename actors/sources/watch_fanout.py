@@ -217,7 +217,6 @@ class WatchFanout:
         if subscription.pending:  # transitions only: the marker is never pending
             items += subscription.receive_many_nowait(self._batch - 1)
         self._stats.pumped += len(items)
-        encode = messages.encode
-        data = b"".join([encode(t) + b"\n" for t in items])
+        data = messages.encode_lines(items)
         for watcher in self._watchers:
             watcher._push(data, item.seq, len(items))
