@@ -16,9 +16,15 @@ is bound to its pane, then:
 3. **load**: every session changes once a second (registry rewrites, rollout appends) for
    ``--load-s`` seconds; the daemon's CPU (every thread, ``/proc/<pid>/stat``) over that time.
 
-The floor, measured in the same world: a ``set-option`` of the same pane option sent by a third
-control-mode client, read by the same 1 ms poll (what tmux and the poll add whatever paneward
-does). Sizes are run in turn, ``--runs`` times.
+The floors, measured in the same world, each sent by a third control-mode client and read by the
+same 1 ms poll (what tmux and the poll add whatever paneward does): ``floor``, one
+``set-option`` of a pane option; ``floor batch``, the batch paneward itself writes for one
+busy <-> idle flip -- five pane options (turn, attention, badge, reason, age) and the global
+summary, in paneward's order, polled on the badge's. tmux makes every ``set-option`` cost
+O(sessions + windows + clients): each one refreshes every session's status cache,
+recalculates every window's size and redraws every client (``options_push_changes`` in tmux's
+``options.c``), so what grows with N in tmux grows with the number of commands too. Sizes are
+run in turn, ``--runs`` times.
 """
 
 from __future__ import annotations
@@ -42,13 +48,27 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
+from actors.core.badges import (  # noqa: E402
+    BADGE_OPTION,
+    HARNESS_OPTION,
+    OPTION_NAMES,
+    PRESENCE_OPTION,
+    SUMMARY_OPTION,
+)
 from actors.core.tmux_protocol import quote  # noqa: E402
 from actors.sinks.tmux_client import ControlClient  # noqa: E402
 from bench.world import ClaudeSession, CodexSession, World, process_cpu, world  # noqa: E402
 
 #: registry/rollout: change -> badge read by another tmux client; "watch": change -> the
-#: transition line on a control-socket watch; floor: a bare set-option -> read by the same poll.
-KINDS = ("registry", "registry watch", "rollout", "rollout watch", "floor")
+#: transition line on a control-socket watch; floor: a bare set-option -> read by the same poll;
+#: floor batch: the same commands as paneward's batch for one flip, bare.
+KINDS = ("registry", "registry watch", "rollout", "rollout watch", "floor", "floor batch")
+#: What a registry busy <-> idle flip changes on the pane, in paneward's option order
+#: (presence and harness stay): 5 pane options plus the summary, as counted on the daemon
+#: (225 badge commands in 40 flips, the summary unchanged in some).
+FLIP_OPTIONS = tuple(
+    name for name in OPTION_NAMES if name not in (PRESENCE_OPTION, HARNESS_OPTION)
+)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -109,14 +129,24 @@ async def time_change(
     return (at[0] - start) * 1000, (badge - start) * 1000
 
 
-async def floor(w: World, client: ControlClient, pane: str, events: int) -> list[float]:
+async def floor(
+    w: World, client: ControlClient, pane: str, events: int, *, batch: bool = False
+) -> list[float]:
+    """``events`` bare writes into tmux, each timed until the poll reads it back: one
+    ``set-option`` (``batch=False``) or paneward's whole batch for one flip."""
     out: list[float] = []
+    target = quote(pane)
+    names = [f"{name}_floor" for name in FLIP_OPTIONS] if batch else ["@paneward_floor"]
+    polled = names[FLIP_OPTIONS.index(BADGE_OPTION)] if batch else names[0]
     async with w.reader() as writer:
         for i in range(events):
             value = f"floor-{i}"
+            commands = [f"set-option -p -t {target} {name} {value}" for name in names]
+            if batch:
+                commands.append(f"set-option -g {SUMMARY_OPTION}_floor {value}")
             start = time.perf_counter()
-            await writer.run_batch([f"set-option -p -t {quote(pane)} @paneward_floor {value}"])
-            show = f"show-options -p -q -v -t {quote(pane)} @paneward_floor"
+            await writer.run_batch(commands)
+            show = f"show-options -p -q -v -t {target} {polled}"
             while True:
                 [reply] = await client.run_batch([show])
                 if reply.lines and reply.lines[0] == value:
@@ -165,6 +195,9 @@ async def one_run(size: int, events: int, load_s: float) -> dict[str, object]:
                 results["rollout"] = [b for _, b in rollout]
                 results["rollout watch"] = [a for a, _ in rollout]
                 results["floor"] = await floor(w, client, w.claude[0].pane, events)
+                results["floor batch"] = await floor(
+                    w, client, w.claude[0].pane, events, batch=True
+                )
                 tg.cancel_scope.cancel()
             results["load"] = await load(w, daemon.pid, load_s) if load_s > 0 else None
     return results
