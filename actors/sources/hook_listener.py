@@ -87,8 +87,12 @@ __all__ = [
 ]
 
 MAX_RECENT_REJECTIONS: Final = 64
-#: Seconds the kernel holds an http connection that has sent nothing before accept() sees it.
-HTTP_DEFER_ACCEPT_S: Final = 2
+#: Seconds the kernel holds an http connection that has sent nothing before accept() sees it
+#: (Linux rounds it up to its SYN-ACK retransmission schedule: 10 -> ~15 s). Each such
+#: connection costs the loop an accept and a close when it surfaces, and a flood re-opens it at
+#: once: 2 s (~3 s) made a thousand held connections cost ~330 accept+close a second, in
+#: bursts real http hooks queued behind (their p99 2.05-2.37x unloaded); 10 s makes it ~70.
+HTTP_DEFER_ACCEPT_S: Final = 10
 
 
 class HookListenerError(messages.PanewardError):
