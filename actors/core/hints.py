@@ -39,7 +39,19 @@ def token(value: str) -> str:
     ``PermissionRequest``, ``permission_request`` and ``permission-request`` are
     one token, ``permissionrequest`` (jmoyers/harness normalizeEventToken).
     """
-    return _NON_ALNUM.sub("", value.lower())
+    # Every hook asks for its event's token, and the names are few: a dict hit is a fifth of
+    # the regex. Bounded, since the names come from payloads.
+    known = _TOKENS.get(value)
+    if known is None:
+        known = _NON_ALNUM.sub("", value.lower())
+        if len(_TOKENS) >= _TOKENS_KEPT:
+            _TOKENS.clear()
+        _TOKENS[value] = known
+    return known
+
+
+_TOKENS: dict[str, str] = {}
+_TOKENS_KEPT: Final = 1024
 
 
 def first_str(payload: dict[str, Any], *names: str, limit: int = MAX_ID_LEN) -> str | None:

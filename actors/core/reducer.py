@@ -442,9 +442,17 @@ def background_items(state: SessionState) -> int:
     """How many pieces of background work of this session are running (published as
     ``subagents``): subagents started and not stopped, OSC 7501 child records, the in-flight
     background work the harness listed, and child threads that are not idle."""
-    return len(state.subagents | state.background) + sum(
-        1 for _, child_turn, _ in state.children if child_turn in ("working", "needs_input")
+    # Hot path (every derive): no union set or generator for what is empty, as it mostly is.
+    subagents, background = state.subagents, state.background
+    count = (
+        len(subagents | background) if subagents and background
+        else len(subagents) + len(background)
     )
+    if state.children:
+        count += sum(
+            1 for _, child_turn, _ in state.children if child_turn in ("working", "needs_input")
+        )
+    return count
 
 
 def _still_working(state: SessionState) -> bool:
