@@ -1057,3 +1057,13 @@ def test_frames_are_total(chunks: list[bytes]) -> None:
             continue
         result = check_frame(item)
         assert isinstance(result, Rejection) or type(result) in messages.codec.INBOUND_TYPES
+
+
+def test_admission_refuses_a_batch_or_cap_below_one() -> None:
+    from actors.sources.admission import Admission
+
+    with pytest.raises(ValueError, match="accept_batch must be at least 1, not 0"):
+        Admission(8, accept_batch=0)
+    with pytest.raises(ValueError, match="cap must be at least 1, not 0"):
+        Admission(0)
+    assert Admission(8).accept_batch == 64 and Admission(8, accept_batch=256).accept_batch == 256

@@ -53,7 +53,7 @@ logger = logging.getLogger("paneward.admission")
 
 #: Consecutive accept() errors (10+20+40+80 ms of backoff) before a queued connection is shed.
 SHED_AFTER_ERRORS: Final = 5
-#: Connections taken from the kernel's queue per wake-up.
+#: Connections taken from the kernel's queue per wake-up (the default of ``accept_batch``).
 ACCEPT_BATCH: Final = 64
 
 
@@ -271,7 +271,8 @@ class _IdlePool:
 class Admission:
     """The accept loop of one listening socket (see the module docstring).
 
-    ``close_silent``: see the attribute; ``timeouts`` counts those too.
+    ``close_silent``: see the attribute; ``timeouts`` counts those too. ``accept_batch``: the
+    most connections taken from the kernel's queue per wake-up.
     """
 
     def __init__(
@@ -281,10 +282,14 @@ class Admission:
         head_deadline: float = HEAD_DEADLINE_S,
         evict_idle: float = EVICT_IDLE_S,
         close_silent: bool = False,
+        accept_batch: int = ACCEPT_BATCH,
     ) -> None:
         if cap < 1:
             raise ValueError(f"cap must be at least 1, not {cap}")
+        if accept_batch < 1:
+            raise ValueError(f"accept_batch must be at least 1, not {accept_batch}")
         self.cap = cap
+        self.accept_batch = accept_batch
         self.head_deadline = head_deadline
         self.evict_idle = evict_idle
         #: Close at once a connection with nothing to read yet (only for a listening socket
@@ -318,7 +323,7 @@ class Admission:
                 await anyio.wait_readable(listener)
                 # Take what is queued without an event-loop round trip per connection (a
                 # flood of connections would otherwise cost one loop iteration each).
-                for _ in range(ACCEPT_BATCH):
+                for _ in range(self.accept_batch):
                     if len(self._open) >= self.cap:
                         break  # _room() decides: evict, or wait for a slot
                     try:
