@@ -1060,10 +1060,11 @@ def test_frames_are_total(chunks: list[bytes]) -> None:
 
 
 def test_admission_refuses_a_batch_or_cap_below_one() -> None:
-    from actors.sources.admission import Admission
+    from actors.sources.admission import ACCEPT_BATCH, Admission
 
     with pytest.raises(ValueError, match="accept_batch must be at least 1, not 0"):
         Admission(8, accept_batch=0)
     with pytest.raises(ValueError, match="cap must be at least 1, not 0"):
         Admission(0)
-    assert Admission(8).accept_batch == 64 and Admission(8, accept_batch=256).accept_batch == 256
+    assert Admission(8).accept_batch == ACCEPT_BATCH
+    assert Admission(8, accept_batch=256).accept_batch == 256

@@ -96,8 +96,8 @@ HTTP_DEFER_ACCEPT_S: Final = 10
 #: Connections the http port takes from the kernel's queue per wake-up. Most of a burst there
 #: is silent connections surfacing together, each only accepted and closed (no task): taking
 #: them 256 at a time instead of 64 lets a real hook queued behind them reach accept() in a
-#: quarter of the loop turns (its p99 under 1,000 held connections: at most 1.15x unloaded in
-#: six runs, against 2.22x in one of six; bench/RESULTS.md, session 5).
+#: quarter of the loop turns (its p99 under 1,000 held connections: at most 1.43x unloaded in
+#: six runs, against 2.22x in one of six at 64; bench/RESULTS.md, session 5).
 HTTP_ACCEPT_BATCH: Final = 256
 
 
