@@ -37,7 +37,12 @@ __all__ = [
 
 
 class OutboundMessage(
-    msgspec.Struct, frozen=True, tag_field="type", tag=True, forbid_unknown_fields=True
+    msgspec.Struct,
+    frozen=True,
+    gc=False,  # an immutable value: never tracked (messages/common.py says why)
+    tag_field="type",
+    tag=True,
+    forbid_unknown_fields=True,
 ):
     """Base of every outbound message (tagged by class name in ``type``)."""
 

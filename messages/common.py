@@ -74,8 +74,17 @@ Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LEN, pattern=r"
 Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_LEN)]
 Pid = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 
+# ``gc=False`` on every message and on the value structs the hot path makes per message (the
+# reducer's state and step, routing's delivery, the store's pending row): they are frozen values
+# holding scalars, strings, tuples, decoded JSON and other such structs, so they can never be
+# part of a reference cycle and the cyclic collector need not track them. Tracked, the handful
+# made per hook set off a collection every ~120 hooks: 4-5 us a hook, with the tracking itself
+# 6-10 % of the loop's CPU per hook (bench/bench_hotpath.py; bench/RESULTS.md, session 6).
+# Never store anything but such values in one (a cycle through an untracked struct would never
+# be collected).
 
-class SessionKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+
+class SessionKey(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """``(harness, session_id)``: the identity of one agent session.
 
     Claude Code: the registry ``sessionId`` / hook ``session_id``; Codex: the
@@ -91,7 +100,7 @@ class SessionKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return f"{self.harness}:{self.session_id}"
 
 
-class Attention(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Attention(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """The one open attention item of a session (DESIGN §4, Attention)."""
 
     kind: AttentionKind
@@ -99,7 +108,9 @@ class Attention(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     since_ms: TimeMs
 
 
-class Evidence(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Evidence(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, forbid_unknown_fields=True
+):
     """What proved the current state. Never a pid, path, socket or token."""
 
     source: Source
@@ -109,7 +120,7 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     harness_version: str | None = None
 
 
-class ExitInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ExitInfo(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """How the owning program ended, when a host PTY reported it."""
 
     code: int | None = None

@@ -26,7 +26,12 @@ __all__ = [
 
 
 class ControlMessage(
-    msgspec.Struct, frozen=True, tag_field="type", tag=True, forbid_unknown_fields=True
+    msgspec.Struct,
+    frozen=True,
+    gc=False,  # an immutable value: never tracked (messages/common.py says why)
+    tag_field="type",
+    tag=True,
+    forbid_unknown_fields=True,
 ):
     """Base of every inbound control message (tagged by class name in ``type``)."""
 

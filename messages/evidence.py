@@ -41,7 +41,12 @@ __all__ = [
 
 
 class EvidenceMessage(
-    msgspec.Struct, frozen=True, tag_field="type", tag=True, forbid_unknown_fields=True
+    msgspec.Struct,
+    frozen=True,
+    gc=False,  # an immutable value: never tracked (messages/common.py says why)
+    tag_field="type",
+    tag=True,
+    forbid_unknown_fields=True,
 ):
     """Base of every inbound evidence message (tagged by class name in ``type``)."""
 

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import msgspec
 import pytest
 
-from messages import MessageError, SessionKey, decode_inbound, decode_outbound, encode, revalidate
+from messages import (
+    Attention,
+    Evidence,
+    ExitInfo,
+    MessageError,
+    SessionKey,
+    decode_inbound,
+    decode_outbound,
+    encode,
+    revalidate,
+)
 from messages.codec import INBOUND_TYPES, OUTBOUND_TYPES
 from tests.examples import INBOUND, OUTBOUND, T
 
@@ -35,6 +46,23 @@ def test_every_message_is_frozen_and_documented() -> None:
         assert cls.__struct_config__.frozen, cls
         doc = cls.__doc__ or ""
         assert len(doc) > 40, f"{cls.__name__} needs a docstring saying who sends/handles it"
+
+
+def test_every_message_is_an_untracked_value() -> None:
+    """Messages are acyclic values, so the cyclic collector never tracks them (one is made per
+    hook on the hot path): built, decoded, revalidated and replaced alike."""
+    for cls in (*INBOUND_TYPES, *OUTBOUND_TYPES):
+        assert cls.__struct_config__.gc is False, cls
+    for key in (SessionKey, Attention, Evidence, ExitInfo):
+        assert key.__struct_config__.gc is False, key
+    made: list[msgspec.Struct] = []
+    for inbound in INBOUND:
+        made += (inbound, decode_inbound(encode(inbound)), revalidate(inbound))
+    for outbound in OUTBOUND:
+        made += (outbound, decode_outbound(encode(outbound)))
+    for message in made:
+        assert not gc.is_tracked(message), message
+        assert not gc.is_tracked(msgspec.structs.replace(message)), message
 
 
 def _inbound(**fields: object) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -1261,3 +1262,20 @@ def test_pane_views_carry_the_harness_note_of_the_winner() -> None:
     views = pane_views([other, tui], lambda a: f"note for {a.key.session_id}")
     assert [(v.pane, v.note) for v in views] == [("%1", "note for tui-1-2"), ("%2", "note for x")]
     assert pane_views([tui])[0].note is None
+
+
+def test_the_hot_path_makes_untracked_values() -> None:
+    """The state, step and activity of every reduced hook, and routing's delivery, are acyclic
+    values the cyclic collector never tracks (see messages/common.py)."""
+    from actors.core.routing import RoutingIndex
+
+    state = initial_state(K)
+    for message in (hook("UserPromptSubmit", "working", 1), hook("Stop", "completed", 2)):
+        step = reduce(state, message)
+        assert step.publish is not None
+        for value in (step, step.state, step.publish):
+            assert not gc.is_tracked(value), value
+        state = step.state
+    deliveries = RoutingIndex().route(hook("Stop", "completed", 3))
+    assert len(deliveries) == 1
+    assert not gc.is_tracked(deliveries[0])

@@ -128,7 +128,7 @@ _MESSAGE_SOURCE: Final[dict[type, Source]] = {
 _RANK: Final[dict[str, int]] = {"unknown": 0, "idle": 1, "working": 2, "needs_input": 3}
 
 
-class SessionState(msgspec.Struct, frozen=True, kw_only=True):
+class SessionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Everything the reducer knows about one session. Internal, never published."""
 
     key: SessionKey
@@ -181,7 +181,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     activity: Activity | None = None  # the last published activity
 
 
-class Step(msgspec.Struct, frozen=True):
+class Step(msgspec.Struct, frozen=True, gc=False):
     """The result of one :func:`reduce`: the new state and what to publish.
 
     ``publish`` is the new activity when its visible fields changed, else None.
@@ -349,7 +349,7 @@ def crashed(state: SessionState, reason: str, at_ms: int) -> Step:
     return Step(msgspec.structs.replace(failed, activity=activity), activity)
 
 
-class Reproof(msgspec.Struct, frozen=True):
+class Reproof(msgspec.Struct, frozen=True, gc=False):
     """The outcome of :func:`reprove` for one restored session.
 
     ``step.publish`` is set when the restored activity must be corrected (published under
@@ -489,7 +489,7 @@ def _settle(state: SessionState) -> SessionState:
 # --------------------------------------------------------------------------- helpers
 
 
-class _Claim(msgspec.Struct, frozen=True):
+class _Claim(msgspec.Struct, frozen=True, gc=False):
     """What one message says, normalized for the shared apply path."""
 
     source: Source

@@ -47,7 +47,7 @@ from messages.evidence import (
 __all__ = ["Delivery", "RoutingIndex"]
 
 
-class Delivery(msgspec.Struct, frozen=True):
+class Delivery(msgspec.Struct, frozen=True, gc=False):
     """One message for one session; ``spawn`` says whether it may create the session.
 
     A Struct rather than a frozen dataclass: one is made per routed message, and a frozen

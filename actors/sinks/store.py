@@ -373,7 +373,7 @@ class Restored:
 # --------------------------------------------------------------------------- rows
 
 
-class _Row(msgspec.Struct, frozen=True):
+class _Row(msgspec.Struct, frozen=True, gc=False):
     """One pending write: a journal row (``journal`` set) and/or a catalog row.
 
     A Struct rather than a frozen dataclass: one is made per recorded transition, and a frozen
@@ -393,7 +393,7 @@ class _Row(msgspec.Struct, frozen=True):
     seen_ms: int
 
 
-class _JournalTransition(msgspec.Struct, tag="Transition", tag_field="type"):
+class _JournalTransition(msgspec.Struct, gc=False, tag="Transition", tag_field="type"):
     """:class:`messages.Transition` with its activities as already-encoded JSON.
 
     Encodes to exactly the bytes ``messages.encode(transition)`` gives (same fields, same
