@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-import msgspec
-
 from messages.common import (
     Attention,
     Evidence,
     ExitInfo,
     Harness,
     Id,
+    Message,
     Presence,
     SessionKey,
     Turn,
@@ -36,15 +35,8 @@ __all__ = [
 ]
 
 
-class OutboundMessage(
-    msgspec.Struct,
-    frozen=True,
-    gc=False,  # an immutable value: never tracked (messages/common.py says why)
-    tag_field="type",
-    tag=True,
-    forbid_unknown_fields=True,
-):
-    """Base of every outbound message (tagged by class name in ``type``)."""
+class OutboundMessage(Message, frozen=True):
+    """Base of every outbound message (its settings: :class:`messages.common.Message`)."""
 
 
 class Activity(OutboundMessage, frozen=True, kw_only=True):

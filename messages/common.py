@@ -20,6 +20,7 @@ __all__ = [
     "Evidence",
     "ExitInfo",
     "Harness",
+    "Message",
     "Id",
     "Pid",
     "Presence",
@@ -74,14 +75,28 @@ Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LEN, pattern=r"
 Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_LEN)]
 Pid = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 
-# ``gc=False`` on every message and on the value structs the hot path makes per message (the
-# reducer's state and step, routing's delivery, the store's pending row): they are frozen values
-# holding scalars, strings, tuples, decoded JSON and other such structs, so they can never be
-# part of a reference cycle and the cyclic collector need not track them. Tracked, the handful
-# made per hook set off a collection every ~120 hooks: 4-5 us a hook, with the tracking itself
-# 5-10 % of the loop's CPU per hook (bench/bench_hotpath.py; bench/RESULTS.md, session 6).
-# Never store anything but such values in one (a cycle through an untracked struct would never
-# be collected).
+class Message(
+    msgspec.Struct,
+    frozen=True,
+    gc=False,
+    tag_field="type",
+    tag=True,
+    forbid_unknown_fields=True,
+):
+    """The settings every message shares: frozen, tagged by class name in ``type``, unknown
+    fields refused, and not tracked by the cyclic garbage collector.
+
+    The bases of the three families (:class:`~messages.activity.OutboundMessage`,
+    :class:`~messages.evidence.EvidenceMessage`, :class:`~messages.control.ControlMessage`)
+    derive from it. ``gc=False`` is also set on the value structs the hot path makes per
+    message (``SessionKey`` and its siblings here, the reducer's state and step, routing's
+    delivery, the store's pending row). They are frozen values holding scalars, strings, tuples,
+    decoded JSON and other such structs, so they can never be part of a reference cycle, and the
+    collector need not track them. Tracked, the handful made per hook set off a collection every
+    ~120 hooks: 4-5 us a hook, with the tracking itself 5-10 % of the loop's CPU per hook
+    (bench/bench_hotpath.py; bench/RESULTS.md, session 6). Never store anything but such values
+    in one: a cycle through an untracked struct would never be collected.
+    """
 
 
 class SessionKey(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):

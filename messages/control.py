@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-import msgspec
-
-from messages.common import Id, Pid, SessionKey, Text, TimeMs
+from messages.common import Id, Message, Pid, SessionKey, Text, TimeMs
 
 __all__ = [
     "Acknowledge",
@@ -25,15 +23,8 @@ __all__ = [
 ]
 
 
-class ControlMessage(
-    msgspec.Struct,
-    frozen=True,
-    gc=False,  # an immutable value: never tracked (messages/common.py says why)
-    tag_field="type",
-    tag=True,
-    forbid_unknown_fields=True,
-):
-    """Base of every inbound control message (tagged by class name in ``type``)."""
+class ControlMessage(Message, frozen=True):
+    """Base of every inbound control message (its settings: :class:`messages.common.Message`)."""
 
 
 class PaneOpened(ControlMessage, frozen=True, kw_only=True):

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import msgspec
-
-from messages.common import Harness, Id, Pid, SessionKey, Text, TimeMs
+from messages.common import Harness, Id, Message, Pid, SessionKey, Text, TimeMs
 
 __all__ = [
     "Boundary",
@@ -40,15 +38,8 @@ __all__ = [
 ]
 
 
-class EvidenceMessage(
-    msgspec.Struct,
-    frozen=True,
-    gc=False,  # an immutable value: never tracked (messages/common.py says why)
-    tag_field="type",
-    tag=True,
-    forbid_unknown_fields=True,
-):
-    """Base of every inbound evidence message (tagged by class name in ``type``)."""
+class EvidenceMessage(Message, frozen=True):
+    """Base of every inbound evidence message (its settings: :class:`messages.common.Message`)."""
 
 
 class ProcessSeen(EvidenceMessage, frozen=True, kw_only=True):
