@@ -14,6 +14,12 @@ from ``/proc/<pid>/task/<tid>/schedstat`` with its wake-ups (context switches).
 Baseline, measured in the same window: a bare ``anyio.run(anyio.sleep_forever)`` process of the
 same interpreter (the floor of an idle asyncio process: nothing to do, no wake-up).
 
+What the daemon makes tmux do is reported beside it: the tmux server's CPU (schedstat, every
+thread) over the same window, and over a window of ``min(--seconds, 15)`` s before the daemon
+started (the same panes, no client: tmux's own floor). The difference is paneward's control-mode
+client, mostly its pane subscription (``actors/core/tmux_panes.py``), which tmux re-evaluates
+over every pane once a second.
+
 Each run is a fresh world and a fresh daemon: first with no session at all, then with the
 sessions, ``--runs`` times each, interleaved.
 """
@@ -47,6 +53,8 @@ class Idle:
     threads: list[tuple[int, float, float, bool]]  # tid, % of a core, wake-ups/s, new
     pidfds: int
     elapsed: float
+    tmux_percent: float  # the tmux server, same window
+    tmux_alone_percent: float  # the tmux server before the daemon started
 
 
 async def one_run(claude: int, codex: int, seconds: float, settle: float) -> Idle:
@@ -54,14 +62,20 @@ async def one_run(claude: int, codex: int, seconds: float, settle: float) -> Idl
         async with world(Path(raw)) as w:
             w.add_claude(claude)
             w.add_codex(codex)
+            tmux = w.tmux_pid()
+            alone0, alone_t0 = _cpu_ns(tmux), time.monotonic()
+            await anyio.sleep(min(seconds, 15.0))
+            alone1, alone_t1 = _cpu_ns(tmux), time.monotonic()
             daemon = await w.start_daemon()
             await w.wait_bound()
             async with await anyio.open_process([sys.executable, "-c", BARE]) as bare:
                 await anyio.sleep(settle)
                 threads0 = thread_cpu(daemon.pid)
                 cpu0, bare0, t0 = process_cpu(daemon.pid), process_cpu(bare.pid), time.monotonic()
+                tmux0 = _cpu_ns(tmux)
                 await anyio.sleep(seconds)
                 cpu1, bare1, t1 = process_cpu(daemon.pid), process_cpu(bare.pid), time.monotonic()
+                tmux1 = _cpu_ns(tmux)
                 threads1 = thread_cpu(daemon.pid)
                 bare.kill()
             stats = (await daemon.counters())["pid_watcher"]
@@ -79,7 +93,14 @@ async def one_run(claude: int, codex: int, seconds: float, settle: float) -> Idl
         threads=per_thread,
         pidfds=int(stats["pidfds_open"]),
         elapsed=elapsed,
+        tmux_percent=(tmux1 - tmux0) / 1e9 / elapsed * 100,
+        tmux_alone_percent=(alone1 - alone0) / 1e9 / (alone_t1 - alone_t0) * 100,
     )
+
+
+def _cpu_ns(pid: int) -> int:
+    """CPU time of every live thread of ``pid``, ns."""
+    return sum(sample.cpu_ns for sample in thread_cpu(pid).values())
 
 
 def main() -> None:
@@ -100,7 +121,8 @@ def main() -> None:
             print(
                 f"{name}: daemon {r.percent:.3f} % of a core over {r.elapsed:.0f} s, "
                 f"{r.wakeups_per_s:.1f} wake-ups/s over {len(r.threads)} threads "
-                f"(pidfds {r.pidfds}); bare anyio process {r.bare_percent:.3f} %",
+                f"(pidfds {r.pidfds}); bare anyio process {r.bare_percent:.3f} %; tmux server "
+                f"{r.tmux_percent:.3f} % (before the daemon: {r.tmux_alone_percent:.3f} %)",
                 flush=True,
             )
             for tid, pct, wakes, new in r.threads:
@@ -113,6 +135,13 @@ def main() -> None:
             f"idle, {name}: % of a core min {values[0]:.3f} / median "
             f"{statistics.median(values):.3f} / max {values[-1]:.3f} over {len(runs)} runs; "
             f"wake-ups/s median {wakes:.1f}; baseline (bare anyio process) median {bare:.3f} %"
+        )
+        tmux = sorted(r.tmux_percent for r in runs)
+        alone = statistics.median(r.tmux_alone_percent for r in runs)
+        print(
+            f"tmux server, {name}: % of a core min {tmux[0]:.3f} / median "
+            f"{statistics.median(tmux):.3f} / max {tmux[-1]:.3f} with the daemon; median "
+            f"{alone:.3f} % before it (same panes, no client)"
         )
 
 

@@ -159,6 +159,10 @@ class World:
         done = subprocess.run(self.tmux_argv(*args), capture_output=True, text=True, check=True)
         return done.stdout
 
+    def tmux_pid(self) -> int:
+        """The pid of this world's tmux server."""
+        return int(self.tmux("display-message", "-p", "#{pid}"))
+
     def _new_pane(self, command: str) -> tuple[str, int]:
         out = self.tmux("new-window", "-d", "-P", "-F", "#{pane_id} #{pane_pid}", command)
         pane, pid = out.split()
