@@ -40,7 +40,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
-from bench.world import process_cpu, thread_cpu, world  # noqa: E402
+from bench.world import process_cpu, thread_cpu, threads_cpu_ns, world  # noqa: E402
 
 BARE = "import anyio\nanyio.run(anyio.sleep_forever)\n"
 
@@ -63,19 +63,19 @@ async def one_run(claude: int, codex: int, seconds: float, settle: float) -> Idl
             w.add_claude(claude)
             w.add_codex(codex)
             tmux = w.tmux_pid()
-            alone0, alone_t0 = _cpu_ns(tmux), time.monotonic()
+            alone0, alone_t0 = threads_cpu_ns(tmux), time.monotonic()
             await anyio.sleep(min(seconds, 15.0))
-            alone1, alone_t1 = _cpu_ns(tmux), time.monotonic()
+            alone1, alone_t1 = threads_cpu_ns(tmux), time.monotonic()
             daemon = await w.start_daemon()
             await w.wait_bound()
             async with await anyio.open_process([sys.executable, "-c", BARE]) as bare:
                 await anyio.sleep(settle)
                 threads0 = thread_cpu(daemon.pid)
                 cpu0, bare0, t0 = process_cpu(daemon.pid), process_cpu(bare.pid), time.monotonic()
-                tmux0 = _cpu_ns(tmux)
+                tmux0 = threads_cpu_ns(tmux)
                 await anyio.sleep(seconds)
                 cpu1, bare1, t1 = process_cpu(daemon.pid), process_cpu(bare.pid), time.monotonic()
-                tmux1 = _cpu_ns(tmux)
+                tmux1 = threads_cpu_ns(tmux)
                 threads1 = thread_cpu(daemon.pid)
                 bare.kill()
             stats = (await daemon.counters())["pid_watcher"]
@@ -96,11 +96,6 @@ async def one_run(claude: int, codex: int, seconds: float, settle: float) -> Idl
         tmux_percent=(tmux1 - tmux0) / 1e9 / elapsed * 100,
         tmux_alone_percent=(alone1 - alone0) / 1e9 / (alone_t1 - alone_t0) * 100,
     )
-
-
-def _cpu_ns(pid: int) -> int:
-    """CPU time of every live thread of ``pid``, ns."""
-    return sum(sample.cpu_ns for sample in thread_cpu(pid).values())
 
 
 def main() -> None:

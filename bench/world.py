@@ -80,6 +80,12 @@ def thread_cpu(pid: int) -> dict[int, ThreadSample]:
     return out
 
 
+def threads_cpu_ns(pid: int) -> int:
+    """CPU time of every live thread of ``pid`` (schedstat), ns: finer than
+    :func:`process_cpu` for a process that is nearly idle."""
+    return sum(sample.cpu_ns for sample in thread_cpu(pid).values())
+
+
 @dataclass
 class ClaudeSession:
     pane: str
