@@ -18,11 +18,13 @@ import pytest
 
 from actors.core.badges import BADGES, OPTION_NAMES
 from actors.core.notify import NotifySettings
+from actors.core.tmux_panes import SUBSCRIPTION_NAME
 from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge, tmux_config_snippet
 from actors.sources.procfs import start_token
 from messages import (
     Activity,
+    Inbound,
     PaneClosed,
     PaneFocused,
     PaneOpened,
@@ -249,6 +251,50 @@ async def test_pane_lifecycle_focus_close_and_exit_code(
         assert opened_idx < sink.items.index(exit_msg)
         # Each exit is reported once.
         assert sum(isinstance(m, PtyExit) and m.pane == failing for m in sink.items) == 1
+    assert running.bridge.statistics().rejected == 0
+
+
+async def test_focus_in_a_session_the_client_is_not_attached_to(
+    server: TmuxServer, running: Running
+) -> None:
+    # The pane subscription carries no focus field (each field costs tmux a lookup per pane
+    # every second): focus comes from %window-pane-changed and %session-window-changed, which
+    # tmux sends for every session. The split is seen through the subscription (there is no
+    # %layout-change for another session); then the test removes the bridge's subscription, so
+    # the focus changes can only come through those notifications.
+    with anyio.fail_after(30):
+        sink = running.sink
+        await sink.wait_one(lambda m: isinstance(m, PaneOpened) and m.pane == "%0")
+        first = (
+            await server.arun("new-session", "-d", "-s", "away", "-P", "-F", "#{pane_id}",
+                              "sleep 600")
+        ).strip()
+        split = (
+            await server.arun("split-window", "-d", "-t", first, "-P", "-F", "#{pane_id}",
+                              "sleep 600")
+        ).strip()
+        window = (
+            await server.arun("new-window", "-d", "-t", "away", "-P", "-F", "#{pane_id}",
+                              "sleep 600")
+        ).strip()
+        for pane in (split, window):
+
+            def opens(m: Inbound, pane: str = pane) -> bool:
+                return isinstance(m, PaneOpened) and m.pane == pane
+
+            opened = await sink.wait_one(opens)
+            assert isinstance(opened, PaneOpened) and not opened.focused
+        clients = await server.arun("list-clients", "-F", "#{client_name}|#{client_control_mode}")
+        (bridge_client,) = [
+            name for name, _, control in (line.partition("|") for line in clients.splitlines())
+            if control == "1"
+        ]
+        await server.arun("refresh-client", "-t", bridge_client, "-B", SUBSCRIPTION_NAME)
+
+        await server.arun("select-pane", "-t", split)
+        await sink.wait_one(lambda m: isinstance(m, PaneFocused) and m.pane == split)
+        await server.arun("select-window", "-t", window)
+        await sink.wait_one(lambda m: isinstance(m, PaneFocused) and m.pane == window)
     assert running.bridge.statistics().rejected == 0
 
 
