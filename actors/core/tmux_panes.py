@@ -75,11 +75,10 @@ SUBSCRIPTION_NAME: Final = "paneward-panes"
 #: ``%layout-change``), root pid (``respawn-pane``) and death (a pane kept by
 #: ``remain-on-exit``). tmux evaluates it at most once a second and reports only changes. That
 #: evaluation is what the idle daemon costs tmux: it grows with the panes, and each field looked
-#: up per pane is a share of it (with 200 sessions: 0.50-0.63 % of a core with the focus
-#: fields, 0.40-0.43 % without). So focus is left to the notifications, which tmux sends for
-#: every session (``%window-pane-changed``, ``%session-window-changed``), and the exit status
-#: and signal are looked up only for a dead pane. They still change the value when they arrive
-#: after the death, as they do when tmux loses a SIGCHLD (see above).
+#: up per pane is a share of it (figures in docs/tmux.md). So focus is left to the notifications,
+#: which tmux sends for every session (``%window-pane-changed``, ``%session-window-changed``),
+#: and the exit status and signal are looked up only for a dead pane. They still change the
+#: value when they arrive after the death, as they do when tmux loses a SIGCHLD (see above).
 _SUBSCRIPTION_FORMAT: Final = (
     "#{S:#{W:#{P:#{pane_id}.#{pane_pid}.#{?pane_dead,d#{pane_dead_status}#{pane_dead_signal},}"
     " }}}"
