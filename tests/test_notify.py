@@ -96,3 +96,52 @@ async def test_the_daemon_notifies_the_desktop(tmp_path: Path) -> None:
     [got] = server.received
     # the wrapper's "approve Bash: …" record is the one permission reason (hints.permission_reason)
     assert (got.summary, got.body) == ("terminal needs you", "permission: Bash: rm …")
+
+
+class HeldDesktop:
+    """A desktop backend whose first send is held open until the test releases it. It stands in
+    for the notification service (which answers at once) so that a send can be seen in flight."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+        self.sent: list[tuple[str, str]] = []
+
+    async def send(self, title: str, body: str) -> bool:
+        self.started.set()
+        await self.release.wait()
+        self.sent.append((title, body))
+        return True
+
+
+async def test_edges_of_a_session_told_about_just_now_are_not_queued() -> None:
+    """While the first alert of a session is being sent, that session's next edges are rate
+    limited as they open: counted, never queued, so they can neither fill the queue (and be
+    counted as dropped) nor cost a wake-up of the delivery task each."""
+    from actors.sinks.notify import QUEUE
+
+    desktop = HeldDesktop()
+    notifier = Notifier(
+        NotifySettings(channels=("desktop",), min_interval_ms=60_000), desktop=desktop
+    )
+    send, receive = anyio.create_memory_object_stream[object](4 * QUEUE)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(notifier.serve, receive)
+            send.send_nowait(Snapshot(seq=1, activities=()))
+            first = needs("s", NOW + 1)
+            send.send_nowait(Transition(seq=2, key=first.key, after=first, cause="t"))
+            await desktop.started.wait()  # admitted: the session's window runs from now
+            for i in range(2 * QUEUE):
+                again = needs("s", NOW + 2 + i)
+                send.send_nowait(Transition(seq=3 + i, key=again.key, after=again, cause="t"))
+            await notifier.wait_handled(2 * QUEUE)  # while the first is still being sent
+            assert desktop.sent == []
+            desktop.release.set()
+            await notifier.wait_handled(1 + 2 * QUEUE)
+            send.close()
+    receive.close()
+    stats = notifier.statistics()
+    assert (stats.opened, stats.rate_limited, stats.queue_drops) == (1 + 2 * QUEUE, 2 * QUEUE, 0)
+    assert (stats.alerts, stats.desktop_sent) == (1, 1)
+    assert desktop.sent == [("claude-code needs you", "approve Bash: curl … · %3")]

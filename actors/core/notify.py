@@ -3,13 +3,16 @@
 Who calls what: the notification sink (:class:`actors.sinks.notify.Notifier`) reads a ``latest``
 subscription and feeds every item to :meth:`NotifyBook.opened`, which returns an
 :class:`Alert` for each attention item that *opened* (a new kind or a new ``since_ms``) with a
-kind the user asked for. The sink then asks tmux which pane each attached client is looking at
+kind the user asked for. The sink drops at once an alert of a session told about within the
+window (:meth:`NotifyBook.rate_limited`: under load most edges are, and they must cost nothing
+more). For the others it asks tmux which pane each attached client is looking at
 (:data:`LIST_CLIENTS_COMMAND`, parsed by :func:`parse_clients`); :func:`watched` says whether
 the alert's pane is the active pane of an attached client (then nothing is sent), and
-:meth:`NotifyBook.admit` applies the per-session rate limit. The texts come from here too:
+:meth:`NotifyBook.admit` applies the per-session rate limit again as it sends. The texts come from here too:
 :func:`message_text` (tmux ``display-message``), :func:`osc_notification` (OSC 9 / 777 for the
 outer terminal, wrapped for tmux passthrough), :attr:`Alert.title` / :attr:`Alert.body` (the
-desktop notification). Reasons are redacted (:mod:`actors.core.redact`) unless ``full_text``.
+desktop notification). Reasons are redacted (:mod:`actors.core.redact`) unless ``full_text``,
+when a text is made (:attr:`Alert.reason`).
 
 A snapshot (the daemon starting, the sink reconnecting) records what is open without
 alerting: only an edge seen live is news. Nothing here does I/O or reads a clock.
@@ -100,8 +103,15 @@ class Alert(NamedTuple):
     key: SessionKey
     pane: str | None
     kind: AttentionKind
-    reason: str  # already redacted unless full_text
+    full_reason: str  # as the reducer gave it: shown only as :attr:`reason`
     since_ms: int
+    full_text: bool = False  # NotifySettings.full_text
+
+    @property
+    def reason(self) -> str:
+        """The reason as shown: redacted unless ``full_text``. Made only when a text is (under
+        load most alerts are rate limited and never shown)."""
+        return shown_reason(self.full_reason, full_text=self.full_text)
 
     @property
     def title(self) -> str:
@@ -257,8 +267,14 @@ class NotifyBook:
     def _alert(self, activity: Activity) -> Alert:
         attention = activity.attention
         assert attention is not None
-        reason = shown_reason(attention.reason, full_text=self._settings.full_text)
-        return Alert(activity.key, activity.pane, attention.kind, reason, attention.since_ms)
+        return Alert(
+            activity.key,
+            activity.pane,
+            attention.kind,
+            attention.reason,
+            attention.since_ms,
+            self._settings.full_text,
+        )
 
     def still_open(self, alert: Alert) -> bool:
         """The alert's attention item is still the open one (it may have closed while the

@@ -30,6 +30,7 @@ from typing import Any, Final, Protocol
 
 import anyio
 import msgspec
+from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.core.clock import now_ms
 from actors.core.notify import (
@@ -137,7 +138,7 @@ class Notifier:
         self._clock = clock
         self._book = NotifyBook(settings)
         self._stats: NotifyStatistics = self._book.stats
-        self._handled = anyio.Event()
+        self._handled: anyio.Event | None = None
         self._handled_count = 0
         # client name -> until when (anyio clock) our last display-message shows on it
         self._message_until: dict[str, float] = {}
@@ -150,15 +151,30 @@ class Notifier:
     async def serve(self, items: AsyncIterator[Any]) -> None:
         """Run until ``items`` ends (or cancelled)."""
         send, receive = anyio.create_memory_object_stream[Alert](QUEUE)
+        # What is already queued is taken without a scheduler round per item (the hub's
+        # subscription and a memory stream both have receive_nowait): one wake-up per burst.
+        drain: Callable[[], Any] | None = getattr(items, "receive_nowait", None)
         async with anyio.create_task_group() as tg, send:
             tg.start_soon(self._deliver_all, receive)
             async for item in items:
-                for alert in self._book.opened(item):
+                self._take(item, send)
+                while drain is not None:
                     try:
-                        send.send_nowait(alert)
-                    except anyio.WouldBlock:
-                        self._stats.queue_drops += 1
-                        self._mark_handled()
+                        self._take(drain(), send)
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+
+    def _take(self, item: object, send: MemoryObjectSendStream[Alert]) -> None:
+        for alert in self._book.opened(item):
+            if self._book.rate_limited(alert, self._clock()):
+                # Told about just now: not queued (under load, most edges are).
+                self._mark_handled()
+                continue
+            try:
+                send.send_nowait(alert)
+            except anyio.WouldBlock:
+                self._stats.queue_drops += 1
+                self._mark_handled()
 
     async def _deliver_all(self, receive: anyio.abc.ObjectReceiveStream[Alert]) -> None:
         async with receive:
@@ -170,8 +186,9 @@ class Notifier:
 
     def _mark_handled(self) -> None:
         self._handled_count += 1
-        self._handled.set()
-        self._handled = anyio.Event()
+        if self._handled is not None:  # made by a waiter only: none is made per alert
+            self._handled.set()
+            self._handled = None
 
     async def _tmux_batch(self, commands: list[str]) -> list[Reply] | None:
         if self._tmux is None or not commands:
@@ -267,6 +284,8 @@ class Notifier:
     async def wait_handled(self, count: int) -> None:
         """Until ``count`` alerts were handled in total (sent, skipped or dropped)."""
         while self._handled_count < count:
+            if self._handled is None:
+                self._handled = anyio.Event()
             await self._handled.wait()
 
     def statistics(self) -> NotifyStatistics:
