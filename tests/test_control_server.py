@@ -28,7 +28,12 @@ from actors.core.control_requests import (
     parse_request,
     take_request,
 )
-from actors.sources.control_server import ControlServer, ControlServerError, request_lines
+from actors.sources.control_server import (
+    WATCH_SNDBUF,
+    ControlServer,
+    ControlServerError,
+    request_lines,
+)
 from actors.sources.watch_fanout import Watcher, WatchFanout
 from messages import Gap, RegistryStatus, SessionKey, Transition
 from supervisor import Supervisor
@@ -350,7 +355,9 @@ async def test_a_watcher_that_stops_reading_is_cut_off_alone(tmp_path: Path) -> 
         return []
 
     path = tmp_path / "control.sock"
-    total = 1200  # ~1 MB of lines: far more than the socket buffers hold (~200 KiB)
+    # Lines are over 500 bytes: far more than the watcher's socket send buffer holds (the
+    # kernel allocates twice WATCH_SNDBUF) plus the client's receive buffer.
+    total = 25 * (4 * WATCH_SNDBUF // (500 * 25))  # whole steps of 25 (below)
     with anyio.fail_after(60):
         async with Supervisor() as sup:
             server = ControlServer(path, sup, dict, journal, watch_buffer=100)

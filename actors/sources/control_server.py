@@ -40,6 +40,7 @@ import contextlib
 import json
 import os
 import resource
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -81,6 +82,10 @@ __all__ = ["ControlServer", "ControlServerError", "ControlStatistics", "request_
 WATCH_BUFFER = 16384
 #: Transitions taken from the hub per run (one write to each watcher) at most.
 WATCH_BATCH = 512
+#: A watcher's socket send buffer (bytes; the kernel caps it at ``net.core.wmem_max``). A full
+#: run is ~900 bytes a transition: with the default ~208 KiB each write of a busy daemon took
+#: several sends, each waiting for the watcher process to read.
+WATCH_SNDBUF = 1 << 20
 
 
 class ControlServerError(PanewardError):
@@ -280,6 +285,8 @@ class ControlServer:
         self, connection: Connection, since: int | None, *, snapshot: bool = False
     ) -> None:
         watcher = self._fanout.join()
+        with contextlib.suppress(OSError):  # a smaller buffer only costs more sends
+            connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WATCH_SNDBUF)
         try:
             if snapshot:
                 # Taken in the step that joined: the live lines are exactly those after it.
