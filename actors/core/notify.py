@@ -8,11 +8,11 @@ window (:meth:`NotifyBook.rate_limited`: under load most edges are, and they mus
 more). For the others it asks tmux which pane each attached client is looking at
 (:data:`LIST_CLIENTS_COMMAND`, parsed by :func:`parse_clients`); :func:`watched` says whether
 the alert's pane is the active pane of an attached client (then nothing is sent), and
-:meth:`NotifyBook.admit` applies the per-session rate limit again as it sends. The texts come from here too:
-:func:`message_text` (tmux ``display-message``), :func:`osc_notification` (OSC 9 / 777 for the
-outer terminal, wrapped for tmux passthrough), :attr:`Alert.title` / :attr:`Alert.body` (the
-desktop notification). Reasons are redacted (:mod:`actors.core.redact`) unless ``full_text``,
-when a text is made (:attr:`Alert.reason`).
+:meth:`NotifyBook.admit` applies the per-session rate limit again as it sends. The texts come
+from here too: :func:`message_text` (tmux ``display-message``), :func:`osc_notification` (OSC 9
+/ 777 for the outer terminal, wrapped for tmux passthrough), :attr:`Alert.title` /
+:attr:`Alert.body` (the desktop notification). Reasons are redacted (:mod:`actors.core.redact`)
+unless ``full_text``, when a text is made (:attr:`Alert.reason`).
 
 A snapshot (the daemon starting, the sink reconnecting) records what is open without
 alerting: only an edge seen live is news. Nothing here does I/O or reads a clock.
