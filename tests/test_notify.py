@@ -116,15 +116,13 @@ class HeldDesktop:
 
 async def test_edges_of_a_session_told_about_just_now_are_not_queued() -> None:
     """While the first alert of a session is being sent, that session's next edges are rate
-    limited as they open: counted, never queued, so they can neither fill the queue (and be
-    counted as dropped) nor cost a wake-up of the delivery task each."""
-    from actors.sinks.notify import QUEUE
-
+    limited as they open: counted, and never queued for delivery."""
+    edges = 128
     desktop = HeldDesktop()
     notifier = Notifier(
         NotifySettings(channels=("desktop",), min_interval_ms=60_000), desktop=desktop
     )
-    send, receive = anyio.create_memory_object_stream[object](4 * QUEUE)
+    send, receive = anyio.create_memory_object_stream[object](2 * edges)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(notifier.serve, receive)
@@ -132,16 +130,53 @@ async def test_edges_of_a_session_told_about_just_now_are_not_queued() -> None:
             first = needs("s", NOW + 1)
             send.send_nowait(Transition(seq=2, key=first.key, after=first, cause="t"))
             await desktop.started.wait()  # admitted: the session's window runs from now
-            for i in range(2 * QUEUE):
+            for i in range(edges):
                 again = needs("s", NOW + 2 + i)
                 send.send_nowait(Transition(seq=3 + i, key=again.key, after=again, cause="t"))
-            await notifier.wait_handled(2 * QUEUE)  # while the first is still being sent
+            await notifier.wait_handled(edges)  # while the first is still being sent
             assert desktop.sent == []
             desktop.release.set()
-            await notifier.wait_handled(1 + 2 * QUEUE)
+            await notifier.wait_handled(1 + edges)
             send.close()
     receive.close()
     stats = notifier.statistics()
-    assert (stats.opened, stats.rate_limited, stats.queue_drops) == (1 + 2 * QUEUE, 2 * QUEUE, 0)
+    assert (stats.opened, stats.rate_limited, stats.superseded) == (1 + edges, edges, 0)
     assert (stats.alerts, stats.desktop_sent) == (1, 1)
     assert desktop.sent == [("claude-code needs you", "approve Bash: curl … · %3")]
+
+
+async def test_a_burst_of_sessions_is_told_about_in_full() -> None:
+    """Every agent failing at once (an API outage): while one send is held, 200 sessions open
+    an edge each and one of them a second, newer one. None is lost: every session is told
+    about once, oldest first, and the session with two edges about its newer one only (the
+    older is no longer the open item)."""
+    sessions = 200
+    desktop = HeldDesktop()
+    notifier = Notifier(
+        NotifySettings(channels=("desktop",), min_interval_ms=60_000), desktop=desktop
+    )
+    send, receive = anyio.create_memory_object_stream[object](2 * sessions)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(notifier.serve, receive)
+            send.send_nowait(Snapshot(seq=1, activities=()))
+            held = needs("held", NOW)
+            send.send_nowait(Transition(seq=2, key=held.key, after=held, cause="t"))
+            await desktop.started.wait()
+            for n in range(sessions):
+                item = needs(f"s{n:03d}", NOW + n, reason=f"approve Bash: cmd{n:03d}")
+                send.send_nowait(Transition(seq=3 + n, key=item.key, after=item, cause="t"))
+            newer = needs("s007", NOW + 1000, reason="approve Bash: newer")
+            send.send_nowait(Transition(seq=3 + sessions, key=newer.key, after=newer, cause="t"))
+            await notifier.wait_handled(1)  # the superseded one
+            desktop.release.set()
+            await notifier.wait_handled(2 + sessions)
+            send.close()
+    receive.close()
+    stats = notifier.statistics()
+    assert (stats.opened, stats.superseded, stats.rate_limited) == (2 + sessions, 1, 0)
+    assert (stats.alerts, stats.desktop_sent) == (1 + sessions, 1 + sessions)
+    bodies = [body for _, body in desktop.sent]
+    want = [f"approve Bash: cmd{n:03d} · %3" for n in range(sessions)]
+    want[7] = "approve Bash: newer · %3"
+    assert bodies == ["approve Bash: curl … · %3", *want]

@@ -92,7 +92,7 @@ class NotifyStatistics(msgspec.Struct, kw_only=True):
     desktop_sent: int = 0
     desktop_failures: int = 0
     desktop_unavailable: int = 0  # no session bus / notification service: skipped
-    queue_drops: int = 0  # alerts dropped because delivery fell behind
+    superseded: int = 0  # waiting alerts a newer edge of their session replaced
     tmux_errors: int = 0
     last_error: str | None = None
 

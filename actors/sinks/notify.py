@@ -15,9 +15,11 @@ Who sends and handles what:
   desktop notification through :class:`DesktopNotifications` (the ``desktop-notifier``
   library: the freedesktop notification service over D-Bus with ``dbus-fast`` on Linux,
   Notification Center on macOS).
-- Delivery runs in its own task behind a bounded queue: a slow tmux or D-Bus never blocks the
-  subscription (``latest``: it coalesces per session anyway), a full queue drops the alert
-  (counted), every send has a deadline.
+- Delivery runs in its own task, oldest alert first, every send with a deadline: a slow tmux
+  or D-Bus never blocks the subscription. At most one alert per session waits: a newer edge of
+  the same session takes its place (``superseded``: the older one's attention item is no longer
+  the open one, so it would not be sent anyway). What waits is bounded by the sessions, so a
+  burst (every agent failing at once) loses none.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from typing import Any, Final, Protocol
 
 import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.core.clock import now_ms
 from actors.core.notify import (
@@ -49,6 +50,7 @@ from actors.core.notify import (
 )
 from actors.core.tmux_protocol import Reply, TmuxError
 from actors.runtime.mailbox import Host
+from messages import SessionKey
 
 __all__ = ["DesktopNotifications", "Notifier", "TmuxChannel"]
 
@@ -56,7 +58,6 @@ logger = logging.getLogger("paneward.notify")
 
 #: Each send (a tmux batch, a D-Bus call, a tty write) gets this long.
 SEND_TIMEOUT_S: Final = 5.0
-QUEUE: Final = 64
 #: The longest our own status-line message is waited out before an OSC write.
 MESSAGE_WAIT_MAX_S: Final = 5.0
 DISPLAY_TIME_COMMAND: Final = "show-options -gv display-time"
@@ -140,6 +141,10 @@ class Notifier:
         self._stats: NotifyStatistics = self._book.stats
         self._handled: anyio.Event | None = None
         self._handled_count = 0
+        # Alerts waiting for delivery, at most one per session, oldest first (see the module).
+        self._waiting: dict[SessionKey, Alert] = {}
+        self._arrived: anyio.Event | None = None  # made by the delivery task when none wait
+        self._ended = False
         # client name -> until when (anyio clock) our last display-message shows on it
         self._message_until: dict[str, float] = {}
 
@@ -149,40 +154,55 @@ class Notifier:
             await self.serve(items)
 
     async def serve(self, items: AsyncIterator[Any]) -> None:
-        """Run until ``items`` ends (or cancelled)."""
-        send, receive = anyio.create_memory_object_stream[Alert](QUEUE)
+        """Run until ``items`` ends (then what waits is delivered) or cancelled."""
         # What is already queued is taken without a scheduler round per item (the hub's
         # subscription and a memory stream both have receive_nowait): one wake-up per burst.
         drain: Callable[[], Any] | None = getattr(items, "receive_nowait", None)
-        async with anyio.create_task_group() as tg, send:
-            tg.start_soon(self._deliver_all, receive)
-            async for item in items:
-                self._take(item, send)
-                while drain is not None:
-                    try:
-                        self._take(drain(), send)
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
+        self._ended = False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._deliver_all)
+            try:
+                async for item in items:
+                    self._take(item)
+                    while drain is not None:
+                        try:
+                            self._take(drain())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+            finally:
+                self._ended = True
+                self._wake_delivery()
 
-    def _take(self, item: object, send: MemoryObjectSendStream[Alert]) -> None:
+    def _take(self, item: object) -> None:
         for alert in self._book.opened(item):
             if self._book.rate_limited(alert, self._clock()):
                 # Told about just now: not queued (under load, most edges are).
                 self._mark_handled()
                 continue
-            try:
-                send.send_nowait(alert)
-            except anyio.WouldBlock:
-                self._stats.queue_drops += 1
-                self._mark_handled()
+            if alert.key in self._waiting:
+                self._stats.superseded += 1
+                self._mark_handled()  # the one it replaces
+            self._waiting[alert.key] = alert  # an existing key keeps its place in line
+            self._wake_delivery()
 
-    async def _deliver_all(self, receive: anyio.abc.ObjectReceiveStream[Alert]) -> None:
-        async with receive:
-            async for alert in receive:
-                try:
-                    await self._deliver(alert)
-                finally:
-                    self._mark_handled()
+    def _wake_delivery(self) -> None:
+        if self._arrived is not None:
+            self._arrived.set()
+            self._arrived = None
+
+    async def _deliver_all(self) -> None:
+        while True:
+            if not self._waiting:
+                if self._ended:
+                    return
+                self._arrived = anyio.Event()
+                await self._arrived.wait()
+                continue
+            alert = self._waiting.pop(next(iter(self._waiting)))
+            try:
+                await self._deliver(alert)
+            finally:
+                self._mark_handled()
 
     def _mark_handled(self) -> None:
         self._handled_count += 1
@@ -282,7 +302,8 @@ class Notifier:
             self._stats.desktop_failures += 1
 
     async def wait_handled(self, count: int) -> None:
-        """Until ``count`` alerts were handled in total (sent, skipped or dropped)."""
+        """Until ``count`` alerts were handled in total (sent, skipped, rate limited or
+        superseded)."""
         while self._handled_count < count:
             if self._handled is None:
                 self._handled = anyio.Event()
