@@ -1,6 +1,8 @@
 """Desktop notifications on a real session bus: a ``dbus-daemon --session`` the test starts and
 a notification server the test provides on it (tests/dbus_helpers.py); paneward sends through
-desktop-notifier (dbus-fast), in process and from the daemon."""
+desktop-notifier (dbus-fast), in process and from the daemon. The sink under load (rate limit
+before queueing, one waiting alert per session) is tested with :class:`HeldDesktop`, a
+stand-in backend that can hold a send open, which the real service does not do on demand."""
 
 from __future__ import annotations
 
