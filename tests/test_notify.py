@@ -182,3 +182,35 @@ async def test_a_burst_of_sessions_is_told_about_in_full() -> None:
     want = [f"approve Bash: cmd{n:03d} · %3" for n in range(sessions)]
     want[7] = "approve Bash: newer · %3"
     assert bodies == ["approve Bash: curl … · %3", *want]
+
+
+async def test_an_item_that_closes_while_its_alert_waits_is_not_told_about() -> None:
+    """Session b's alert waits behind a held send; b's attention closes meanwhile (the user
+    answered in that pane): b is not told about, and that is counted as ``closed``."""
+    desktop = HeldDesktop()
+    notifier = Notifier(
+        NotifySettings(channels=("desktop",), min_interval_ms=60_000), desktop=desktop
+    )
+    send, receive = anyio.create_memory_object_stream[object](8)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(notifier.serve, receive)
+            send.send_nowait(Snapshot(seq=1, activities=()))
+            held = needs("a", NOW)
+            send.send_nowait(Transition(seq=2, key=held.key, after=held, cause="t"))
+            await desktop.started.wait()
+            waiting = needs("b", NOW + 1)
+            send.send_nowait(Transition(seq=3, key=waiting.key, after=waiting, cause="t"))
+            answered = Activity(
+                key=waiting.key, presence="running", turn="working",
+                evidence=Evidence(source="claude_hook", at_ms=NOW + 2), pane="%3",
+            )
+            send.send_nowait(Transition(seq=4, key=answered.key, after=answered, cause="t"))
+            await anyio.wait_all_tasks_blocked()  # both taken from the stream
+            desktop.release.set()
+            await notifier.wait_handled(2)
+            send.close()
+    receive.close()
+    stats = notifier.statistics()
+    assert (stats.opened, stats.closed, stats.alerts, stats.desktop_sent) == (2, 1, 1, 1)
+    assert [body for _, body in desktop.sent] == ["approve Bash: curl … · %3"]

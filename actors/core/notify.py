@@ -93,6 +93,7 @@ class NotifyStatistics(msgspec.Struct, kw_only=True):
     desktop_failures: int = 0
     desktop_unavailable: int = 0  # no session bus / notification service: skipped
     superseded: int = 0  # waiting alerts a newer edge of their session replaced
+    closed: int = 0  # waiting alerts whose item closed before they could be sent
     tmux_errors: int = 0
     last_error: str | None = None
 

@@ -242,7 +242,10 @@ class Notifier:
         if watched(alert.pane, clients):
             self._stats.watched += 1
             return
-        if not self._book.still_open(alert) or not self._book.admit(alert, self._clock()):
+        if not self._book.still_open(alert):
+            self._stats.closed += 1  # answered (or moved on) while it waited: nothing to tell
+            return
+        if not self._book.admit(alert, self._clock()):
             return
         users = [c for c in clients if not c.control]
         body = alert.body(location)
