@@ -98,9 +98,21 @@ class Panes:
         activities = msgspec.convert((await self.daemon.status())["activities"], list[Activity])
         return next(a for a in activities if str(a.key) == _key(view["key"]))
 
-    def history(self, pane: str, since: int = 0) -> list[tuple[int, str, str, str | None]]:
+    async def caught_up(self) -> None:
+        """Until the watcher has printed every transition the daemon published so far: a badge
+        read from tmux can come before the watch line of the same transition."""
+        seq = int((await self.daemon.status())["seq"])
+
+        def printed(items: list[dict[str, Any]]) -> bool:
+            return max((int(i["seq"]) for i in items if "seq" in i), default=0) >= seq
+
+        await self.watcher.wait_for(printed, f"the watch line of transition {seq}")
+
+    async def history(self, pane: str, since: int = 0) -> list[tuple[int, str, str, str | None]]:
         """What ``pane`` showed after each transition (seq, session, turn, attention kind),
-        consecutive repeats folded, from transition ``since`` on."""
+        consecutive repeats folded, from transition ``since`` on, as of every transition the
+        daemon has published by now."""
+        await self.caught_up()
         latest: dict[str, Activity] = {}
         out: list[tuple[int, str, str, str | None]] = []
         for item in self.watcher.items:
@@ -117,9 +129,10 @@ class Panes:
                 out.append(row)
         return out
 
-    def reasons(self, key: str, since: int = 0) -> list[str]:
+    async def reasons(self, key: str, since: int = 0) -> list[str]:
         """The needs_input reasons session ``key`` published after transition ``since``,
-        consecutive repeats folded."""
+        consecutive repeats folded, as of every transition the daemon has published by now."""
+        await self.caught_up()
         out: list[str] = []
         for item in self.watcher.items:
             if item.get("type") != "Transition" or item["seq"] <= since:
@@ -335,7 +348,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 shown = await panes.shown(a)
                 assert shown.attention is not None and shown.attention.reason == WRITE_REASON
                 assert shown.evidence.source == "codex_daemon"
-                assert panes.reasons(str(thread_a), mark) == [WRITE_REASON]
+                assert await panes.reasons(str(thread_a), mark) == [WRITE_REASON]
                 counters = (await panes.daemon.counters())["codex_daemon"]
                 assert (counters["named_waits"], counters["unnamed_waits"]) == (1, 0)
                 await tmux.wait_text(a, "Would you like to run")
@@ -343,8 +356,9 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 approved = panes.seq
                 await _press_until(panes, a, "y", "idle", "turn_done")
                 assert (work / "hi.txt").read_text() == "hi\n"
-                turns = [row[2] for row in panes.history(a, approved)]
-                assert turns[:1] == ["working"] and turns[-1] == "idle", panes.history(a, mark)
+                turns = [row[2] for row in await panes.history(a, approved)]
+                whole = await panes.history(a, mark)
+                assert turns[:1] == ["working"] and turns[-1] == "idle", whole
 
                 # A stalled turn is working; Esc makes it idle without turn_done.
                 openai.stalled.clear()
@@ -353,7 +367,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 await panes.wait(a, turn="working")
                 tmux.run("send-keys", "-t", a, "Escape")
                 await panes.wait(a, turn="idle", attention="")
-                assert "turn_done" not in [row[3] for row in panes.history(a, esc_mark)]
+                assert "turn_done" not in [row[3] for row in await panes.history(a, esc_mark)]
                 tmux.run("send-keys", "-t", a, "-N", "20", "BSpace")
 
                 # Pane B: a second TUI, another thread, its own state.
@@ -365,7 +379,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 b_mark = await _submit(panes, b, "hello from pane two",
                                        started={"working", "idle"})
                 await panes.wait(b, turn="idle", attention="turn_done")
-                assert {row[1] for row in panes.history(b, b_mark)} == {str(thread_b)}
+                assert {row[1] for row in await panes.history(b, b_mark)} == {str(thread_b)}
                 assert panes.option(a, "@paneward_attention") == ""  # A did not take it on
 
                 # Pane A quits; Codex names the thread it showed: the one paneward bound.
@@ -429,7 +443,7 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 shown = await panes.shown(a)
                 assert shown.attention is not None and shown.attention.reason == WRITE_REASON
                 await tmux.wait_text(a, "Would you like to run")
-                assert panes.reasons(str(shown.key), mark) == [WRITE_REASON]
+                assert await panes.reasons(str(shown.key), mark) == [WRITE_REASON]
                 counters = (await panes.daemon.counters())["codex_daemon"]
                 assert (counters["named_waits"], counters["unnamed_waits"]) == (1, 0)
                 await _press_until(panes, a, "y", "idle", "turn_done")
@@ -450,10 +464,10 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
 
                 # The wrapper's session and the thread (hooks, daemon, rollout) share the pane.
                 await poll_until(both_bound, "two sessions on the wrapped pane", within=STEP_S)
-                during = panes.history(w, mark)
+                during = await panes.history(w, mark)
                 openai.release.set()  # the stalled answer completes the turn
                 await panes.wait(w, turn="idle", attention="turn_done")
-                rows = panes.history(w, mark)
+                rows = await panes.history(w, mark)
                 # From the moment the thread proves the turn (its hooks or the daemon say
                 # working) to the turn's end, the pane shows working, whichever of its two
                 # sessions wins; then idle with turn_done. Before that moment the pane shows
@@ -521,11 +535,11 @@ async def test_claude_background_subagent_keeps_the_pane_working_after_stop(
             shown = await panes.shown(pane)
             assert (shown.turn, shown.attention, shown.subagents) == ("working", None, 1)
             assert panes.option(pane, "@paneward_turn") == "working"
-            during = panes.history(pane, mark)
+            during = await panes.history(pane, mark)
             anthropic.subagent_release.set()
             # The agent reports, Claude runs its <task-notification> turn: turn_done after.
             await panes.wait(pane, turn="idle", attention="turn_done")
             assert all(row[2] == "working" for row in during), during
             first_done = next(
-                row[0] for row in panes.history(pane, mark) if row[3] == "turn_done")
+                row[0] for row in await panes.history(pane, mark) if row[3] == "turn_done")
             assert first_done > during[-1][0]
