@@ -26,6 +26,7 @@ from actors.runtime.hub import (
     Item,
     Mode,
     Subscription,
+    ready_now,
 )
 from messages import (
     Activity,
@@ -684,3 +685,19 @@ async def test_receive_is_a_checkpoint_and_a_cancelled_receive_loses_nothing() -
         assert scope.cancelled_caught
         assert sub.statistics().pending == 1 and sub.statistics().delivered == 0
         assert await sub.receive() == t
+
+
+def test_ready_now_takes_what_is_pending_in_order_and_stops() -> None:
+    """A sink's rest of a burst: everything pending, in order, then nothing (no waiting); the
+    end of the stream is left to the next receive; no receive_nowait, nothing."""
+    hub = BroadcastHub()
+    sub = hub.subscribe("all", snapshot=False)
+    published = [hub.publish(key(i), act(key(i)), "t").seq for i in range(3)]
+    assert [item.seq for item in ready_now(sub)] == published
+    assert list(ready_now(sub)) == []
+    hub.publish(key(9), act(key(9)), "t")
+    hub.close()
+    assert [item.seq for item in ready_now(sub)] == [published[-1] + 1]
+    with pytest.raises(anyio.EndOfStream):
+        sub.receive_nowait()
+    assert list(ready_now(object())) == []

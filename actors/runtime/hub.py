@@ -25,7 +25,7 @@ supervisor's actors all run there).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast, final, overload
 
@@ -58,6 +58,7 @@ __all__ = [
     "StateTransition",
     "Subscription",
     "SubscriptionStatistics",
+    "ready_now",
 ]
 
 Mode: TypeAlias = Literal["all", "latest"]
@@ -393,6 +394,26 @@ class Subscription(ObjectReceiveStream[_ItemT]):
             f"<Subscription mode={stats.mode} pending={stats.pending} "
             f"delivered={stats.delivered} ended={stats.ended} closed={stats.closed}>"
         )
+
+
+def ready_now(items: object) -> Iterator[Any]:
+    """What ``items`` holds ready now, taken without a scheduler round each (empty when it has
+    no ``receive_nowait``).
+
+    For a sink that reads its subscription (or a memory stream, in tests) one item at a time:
+    after each ``async for`` item it takes the rest of the burst from here, so a burst of
+    transitions costs one wake-up, not one per transition (the store, the notification sink).
+    Ends at the first item not ready yet, and at the end of the stream (the next receive then
+    raises it).
+    """
+    receive = getattr(items, "receive_nowait", None)
+    if receive is None:
+        return
+    while True:
+        try:
+            yield receive()
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return
 
 
 @final

@@ -49,6 +49,7 @@ from actors.core.notify import (
     watched,
 )
 from actors.core.tmux_protocol import Reply, TmuxError
+from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import Host
 from messages import SessionKey
 
@@ -155,20 +156,14 @@ class Notifier:
 
     async def serve(self, items: AsyncIterator[Any]) -> None:
         """Run until ``items`` ends (then what waits is delivered) or cancelled."""
-        # What is already queued is taken without a scheduler round per item (the hub's
-        # subscription and a memory stream both have receive_nowait): one wake-up per burst.
-        drain: Callable[[], Any] | None = getattr(items, "receive_nowait", None)
         self._ended = False
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._deliver_all)
             try:
                 async for item in items:
                     self._take(item)
-                    while drain is not None:
-                        try:
-                            self._take(drain())
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
+                    for ready in ready_now(items):  # the rest of the burst: one wake-up
+                        self._take(ready)
             finally:
                 self._ended = True
                 self._wake_delivery()

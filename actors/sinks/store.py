@@ -72,7 +72,13 @@ import msgspec
 import messages
 from actors.core.clock import now_ms
 from actors.core.reducer import ENDED_RETENTION_MS, SessionState, from_activity, settled
-from actors.runtime.hub import StateItem, StateSnapshot, StateTransition, Subscription
+from actors.runtime.hub import (
+    StateItem,
+    StateSnapshot,
+    StateTransition,
+    Subscription,
+    ready_now,
+)
 from messages import (
     Activity,
     Gap,
@@ -854,17 +860,14 @@ class Store:
         Snapshot -> catalog upserts; Transition -> journal + catalog; Overflow -> gap
         log (the subscription ends after it: :meth:`follow` resubscribes, and the new
         snapshot repairs the catalog). Other items are counted as ``ignored``. From a hub
-        :class:`~actors.runtime.hub.Subscription` everything pending is taken at each wake-up
-        (one wake-up per burst, not one per transition), so it never lags behind the hub.
+        :class:`~actors.runtime.hub.Subscription` (or a memory stream) everything pending is
+        taken at each wake-up (:func:`~actors.runtime.hub.ready_now`: one wake-up per burst,
+        not one per transition), so it never lags behind the hub.
         """
-        drain = subscription.receive_nowait if isinstance(subscription, Subscription) else None
         async for item in subscription:
             self._take(item)
-            while drain is not None:
-                try:
-                    self._take(drain())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+            for ready in ready_now(subscription):
+                self._take(ready)
 
     async def follow(
         self,
