@@ -403,8 +403,8 @@ def ready_now(items: object) -> Iterator[Any]:
     For a sink that reads its subscription (or a memory stream, in tests) one item at a time:
     after each ``async for`` item it takes the rest of the burst from here, so a burst of
     transitions costs one wake-up, not one per transition (the store, the notification sink).
-    Ends at the first item not ready yet, and at the end of the stream (the next receive then
-    raises it).
+    Ends at the first item not ready yet, and at the end of the stream or its closing (the next
+    receive then raises either).
     """
     receive = getattr(items, "receive_nowait", None)
     if receive is None:
@@ -412,7 +412,7 @@ def ready_now(items: object) -> Iterator[Any]:
     while True:
         try:
             yield receive()
-        except (anyio.WouldBlock, anyio.EndOfStream):
+        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
             return
 
 

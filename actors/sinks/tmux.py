@@ -64,6 +64,7 @@ from actors.core.tmux_protocol import (
     TmuxTarget,
     quote,
 )
+from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import EvidenceSink, Host
 from actors.sinks.tmux_client import ControlClient, ControlStatistics
 from messages import MessageError
@@ -198,11 +199,11 @@ class TmuxBridge:
         # already queued without a scheduler round per item, so a tick's burst is applied in
         # one go and written in one batch by this same task — no hand-over to another task on
         # the hot path.
-        drain: Callable[[], Any] | None = getattr(items, "receive_nowait", None)
+        drain = hasattr(items, "receive_nowait")
         async for item in items:
             self._take(item)
-            if drain is not None:
-                await self._settle(drain)
+            if drain:
+                await self._settle(items)
             client = self._ready
             if client is not None:
                 await self._flush(client)
@@ -238,7 +239,7 @@ class TmuxBridge:
             if client is not None and self._dirty:
                 await self._flush(client)
 
-    async def _settle(self, drain: Callable[[], Any]) -> None:
+    async def _settle(self, items: object) -> None:
         """Take everything the subscription has for this tick: what is queued now, then what
         each scheduler round brings until one brings nothing (producers that publish from
         other tasks in the same tick, e.g. the session actors woken by one burst of evidence).
@@ -246,11 +247,7 @@ class TmuxBridge:
         ``_MAX_SETTLE_ROUNDS`` rounds."""
         for rounds in range(_MAX_SETTLE_ROUNDS):
             took = False
-            while True:
-                try:
-                    item = drain()
-                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                    break  # nothing queued; or the end, which the next __anext__ reports
+            for item in ready_now(items):  # the end, if it came, the next __anext__ reports
                 self._take(item)
                 took = True
             if rounds and not took:
