@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
+from anyio.streams.memory import MemoryObjectSendStream
 
 import messages
 from actors.core.notify import NotifySettings
@@ -116,35 +119,62 @@ class HeldDesktop:
         return True
 
 
-async def test_edges_of_a_session_told_about_just_now_are_not_queued() -> None:
-    """While the first alert of a session is being sent, that session's next edges are rate
-    limited as they open: counted, and never queued for delivery."""
-    edges = 128
+class HeldSink:
+    """A notifier serving a memory stream, its :class:`HeldDesktop`, and a :meth:`push` that
+    publishes the next transition. Made by :func:`held_sink`."""
+
+    def __init__(
+        self, notifier: Notifier, desktop: HeldDesktop, send: MemoryObjectSendStream[object]
+    ) -> None:
+        self.notifier = notifier
+        self.desktop = desktop
+        self._send = send
+        self._seq = 1
+
+    def push(self, activity: Activity) -> None:
+        self._seq += 1
+        self._send.send_nowait(
+            Transition(seq=self._seq, key=activity.key, after=activity, cause="t")
+        )
+
+
+@asynccontextmanager
+async def held_sink(first: str, room: int) -> AsyncIterator[HeldSink]:
+    """A desktop-only notifier (60 s window) whose first alert, for session ``first``, is
+    being sent and held there when this yields; ``room`` items fit in its stream. On exit the
+    stream ends and the notifier delivers what still waits."""
     desktop = HeldDesktop()
     notifier = Notifier(
         NotifySettings(channels=("desktop",), min_interval_ms=60_000), desktop=desktop
     )
-    send, receive = anyio.create_memory_object_stream[object](2 * edges)
-    with anyio.fail_after(10):
+    send, receive = anyio.create_memory_object_stream[object](room)
+    with receive:
         async with anyio.create_task_group() as tg:
             tg.start_soon(notifier.serve, receive)
             send.send_nowait(Snapshot(seq=1, activities=()))
-            first = needs("s", NOW + 1)
-            send.send_nowait(Transition(seq=2, key=first.key, after=first, cause="t"))
-            await desktop.started.wait()  # admitted: the session's window runs from now
-            for i in range(edges):
-                again = needs("s", NOW + 2 + i)
-                send.send_nowait(Transition(seq=3 + i, key=again.key, after=again, cause="t"))
-            await notifier.wait_handled(edges)  # while the first is still being sent
-            assert desktop.sent == []
-            desktop.release.set()
-            await notifier.wait_handled(1 + edges)
+            sink = HeldSink(notifier, desktop, send)
+            sink.push(needs(first, NOW))
+            await desktop.started.wait()  # admitted: that session's window runs from now
+            yield sink
             send.close()
-    receive.close()
-    stats = notifier.statistics()
+
+
+async def test_edges_of_a_session_told_about_just_now_are_not_queued() -> None:
+    """While the first alert of a session is being sent, that session's next edges are rate
+    limited as they open: counted, and never queued for delivery."""
+    edges = 128
+    with anyio.fail_after(10):
+        async with held_sink("s", 2 * edges) as sink:
+            for i in range(edges):
+                sink.push(needs("s", NOW + 2 + i))
+            await sink.notifier.wait_handled(edges)  # while the first is still being sent
+            assert sink.desktop.sent == []
+            sink.desktop.release.set()
+            await sink.notifier.wait_handled(1 + edges)
+    stats = sink.notifier.statistics()
     assert (stats.opened, stats.rate_limited, stats.superseded) == (1 + edges, edges, 0)
     assert (stats.alerts, stats.desktop_sent) == (1, 1)
-    assert desktop.sent == [("claude-code needs you", "approve Bash: curl … · %3")]
+    assert sink.desktop.sent == [("claude-code needs you", "approve Bash: curl … · %3")]
 
 
 async def test_a_burst_of_sessions_is_told_about_in_full() -> None:
@@ -153,32 +183,18 @@ async def test_a_burst_of_sessions_is_told_about_in_full() -> None:
     about once, oldest first, and the session with two edges about its newer one only (the
     older is no longer the open item)."""
     sessions = 200
-    desktop = HeldDesktop()
-    notifier = Notifier(
-        NotifySettings(channels=("desktop",), min_interval_ms=60_000), desktop=desktop
-    )
-    send, receive = anyio.create_memory_object_stream[object](2 * sessions)
     with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(notifier.serve, receive)
-            send.send_nowait(Snapshot(seq=1, activities=()))
-            held = needs("held", NOW)
-            send.send_nowait(Transition(seq=2, key=held.key, after=held, cause="t"))
-            await desktop.started.wait()
+        async with held_sink("held", 2 * sessions) as sink:
             for n in range(sessions):
-                item = needs(f"s{n:03d}", NOW + n, reason=f"approve Bash: cmd{n:03d}")
-                send.send_nowait(Transition(seq=3 + n, key=item.key, after=item, cause="t"))
-            newer = needs("s007", NOW + 1000, reason="approve Bash: newer")
-            send.send_nowait(Transition(seq=3 + sessions, key=newer.key, after=newer, cause="t"))
-            await notifier.wait_handled(1)  # the superseded one
-            desktop.release.set()
-            await notifier.wait_handled(2 + sessions)
-            send.close()
-    receive.close()
-    stats = notifier.statistics()
+                sink.push(needs(f"s{n:03d}", NOW + n, reason=f"approve Bash: cmd{n:03d}"))
+            sink.push(needs("s007", NOW + 1000, reason="approve Bash: newer"))
+            await sink.notifier.wait_handled(1)  # the superseded one
+            sink.desktop.release.set()
+            await sink.notifier.wait_handled(2 + sessions)
+    stats = sink.notifier.statistics()
     assert (stats.opened, stats.superseded, stats.rate_limited) == (2 + sessions, 1, 0)
     assert (stats.alerts, stats.desktop_sent) == (1 + sessions, 1 + sessions)
-    bodies = [body for _, body in desktop.sent]
+    bodies = [body for _, body in sink.desktop.sent]
     want = [f"approve Bash: cmd{n:03d} · %3" for n in range(sessions)]
     want[7] = "approve Bash: newer · %3"
     assert bodies == ["approve Bash: curl … · %3", *want]
@@ -187,30 +203,17 @@ async def test_a_burst_of_sessions_is_told_about_in_full() -> None:
 async def test_an_item_that_closes_while_its_alert_waits_is_not_told_about() -> None:
     """Session b's alert waits behind a held send; b's attention closes meanwhile (the user
     answered in that pane): b is not told about, and that is counted as ``closed``."""
-    desktop = HeldDesktop()
-    notifier = Notifier(
-        NotifySettings(channels=("desktop",), min_interval_ms=60_000), desktop=desktop
-    )
-    send, receive = anyio.create_memory_object_stream[object](8)
     with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(notifier.serve, receive)
-            send.send_nowait(Snapshot(seq=1, activities=()))
-            held = needs("a", NOW)
-            send.send_nowait(Transition(seq=2, key=held.key, after=held, cause="t"))
-            await desktop.started.wait()
+        async with held_sink("a", 8) as sink:
             waiting = needs("b", NOW + 1)
-            send.send_nowait(Transition(seq=3, key=waiting.key, after=waiting, cause="t"))
-            answered = Activity(
+            sink.push(waiting)
+            sink.push(Activity(
                 key=waiting.key, presence="running", turn="working",
                 evidence=Evidence(source="claude_hook", at_ms=NOW + 2), pane="%3",
-            )
-            send.send_nowait(Transition(seq=4, key=answered.key, after=answered, cause="t"))
+            ))
             await anyio.wait_all_tasks_blocked()  # both taken from the stream
-            desktop.release.set()
-            await notifier.wait_handled(2)
-            send.close()
-    receive.close()
-    stats = notifier.statistics()
+            sink.desktop.release.set()
+            await sink.notifier.wait_handled(2)
+    stats = sink.notifier.statistics()
     assert (stats.opened, stats.closed, stats.alerts, stats.desktop_sent) == (2, 1, 1, 1)
-    assert [body for _, body in desktop.sent] == ["approve Bash: curl … · %3"]
+    assert [body for _, body in sink.desktop.sent] == ["approve Bash: curl … · %3"]
