@@ -5,11 +5,24 @@ Run: ``.venv/bin/python bench/bench_startup.py [--runs 40]``
 paneward is installed the way the README installs it (``pip install .`` into a fresh venv, not
 editable: the development venv's editable finder costs every import, ``python -c pass`` included)
 and a real daemon (``paneward run`` with discovery on) is listening. Interleaved, ``--runs``
-times each, after one warm-up: ``<venv>/bin/python -c pass`` (the baseline: an interpreter that
-starts and exits), ``paneward status`` (the table, rendered by the daemon), ``paneward status
---json``, ``paneward inject MESSAGE`` (one message sent), and ``paneward hook`` (the payload as
-the last argument, as Codex ``notify`` passes it). Medians; ratios to the baseline. Also the
-modules each command imports (``-X importtime``), ours and third-party.
+times each, after one warm-up: ``paneward status`` (the table, rendered by the daemon),
+``paneward status --json``, ``paneward inject MESSAGE`` (one message sent), and ``paneward
+hook`` (the payload as the last argument, as Codex ``notify`` passes it), each right after a
+run of the baseline, ``<venv>/bin/python -c pass`` (an interpreter that starts and exits).
+
+Two ratios per command. The ratio of the medians (every baseline run against every run of the
+command). And the median of the paired ratios: each run against the baseline run just before
+it. This machine's speed drifts in phases of a second or so: the CPU time of ``python -c pass``
+went from 16.5 to 34 ms and back within one minute (bench/RESULTS.md, session 10). A phase
+that catches more runs of one command than of the baseline moves the first ratio; a pair, a
+hundred milliseconds apart, sits in one phase.
+
+Every run starts 80 ms after the one before it, and the bench spins meanwhile. By then the
+daemon has done what the last command started (a transition is committed ~50 ms after it).
+Back to back, the run right after ``inject`` was slow: the ``hook`` in the old order, the
+baseline run before ``hook`` in the paired one. Spinning, not sleeping: after an idle gap this
+VM starts the next process slower. Also the modules each command imports (``-X
+importtime``), ours and third-party.
 """
 
 from __future__ import annotations
@@ -32,6 +45,8 @@ sys.path.insert(0, os.fspath(ROOT))
 from tests.daemon_helpers import Daemon, daemon_env  # noqa: E402
 
 PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
+BASELINE = "python -c pass"
+SETTLE_S = 0.08  # > the store's batch window (50 ms) plus its commit
 MESSAGE = json.dumps(
     {
         "type": "Acknowledge",
@@ -58,6 +73,11 @@ def installed_venv(where: Path) -> Path:
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
+    # Let the daemon finish what the last command started first (its store commits ~50 ms
+    # after a transition): back to back, that work landed on whichever run came next.
+    start = time.perf_counter()
+    while time.perf_counter() - start < SETTLE_S:
+        pass  # spinning, not sleeping: an idle vCPU starts the next run slow
     start = time.perf_counter()
     subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -101,31 +121,44 @@ async def amain(runs: int) -> None:
         async with Daemon(state, discovery=True, env=daemon_env(state)) as daemon:
             env = daemon.env
             variants = {
-                "python -c pass": [python, "-c", "pass"],
+                BASELINE: [python, "-c", "pass"],
                 "paneward status": [script, "status"],
                 "paneward status --json": [script, "status", "--json"],
                 "paneward inject": [script, "inject", MESSAGE],
                 "paneward hook": [script, "hook", "--harness", "codex", PAYLOAD],
             }
             samples: dict[str, list[float]] = {name: [] for name in variants}
+            paired: dict[str, list[float]] = {name: [] for name in variants if name != BASELINE}
             for argv in variants.values():
                 wall(argv, env)
             for _ in range(runs):
-                for name, argv in variants.items():
-                    samples[name].append(wall(argv, env))
+                for name in paired:
+                    base = wall(variants[BASELINE], env)
+                    value = wall(variants[name], env)
+                    samples[BASELINE].append(base)
+                    samples[name].append(value)
+                    paired[name].append(value / base)
             modules = {
                 name: imported(python, argv[1:], env)
                 for name, argv in variants.items()
-                if name != "python -c pass"
+                if name != BASELINE
             }
-    base = statistics.median(samples["python -c pass"])
+    base = statistics.median(samples[BASELINE])
     for name, values in samples.items():
         median = statistics.median(values)
         ordered = sorted(values)
-        print(
+        line = (
             f"{name}: median {median * 1000:.1f} ms (min {ordered[0] * 1000:.1f}, max "
             f"{ordered[-1] * 1000:.1f}) -> {median / base:.2f}x python -c pass"
         )
+        if name in paired:
+            ratios = sorted(paired[name])
+            decile = len(ratios) // 10
+            line += (
+                f"; paired: median {statistics.median(ratios):.2f}x (p10 {ratios[decile]:.2f}, "
+                f"p90 {ratios[-1 - decile]:.2f}) over {len(ratios)} pairs"
+            )
+        print(line)
     for name, mods in modules.items():
         ours = [m for m in mods if m.split(".")[0] in {"actors", "messages", "supervisor"}]
         third = sorted({m.split(".")[0] for m in mods} - {"actors", "messages", "supervisor"})
