@@ -42,11 +42,13 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
+from actors.sinks.store import DEFAULT_BATCH_MS  # noqa: E402
 from tests.daemon_helpers import Daemon, daemon_env  # noqa: E402
 
 PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
 BASELINE = "python -c pass"
-SETTLE_S = 0.08  # > the store's batch window (50 ms) plus its commit
+# The store's batch window plus a margin for the commit itself.
+SETTLE_S = DEFAULT_BATCH_MS / 1000 + 0.03
 MESSAGE = json.dumps(
     {
         "type": "Acknowledge",
@@ -73,9 +75,7 @@ def installed_venv(where: Path) -> Path:
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
-    # Let the daemon finish what the last command started first (its store commits ~50 ms
-    # after a transition): back to back, that work landed on whichever run came next.
-    start = time.perf_counter()
+    start = time.perf_counter()  # first SETTLE_S for what the last command started
     while time.perf_counter() - start < SETTLE_S:
         pass  # spinning, not sleeping: an idle vCPU starts the next run slow
     start = time.perf_counter()

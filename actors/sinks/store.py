@@ -117,6 +117,9 @@ APPLICATION_ID: Final = 0x70777264
 #: memory nor widen what a kill -9 loses past this; rows beyond the cap are dropped, counted
 #: (StoreStatistics.dropped) and recorded as a gap.
 DEFAULT_MAX_PENDING: Final = 10_000
+#: A transaction starts this long after the oldest waiting row was recorded (or as soon as
+#: ``batch_rows`` wait): the longest a row waits for its commit when nothing is ahead of it.
+DEFAULT_BATCH_MS: Final = 50
 #: Catalog rows of settled sessions (ended, nothing to act on: actors.core.reducer.settled) not
 #: seen for this long are deleted at the next start rather than restored.
 DEFAULT_ENDED_RETENTION_MS: Final = ENDED_RETENTION_MS
@@ -1310,7 +1313,7 @@ class DurabilityGate:
 async def open_store(
     path: Path,
     *,
-    batch_ms: int = 50,
+    batch_ms: int = DEFAULT_BATCH_MS,
     batch_rows: int = 500,
     retention_rows: int = 100_000,
     ended_retention_ms: int = DEFAULT_ENDED_RETENTION_MS,
