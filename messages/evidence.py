@@ -281,6 +281,10 @@ class HookHint(EvidenceMessage, frozen=True, kw_only=True):
     #: The in-flight background work a payload lists (Claude ``Stop``/``SubagentStop``
     #: ``background_tasks``, background shells left out), by id; ``None``: no list in it.
     background: tuple[Id, ...] | None = None
+    #: The number its in-process forwarder gave the frame (paneward's OpenCode plugin and Pi
+    #: extension count them): records with different serials are different events, even in
+    #: the same millisecond; ``None``: the source does not number its records.
+    serial: int | None = None
 
 
 class LedgerFire(EvidenceMessage, frozen=True, kw_only=True):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import msgspec
 import pytest
 
 import messages
@@ -251,7 +252,9 @@ async def test_opencode_plugin_forwards_the_captured_events_once_per_run(tmp_pat
         ("session.status", "idle", None),
     ]
     assert {h.payload["hook_event_name"] for h in hooks} <= set(opencode_hooks.INSTALLED_EVENTS)
-    assert _replay(hooks) == [
+    # One count per process across both loads: every frame its own serial.
+    assert [h.payload["pw_serial"] for h in hooks] == list(range(1, len(hooks) + 1))
+    turns = [
         ("running", "working", None),
         ("running", "needs_input", "needs_input"),  # status stays busy: the wait is its own
         ("running", "working", None),
@@ -259,6 +262,13 @@ async def test_opencode_plugin_forwards_the_captured_events_once_per_run(tmp_pat
         ("running", "working", None),
         ("running", "idle", None),  # the Esc: MessageAbortedError then idle, no turn_done
     ]
+    assert _replay(hooks) == turns
+    # The same events all in one millisecond (node sends them that fast): the second turn's
+    # busy is not taken for the first turn's, and a frame read twice still counts once.
+    at = hooks[0].at_ms
+    same_ms = [msgspec.structs.replace(h, at_ms=at, observed_at_ms=at) for h in hooks]
+    assert _replay(same_ms) == turns
+    assert _replay([h for h in same_ms for _ in (0, 1)]) == turns
     asked = next(h for h in hooks if h.payload["hook_event_name"] == "permission.asked")
     hint = opencode_hooks.normalize(asked)
     assert isinstance(hint, HookHint) and hint.summary == "bash: echo hi"
@@ -274,9 +284,10 @@ async def test_opencode_exit_ends_every_session_it_saw(tmp_path: Path) -> None:
     ]
     frames = await _run_forwarder(tmp_path, "opencode", opencode_install.plugin_text(), events)
     assert [f.payload for f in frames if isinstance(f, NotifyHook)] == [
-        {"hook_event_name": "session.status", "session_id": "ses_a", "status": "busy"},
-        {"hook_event_name": "session.idle", "session_id": "ses_a"},
-        {"hook_event_name": "server.instance.disposed", "session_id": "ses_a"},
+        {"hook_event_name": "session.status", "session_id": "ses_a", "status": "busy",
+         "pw_serial": 1},
+        {"hook_event_name": "session.idle", "session_id": "ses_a", "pw_serial": 2},
+        {"hook_event_name": "server.instance.disposed", "session_id": "ses_a", "pw_serial": 3},
     ]
 
 

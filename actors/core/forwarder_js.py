@@ -10,6 +10,12 @@ frames arrive in order), each with a 0.5 s deadline; with no daemon the frame is
 ``paneward hook`` drops it. ``pwFlushed()`` is a promise for the exit events, which a harness
 may await before it exits.
 
+Each payload carries :data:`SERIAL_KEY`, the number of the frame in its process (shared by every
+copy of the plugin the harness loads there): the reducer drops a record identical to one it has
+seen (same event, same millisecond), and two events of one session can share a millisecond -- the
+``busy`` of a new turn right after the last one's idle -- so the serial keeps them two
+(:func:`serial` reads it back).
+
 The socket path follows :func:`actors.core.paths.socket_path` (``$PANEWARD_SOCKET`` ->
 ``$XDG_RUNTIME_DIR/paneward`` -> the state directory, ``/hook.sock``), read when each frame is
 sent. A rule two harness packages share, so it lives here (harness packages never import each
@@ -21,16 +27,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from messages.common import Harness
 
-__all__ = ["MARKER", "MAX_QUEUE", "prelude"]
+__all__ = ["MARKER", "MAX_QUEUE", "SERIAL_KEY", "prelude", "serial"]
 
 #: The first line of every file paneward writes this way (how install-hooks knows it is ours).
 MARKER: Final = "// paneward: forwards agent events to paneward's hook socket"
 #: Frames kept while no connection can be made (the oldest are dropped first).
 MAX_QUEUE: Final = 256
+#: The payload key of a frame's serial (see the module docstring).
+SERIAL_KEY: Final = "pw_serial"
 
 _PRELUDE: Final = """\
 {marker} ({harness}).
@@ -44,6 +52,7 @@ import {{ join }} from "node:path";
 const PW_HARNESS = {harness_json};
 const PW_EVENTS = new Set({events_json});
 const PW_MAX_QUEUE = {max_queue};
+const PW_SERIAL_KEY = {serial_key_json};
 
 // actors/core/paths.py socket_path(), in JavaScript.
 function pwDir(name) {{
@@ -78,9 +87,12 @@ const PW_TOKEN = pwStartToken(PW_PID);
 const pwQueue = [];
 let pwBusy = false;
 let pwIdle = [];
+// One count per process, even when the harness loads the file twice.
+const pwSerial = (globalThis.__panewardSerial ??= {{ last: 0 }});
 
 function pwSend(payload) {{
   const now = Date.now();
+  payload[PW_SERIAL_KEY] = ++pwSerial.last;
   const frame = JSON.stringify({{
     type: "NotifyHook", harness: PW_HARNESS, payload, at_ms: now, observed_at_ms: now,
     pid: PW_PID, start_token: PW_TOKEN,
@@ -137,4 +149,14 @@ def prelude(harness: Harness, events: Sequence[str]) -> str:
         harness_json=json.dumps(harness),
         events_json=json.dumps(list(events)),
         max_queue=MAX_QUEUE,
+        serial_key_json=json.dumps(SERIAL_KEY),
     )
+
+
+def serial(payload: dict[str, Any]) -> int | None:
+    """The frame's serial in ``payload`` (see the module docstring); ``None`` when it has none
+    (a file written by an older paneward) or it is not a positive integer."""
+    value = payload.get(SERIAL_KEY)
+    if type(value) is int and value > 0:
+        return value
+    return None

@@ -530,6 +530,7 @@ def _identity(message: SessionMessage) -> tuple[object, ...] | None:
             message.turn_id,
             message.agent_id,
             message.tool,
+            message.serial,
         )
     if isinstance(message, LifecycleBoundary):
         return ("rollout", message.key.session_id, message.boundary, message.turn_id, message.at_ms)

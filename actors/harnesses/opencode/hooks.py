@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from actors.core.forwarder_js import serial
 from actors.core.hints import first_str, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
@@ -80,4 +81,5 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
         summary=summary,
         pid=hook.pid,
         start_token=hook.start_token,
+        serial=serial(payload),
     )
