@@ -23,8 +23,14 @@ busy <-> idle flip -- five pane options (turn, attention, badge, reason, age) an
 summary, in paneward's order, polled on the badge's. tmux makes every ``set-option`` cost
 O(sessions + windows + clients): each one refreshes every session's status cache,
 recalculates every window's size and redraws every client (``options_push_changes`` in tmux's
-``options.c``), so what grows with N in tmux grows with the number of commands too. Sizes are
-run in turn, ``--runs`` times.
+``options.c``), so what grows with N in tmux grows with the number of commands too.
+
+Every size's world of a run is up at once (its own tmux server and daemon), and each timed
+event happens at every size in turn, the order flipping from one event to the next; the load
+then runs at one size at a time. The machine's speed drifts in phases of about a second
+(bench/RESULTS.md, session 10): timing one size after the other let such a phase fall on one
+size only, and the ratio of the p99s then told the hour, not paneward. The idle world meanwhile
+costs its daemon ~0.1 % of a core (the idle budget's figure). ``--runs`` runs.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -129,78 +137,108 @@ async def time_change(
     return (at[0] - start) * 1000, (badge - start) * 1000
 
 
-async def floor(
-    w: World, client: ControlClient, pane: str, events: int, *, batch: bool = False
-) -> list[float]:
-    """``events`` bare writes into tmux, each timed until the poll reads it back: one
-    ``set-option`` (``batch=False``) or paneward's whole batch for one flip."""
-    out: list[float] = []
+async def floor_once(
+    writer: ControlClient, client: ControlClient, pane: str, i: int, *, batch: bool = False
+) -> float:
+    """One bare write into tmux, timed until the poll reads it back: one ``set-option``
+    (``batch=False``) or paneward's whole batch for one flip."""
     target = quote(pane)
     names = [f"{name}_floor" for name in FLIP_OPTIONS] if batch else ["@paneward_floor"]
     polled = names[FLIP_OPTIONS.index(BADGE_OPTION)] if batch else names[0]
-    async with w.reader() as writer:
-        for i in range(events):
-            value = f"floor-{i}"
-            commands = [f"set-option -p -t {target} {name} {value}" for name in names]
-            if batch:
-                commands.append(f"set-option -g {SUMMARY_OPTION}_floor {value}")
-            start = time.perf_counter()
-            await writer.run_batch(commands)
-            show = f"show-options -p -q -v -t {target} {polled}"
-            while True:
-                [reply] = await client.run_batch([show])
-                if reply.lines and reply.lines[0] == value:
-                    break
-                await anyio.sleep(0.001)
-            out.append((time.perf_counter() - start) * 1000)
-    return out
+    value = f"floor-{i}"
+    commands = [f"set-option -p -t {target} {name} {value}" for name in names]
+    if batch:
+        commands.append(f"set-option -g {SUMMARY_OPTION}_floor {value}")
+    start = time.perf_counter()
+    await writer.run_batch(commands)
+    show = f"show-options -p -q -v -t {target} {polled}"
+    while True:
+        [reply] = await client.run_batch([show])
+        if reply.lines and reply.lines[0] == value:
+            break
+        await anyio.sleep(0.001)
+    return (time.perf_counter() - start) * 1000
 
 
-async def one_run(size: int, events: int, load_s: float) -> dict[str, object]:
-    with tempfile.TemporaryDirectory(prefix="pw-bench-changes-") as raw:
-        async with world(Path(raw)) as w:
+@dataclass
+class Side:
+    """One size's world in a run: its daemon, a reader and a writer client of its tmux
+    server, its watch subscription, and what was timed there (kind -> milliseconds)."""
+
+    size: int
+    world: World
+    pid: int
+    client: ControlClient
+    writer: ControlClient
+    watch: WatchLines
+    results: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, kind: str, ms: float) -> None:
+        self.results.setdefault(kind, []).append(ms)
+
+
+async def one_run(sizes: list[int], events: int, load_s: float) -> dict[int, dict[str, object]]:
+    """One world per size, all up at once; every timed event happens at every size in turn."""
+    async with AsyncExitStack() as stack:
+        worlds = []
+        for size in sizes:
+            raw = stack.enter_context(tempfile.TemporaryDirectory(prefix="pw-bench-changes-"))
+            w = await stack.enter_async_context(world(Path(raw)))
             w.add_claude(size // 2)
             w.add_codex(size - size // 2)
-            daemon = await w.start_daemon()
+            worlds.append((size, w, await w.start_daemon()))
+        for _, w, _ in worlds:
             await w.wait_bound()
-            await anyio.sleep(2)  # let the start-up work settle
-            results: dict[str, object] = {}
-            async with (
-                w.reader() as client,
-                await anyio.connect_unix(daemon.control_socket) as stream,
-                anyio.create_task_group() as tg,
-            ):
+        await anyio.sleep(2)  # let the start-up work settle
+        # The connections close first: each watch reader then ends at its stream's end.
+        async with anyio.create_task_group() as tg, AsyncExitStack() as conns:
+            sides = []
+            for size, w, daemon in worlds:
+                client = await conns.enter_async_context(w.reader())
+                writer = await conns.enter_async_context(w.reader())
+                stream = await anyio.connect_unix(daemon.control_socket)
+                conns.push_async_callback(stream.aclose)
                 await stream.send(b'{"op": "watch"}\n')
                 watch = WatchLines(stream)
                 tg.start_soon(watch.read)
-                registry: list[tuple[float, float]] = []
-                for i in range(events):
+                sides.append(Side(size, w, daemon.pid, client, writer, watch))
+            for i in range(events):
+                # The order flips every event: neither size always follows the other.
+                for side in sides if i % 2 == 0 else sides[::-1]:
+                    w = side.world
                     session = w.claude[i % len(w.claude)]
                     status = "busy" if session.status == "idle" else "idle"
                     rewrite = partial(session.write, status, time.time_ns() // 1_000_000)
-                    registry.append(
-                        await time_change(client, watch, session.session_id, session.pane, rewrite)
+                    seen, badge = await time_change(
+                        side.client, side.watch, session.session_id, session.pane, rewrite
                     )
-                rollout: list[tuple[float, float]] = []
-                for i in range(events):
+                    side.add("registry", badge)
+                    side.add("registry watch", seen)
+            for i in range(events):
+                for side in sides if i % 2 == 0 else sides[::-1]:
+                    w = side.world
                     codex = w.codex[i % len(w.codex)]
                     codex.turns += 1 if i % 2 == 0 else 0
                     boundary = "task_started" if (i // len(w.codex)) % 2 == 0 else "task_complete"
                     append = partial(codex.append, boundary, time.time_ns() // 1_000_000)
-                    rollout.append(
-                        await time_change(client, watch, codex.thread_id, codex.pane, append)
+                    seen, badge = await time_change(
+                        side.client, side.watch, codex.thread_id, codex.pane, append
                     )
-                results["registry"] = [b for _, b in registry]
-                results["registry watch"] = [a for a, _ in registry]
-                results["rollout"] = [b for _, b in rollout]
-                results["rollout watch"] = [a for a, _ in rollout]
-                results["floor"] = await floor(w, client, w.claude[0].pane, events)
-                results["floor batch"] = await floor(
-                    w, client, w.claude[0].pane, events, batch=True
-                )
-                tg.cancel_scope.cancel()
-            results["load"] = await load(w, daemon.pid, load_s) if load_s > 0 else None
-    return results
+                    side.add("rollout", badge)
+                    side.add("rollout watch", seen)
+            for kind, batch in (("floor", False), ("floor batch", True)):
+                for i in range(events):
+                    for side in sides if i % 2 == 0 else sides[::-1]:
+                        pane = side.world.claude[0].pane
+                        side.add(
+                            kind, await floor_once(side.writer, side.client, pane, i, batch=batch)
+                        )
+        out: dict[int, dict[str, object]] = {}
+        for side in sides:
+            # The load runs at one size at a time: the other world is idle meanwhile.
+            loaded = await load(side.world, side.pid, load_s) if load_s > 0 else None
+            out[side.size] = {**side.results, "load": loaded}
+    return out
 
 
 def flip_claude(session: ClaudeSession) -> Callable[[], None]:
@@ -250,8 +288,9 @@ def main() -> None:
     p99: dict[tuple[str, int], list[float]] = {}
     loads: dict[int, list[float]] = {}
     for run in range(args.runs):
+        by_size = anyio.run(one_run, args.sizes, args.events, args.load_s)
         for size in args.sizes:
-            r = anyio.run(one_run, size, args.events, args.load_s)
+            r = by_size[size]
             for kind in KINDS:
                 values = r[kind]
                 assert isinstance(values, list)
