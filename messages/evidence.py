@@ -351,3 +351,7 @@ class ProgramStatus(EvidenceMessage, frozen=True, kw_only=True):
     message: Text | None = None
     child_id: str | None = None
     title: Text | None = None
+    #: The record's number in its PTY stream (``paneward wrap`` and ``PtyStatusFeed`` count what
+    #: their parser finds): records with different serials are different records, even in the
+    #: same millisecond; ``None``: not numbered.
+    serial: int | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 
@@ -29,7 +30,10 @@ from actors.core.osc import (
     Title,
     parse_status_fields,
 )
+from actors.harnesses import catalog
+from actors.runtime.table import SessionTable
 from actors.sources.pty_status import PtyStatusFeed
+from tests.daemon_helpers import start_token
 from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pty"
@@ -195,13 +199,15 @@ def test_held_back_only_while_a_status_record_may_be_open() -> None:
     # ...a possible 7501 record is held until it completes, then stripped.
     assert parser.feed(b"c\x1b]75") == (b"c", [])
     out, events = parser.feed(b"01;state=done:app=x\x07d")
-    assert (out, events) == (b"d", [StatusRecord(state="done", app="x")])
+    assert (out, events) == (b"d", [StatusRecord(state="done", app="x", serial=1)])
     # A trailing lone ESC is held; it turns out to be a CSI.
     assert parser.feed(b"e\x1b") == (b"e", [])
     assert parser.feed(b"[0m") == (b"\x1b[0m", [])
     # ESC inside an OSC that is not ST abandons it; the next sequence still parses.
     out, events = parser.feed(b"\x1b]0;x\x1b]7501;state=idle\x1b\\z")
-    assert (out, events) == (b"\x1b]0;x" + b"z", [StatusRecord(state="idle", terminator="ST")])
+    assert (out, events) == (
+        b"\x1b]0;x" + b"z", [StatusRecord(state="idle", terminator="ST", serial=2)]
+    )
 
 
 @pytest.mark.parametrize(
@@ -280,6 +286,29 @@ def test_pty_status_feed_on_a_claude_recording() -> None:
     assert all(m.key == key and m.pane == "%3" for m in sink.items)  # type: ignore[union-attr]
     stats = feed.statistics()
     assert (stats.emitted, stats.rejected, stats.probes_answered) == (12, 0, 1)
+
+
+def test_a_flip_and_back_in_one_read_is_three_records_not_a_duplicate() -> None:
+    # working, done, working in one write: one PTY read, one millisecond. The reducer drops a
+    # record identical to one it has seen, so the parser's serial keeps the third its own.
+    sink = ListSink()
+    key = messages.SessionKey("codex", "pty-7-7")
+    feed = PtyStatusFeed(key, None, sink)
+    feed.feed(b"".join(b"\x1b]7501;state=%s\x07" % s for s in (b"working", b"done", b"working")))
+    records = [m for m in sink.items if isinstance(m, messages.ProgramStatus)]
+    assert [(m.state, m.serial) for m in records] == [("working", 1), ("done", 2), ("working", 3)]
+    assert len({m.at_ms for m in records}) == 1
+    table = SessionTable(catalog.normalize, catalog.PROOFS)
+    at = records[0].at_ms
+    spawned = messages.PtySpawned(key=key, pid=os.getpid(), start_token=start_token(os.getpid()),
+                                  at_ms=at, observed_at_ms=at)
+    assert [t.after.turn for t in table.apply(spawned)] == ["unknown"]
+    published = [t for m in records for t in table.apply(m)]
+    assert [(t.after.turn, t.after.attention.kind if t.after.attention else None)
+            for t in published] == [("working", None), ("idle", "turn_done"), ("working", None)]
+    # The same record delivered twice (two feeds of one stream) still counts once.
+    assert table.apply(records[-1]) == []
+    assert table.ignored == {"duplicate": 1}
 
 
 def test_pty_status_feed_counts_what_the_sink_rejects() -> None:

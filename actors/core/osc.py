@@ -26,7 +26,7 @@ that own their PTYs). Neither this module nor its records know about sessions; t
 from __future__ import annotations
 
 import binascii
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 import msgspec
@@ -73,7 +73,10 @@ class StatusRecord:
     """One well-formed OSC 7501 status record, fields decoded.
 
     ``message`` and ``title`` are the base64-decoded ``msg``/``title`` fields (UTF-8, invalid
-    bytes replaced). ``terminator`` is ``"BEL"`` or ``"ST"``.
+    bytes replaced). ``terminator`` is ``"BEL"`` or ``"ST"``. ``serial`` is the record's number
+    in its stream, counted by the :class:`OscParser` that found it (1, 2, ...; 0 outside a
+    parser): a program can print ``working``, ``done``, ``working`` within one millisecond (one
+    read, even), and the reducer drops a record identical to one it has seen.
     """
 
     state: ProgramStateWord
@@ -84,6 +87,7 @@ class StatusRecord:
     title: str | None = None
     progress: int | None = None
     terminator: str = "BEL"
+    serial: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +398,7 @@ class OscParser:
                 self._stats.malformed += 1
                 return False
             self._stats.records += 1
-            events.append(record)
+            events.append(replace(record, serial=self._stats.records))
             return self._strip_status
         if code in (b"0", b"2") and code_end >= 0:
             self._stats.titles += 1

@@ -535,7 +535,8 @@ def _identity(message: SessionMessage) -> tuple[object, ...] | None:
     if isinstance(message, LifecycleBoundary):
         return ("rollout", message.key.session_id, message.boundary, message.turn_id, message.at_ms)
     if isinstance(message, ProgramStatus):
-        return ("osc", message.state, message.child_id, message.at_ms, message.message)
+        return ("osc", message.state, message.child_id, message.at_ms, message.message,
+                message.serial)
     if isinstance(message, ThreadStatus):
         return ("daemon", message.key.session_id, message.status, message.flags, message.at_ms,
                 message.summary)
