@@ -191,6 +191,10 @@ class ThreadStatus(EvidenceMessage, frozen=True, kw_only=True):
     root_key: SessionKey | None = None
     version: str | None = None
     summary: Text | None = None
+    #: The record's number on its daemon connection (the source counts what it sends): a
+    #: thread can go ``active``, ``idle``, ``active`` within one ``emittedAtMs`` millisecond,
+    #: and the reducer drops a record identical to one it has seen; ``None``: not numbered.
+    serial: int | None = None
 
 
 class ClientAttached(EvidenceMessage, frozen=True, kw_only=True):

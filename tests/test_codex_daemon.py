@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +26,7 @@ import wsproto
 import wsproto.events
 
 import messages
+from actors.harnesses import catalog
 from actors.harnesses.codex.daemon import (
     MCP_PROOF,
     CodexDaemonSource,
@@ -32,11 +34,14 @@ from actors.harnesses.codex.daemon import (
     control_socket,
     parse_origin,
 )
+from actors.runtime.table import SessionTable
 from actors.sources import procfs
+from tests.daemon_helpers import start_token
 from tests.polling import poll_until
 from tests.sinks import ListSink
 
-AT = 1_796_121_743_862
+# Now: the source takes the daemon's emittedAtMs only within a day of its own clock.
+AT = time.time_ns() // 1_000_000
 
 
 @pytest.mark.parametrize(
@@ -102,7 +107,7 @@ def test_the_view_maps_daemon_statuses_to_evidence() -> None:
                                      AT, AT + 1)
     assert evidence == messages.ThreadStatus(
         key=messages.SessionKey("codex", "t1"), status="active", at_ms=AT, observed_at_ms=AT + 1,
-        flags=("waitingOnApproval",), pid=77, start_token="9", version="0.171.0",
+        flags=("waitingOnApproval",), pid=77, start_token="9", version="0.171.0", serial=1,
     )
     assert attached is True  # first loaded status of a thread learnt unloaded: an attachment
     assert view.status("t1", {"type": "idle"}, AT, AT)[1] is False
@@ -116,6 +121,20 @@ def test_the_view_maps_daemon_statuses_to_evidence() -> None:
     closed = view.closed("t1", AT, AT)
     assert closed is not None and closed.status == "closed"
     assert view.closed("t1", AT, AT) is None and "t1" not in view.threads
+
+
+def test_a_thread_that_goes_active_idle_active_in_one_millisecond_shows_all_three() -> None:
+    # The daemon stamps emittedAtMs in milliseconds; the reducer drops a record identical to one
+    # it has seen, so the view's serial keeps the second `active` apart from the first.
+    view = DaemonView(daemon=(os.getpid(), start_token(os.getpid())))
+    view.learn(_thread("t1"))
+    words = ("active", "idle", "active")
+    records = [r for word in words if (r := view.status("t1", {"type": word}, AT, AT)[0])]
+    assert [r.serial for r in records] == [1, 2, 3]
+    table = SessionTable(catalog.normalize, catalog.PROOFS)
+    assert [t.after.turn for r in records for t in table.apply(r)] == ["working", "idle", "working"]
+    assert table.apply(records[-1]) == []  # the same record twice still counts once
+    assert table.ignored == {"duplicate": 1}
 
 
 def test_the_view_hides_title_threads_and_routes_children_to_their_root() -> None:

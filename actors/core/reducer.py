@@ -539,7 +539,7 @@ def _identity(message: SessionMessage) -> tuple[object, ...] | None:
                 message.serial)
     if isinstance(message, ThreadStatus):
         return ("daemon", message.key.session_id, message.status, message.flags, message.at_ms,
-                message.summary)
+                message.summary, message.serial)
     return None
 
 

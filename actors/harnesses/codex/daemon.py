@@ -176,6 +176,8 @@ class DaemonView:
 
     daemon: tuple[int, str] | None = None
     threads: dict[str, Thread] = field(default_factory=dict)
+    #: ``ThreadStatus`` records made so far (each gets the next number: its ``serial``).
+    made: int = 0
 
     def learn(self, raw: object) -> Thread | None:
         """Remember a thread object (``thread/started``, ``thread/read``); ``None`` if it is
@@ -248,7 +250,9 @@ class DaemonView:
             return None
         waits = status == "active" and APPROVAL in flags
         pid, token = self.daemon if self.daemon is not None else (None, None)
+        self.made += 1
         return messages.ThreadStatus(
+            serial=self.made,
             key=SessionKey("codex", thread.id),
             status=status,
             at_ms=at_ms,
