@@ -22,6 +22,7 @@ __all__ = [
     "HookHint",
     "LedgerFire",
     "LifecycleBoundary",
+    "Numbered",
     "NotifyHook",
     "ProcessGone",
     "ProcessSeen",
@@ -40,6 +41,20 @@ __all__ = [
 
 class EvidenceMessage(Message, frozen=True):
     """Base of every inbound evidence message (its settings: :class:`messages.common.Message`)."""
+
+
+class Numbered(EvidenceMessage, frozen=True, kw_only=True):
+    """Base of the evidence whose source numbers its records (:class:`HookHint` from paneward's
+    OpenCode plugin and Pi extension, :class:`ProgramStatus` from an OSC 7501 parser,
+    :class:`ThreadStatus` from a Codex daemon connection).
+
+    The reducer drops a record identical to one it has seen, and ``at_ms`` counts milliseconds:
+    a session can go ``working``, ``idle``, ``working`` within one, and the second ``working``
+    would read as the first one again. ``serial``, the record's number from its source, keeps
+    such records apart; ``None``: the source does not number its records.
+    """
+
+    serial: int | None = None
 
 
 class ProcessSeen(EvidenceMessage, frozen=True, kw_only=True):
@@ -164,7 +179,7 @@ class RolloutReleased(EvidenceMessage, frozen=True, kw_only=True):
 ThreadState = Literal["idle", "active", "systemError", "notLoaded", "closed"]
 
 
-class ThreadStatus(EvidenceMessage, frozen=True, kw_only=True):
+class ThreadStatus(Numbered, frozen=True, kw_only=True):
     """The Codex app-server daemon's own status of one loaded thread.
 
     Sent by the Codex daemon source (:mod:`actors.harnesses.codex.daemon`) for every
@@ -191,10 +206,6 @@ class ThreadStatus(EvidenceMessage, frozen=True, kw_only=True):
     root_key: SessionKey | None = None
     version: str | None = None
     summary: Text | None = None
-    #: The record's number on its daemon connection (the source counts what it sends): a
-    #: thread can go ``active``, ``idle``, ``active`` within one ``emittedAtMs`` millisecond,
-    #: and the reducer drops a record identical to one it has seen; ``None``: not numbered.
-    serial: int | None = None
 
 
 class ClientAttached(EvidenceMessage, frozen=True, kw_only=True):
@@ -251,7 +262,7 @@ HintKind = Literal[
 ]
 
 
-class HookHint(EvidenceMessage, frozen=True, kw_only=True):
+class HookHint(Numbered, frozen=True, kw_only=True):
     """A hook payload normalized by its harness module.
 
     Produced by ``actors.harnesses.<harness>.normalize`` from a
@@ -285,10 +296,6 @@ class HookHint(EvidenceMessage, frozen=True, kw_only=True):
     #: The in-flight background work a payload lists (Claude ``Stop``/``SubagentStop``
     #: ``background_tasks``, background shells left out), by id; ``None``: no list in it.
     background: tuple[Id, ...] | None = None
-    #: The number its in-process forwarder gave the frame (paneward's OpenCode plugin and Pi
-    #: extension count them): records with different serials are different events, even in
-    #: the same millisecond; ``None``: the source does not number its records.
-    serial: int | None = None
 
 
 class LedgerFire(EvidenceMessage, frozen=True, kw_only=True):
@@ -338,7 +345,7 @@ class PtyExit(EvidenceMessage, frozen=True, kw_only=True):
 ProgramState = Literal["working", "blocked", "done", "idle", "clear"]
 
 
-class ProgramStatus(EvidenceMessage, frozen=True, kw_only=True):
+class ProgramStatus(Numbered, frozen=True, kw_only=True):
     """One OSC 7501 program-status record from the PTY stream.
 
     Sent by ``paneward wrap`` or a host that feeds its PTY bytes through the
@@ -355,7 +362,3 @@ class ProgramStatus(EvidenceMessage, frozen=True, kw_only=True):
     message: Text | None = None
     child_id: str | None = None
     title: Text | None = None
-    #: The record's number in its PTY stream (``paneward wrap`` and ``PtyStatusFeed`` count what
-    #: their parser finds): records with different serials are different records, even in the
-    #: same millisecond; ``None``: not numbered.
-    serial: int | None = None

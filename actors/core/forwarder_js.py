@@ -10,11 +10,9 @@ frames arrive in order), each with a 0.5 s deadline; with no daemon the frame is
 ``paneward hook`` drops it. ``pwFlushed()`` is a promise for the exit events, which a harness
 may await before it exits.
 
-Each payload carries :data:`SERIAL_KEY`, the number of the frame in its process (shared by every
-copy of the plugin the harness loads there): the reducer drops a record identical to one it has
-seen (same event, same millisecond), and two events of one session can share a millisecond -- the
-``busy`` of a new turn right after the last one's idle -- so the serial keeps them two
-(:func:`serial` reads it back).
+Each payload carries :data:`SERIAL_KEY`, the number of the frame in its process (one count for
+every copy of the plugin the harness loads there): the ``HookHint``'s serial
+(:class:`messages.evidence.Numbered` says why; :func:`serial` reads it back).
 
 The socket path follows :func:`actors.core.paths.socket_path` (``$PANEWARD_SOCKET`` ->
 ``$XDG_RUNTIME_DIR/paneward`` -> the state directory, ``/hook.sock``), read when each frame is

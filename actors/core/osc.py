@@ -74,9 +74,8 @@ class StatusRecord:
 
     ``message`` and ``title`` are the base64-decoded ``msg``/``title`` fields (UTF-8, invalid
     bytes replaced). ``terminator`` is ``"BEL"`` or ``"ST"``. ``serial`` is the record's number
-    in its stream, counted by the :class:`OscParser` that found it (1, 2, ...; 0 outside a
-    parser): a program can print ``working``, ``done``, ``working`` within one millisecond (one
-    read, even), and the reducer drops a record identical to one it has seen.
+    in its stream, counted by the :class:`OscParser` that found it (1, 2, ...; ``None`` outside
+    a parser): what :class:`messages.evidence.Numbered` says why.
     """
 
     state: ProgramStateWord
@@ -87,7 +86,7 @@ class StatusRecord:
     title: str | None = None
     progress: int | None = None
     terminator: str = "BEL"
-    serial: int = 0
+    serial: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ def program_status(
 ) -> messages.ProgramStatus:
     """The ``ProgramStatus`` evidence for one parsed OSC 7501 record (seen at ``at_ms``)."""
     return messages.ProgramStatus(
-        serial=record.serial or None,
+        serial=record.serial,
         state=record.state,
         at_ms=at_ms,
         observed_at_ms=at_ms,

@@ -176,7 +176,8 @@ class DaemonView:
 
     daemon: tuple[int, str] | None = None
     threads: dict[str, Thread] = field(default_factory=dict)
-    #: ``ThreadStatus`` records made so far (each gets the next number: its ``serial``).
+    #: ``ThreadStatus`` records made so far (each gets the next number: its ``serial``, see
+    #: :class:`messages.evidence.Numbered`).
     made: int = 0
 
     def learn(self, raw: object) -> Thread | None:
