@@ -19,8 +19,10 @@ import pytest
 from actors.core.badges import BADGES, OPTION_NAMES
 from actors.core.notify import NotifySettings
 from actors.core.tmux_panes import SUBSCRIPTION_NAME
+from actors.core.tmux_protocol import TmuxTarget
 from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge, tmux_config_snippet
+from actors.sinks.tmux_client import ControlClient
 from actors.sources.procfs import start_token
 from messages import (
     Activity,
@@ -483,6 +485,37 @@ async def test_a_server_named_by_socket_path(tmp_path: Path, sources: Sources) -
             assert await tmux("show-options", "-p", "-t", "%0") == ""
     finally:
         await anyio.run_process(["tmux", "-S", str(sock), "kill-server"], check=False)
+
+
+def _pipes() -> set[str]:
+    """This process's open pipe ends, as ``pipe:[inode]`` (one per fd)."""
+    ends = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:  # the fd listing's own, closed by now
+            continue
+        if link.startswith("pipe:"):
+            ends.add(f"{fd} {link}")
+    return ends
+
+
+async def test_a_closed_control_client_leaves_no_pipe_open(server: TmuxServer) -> None:
+    """Closing the control client closes all three of its pipes, whatever tmux still holds.
+
+    The server holds the control client's stdout too, and lets go of it only after the client
+    exits: closing the stream objects alone (anyio's ``aclose`` of a receive stream) left the
+    pipe to be closed by an EOF that could come after the event loop was gone, and CI saw the
+    transport reported unclosed. A stopped server holds it for as long as the test needs."""
+    with anyio.fail_after(20):
+        server_pid = int((await server.arun("display-message", "-p", "#{pid}")).strip())
+        before = _pipes()
+        try:
+            async with ControlClient(TmuxTarget(socket_name=server.name)):
+                os.kill(server_pid, signal.SIGSTOP)
+            assert _pipes() - before == set()
+        finally:
+            os.kill(server_pid, signal.SIGCONT)
 
 
 async def test_a_rate_limited_alert_asks_tmux_nothing(server: TmuxServer, sources: Sources) -> None:

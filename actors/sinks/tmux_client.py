@@ -171,9 +171,11 @@ class ControlClient:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-            for stream in (process.stdout, process.stderr):
-                if stream is not None:
-                    await stream.aclose()
+            # The process's aclose, not its streams': the server holds our client's stdout
+            # and lets go only after the client exits, and closing a receive stream leaves
+            # its pipe open until that EOF arrives (on asyncio), which can be after the loop
+            # is gone (then reported unclosed). aclose closes all three pipes now.
+            await process.aclose()
         # The task group must be exited outside the shielded scope it was not entered in.
         self._reader_scope.cancel()
         tg.cancel_scope.cancel()
