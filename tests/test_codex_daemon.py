@@ -14,7 +14,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from actors.harnesses.codex.daemon import (
     DaemonView,
     control_socket,
     parse_origin,
+    socket_state,
 )
 from actors.runtime.table import SessionTable
 from actors.sources import procfs
@@ -226,15 +227,26 @@ class FakeDaemon:
 
 
 @asynccontextmanager
-async def fake_daemon(home: Path) -> AsyncIterator[FakeDaemon]:
-    """The daemon's socket in a short directory, linked from ``home`` as Codex links it."""
+async def fake_daemon(
+    home: Path,
+    *,
+    link_first: bool = True,
+    before_bind: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[FakeDaemon]:
+    """The daemon's socket in a short directory, linked from ``home`` as Codex links it:
+    the link first (then ``before_bind``, then the bind), or the bind first."""
     short = Path(tempfile.mkdtemp(prefix="cxd-", dir="/tmp"))
     target = short / "sock"
     link = control_socket(home)
     link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(target)
+    if link_first:
+        link.symlink_to(target)
+        if before_bind is not None:
+            await before_bind()
     fake = FakeDaemon(target)
     listener = await anyio.create_unix_listener(target)
+    if not link_first:
+        link.symlink_to(target)
     try:
         async with listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, fake.serve)
@@ -346,12 +358,56 @@ async def test_without_a_daemon_the_source_waits_and_starts_nothing(tmp_path: Pa
             tg.start_soon(source.run, sink)
             await poll_until(lambda: source.statistics().connect_failures >= 1, "a first look")
             assert sink.items == [] and not source.statistics().connected
-            # the daemon appears: the change in its directory wakes the source (its retry
-            # delay is far longer than this test's deadline)
-            async with fake_daemon(home):
+            # the daemon appears, its link last: the change in its directory wakes the source
+            # (its retry delay is far longer than this test's deadline)
+            async with fake_daemon(home, link_first=False):
                 await source.wait_connected()
             assert source.statistics().connect_failures == 1
             tg.cancel_scope.cancel()
+
+
+async def test_a_daemon_that_links_before_it_binds_is_found_when_it_binds(
+    tmp_path: Path,
+) -> None:
+    """The link wakes the source, which fails to connect to a target not yet bound; it then
+    watches the target's directory too, and the bind wakes it (no retry timer here)."""
+    home = tmp_path / "codex-home"
+    (home / "app-server-control").mkdir(parents=True)
+    sink = ListSink()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
+            tg.start_soon(source.run, sink)
+            await poll_until(lambda: source.statistics().connect_failures >= 1, "a first look")
+
+            async def linked_and_tried() -> None:
+                await poll_until(lambda: source.statistics().connect_failures >= 2,
+                                 "a try at the link")
+
+            async with fake_daemon(home, before_bind=linked_and_tried):
+                await source.wait_connected()
+            assert source.statistics().connect_failures == 2
+            tg.cancel_scope.cancel()
+
+
+async def test_a_socket_bound_before_the_wait_watches_ends_the_wait_at_once(
+    tmp_path: Path,
+) -> None:
+    """The window the watches cannot see: the socket changes after the failed try but before
+    the wait's watches are in place. The wait compares with what the try saw and returns.
+    (The private wait, driven directly: no public step stops the source inside that window.)"""
+    home = tmp_path / "codex-home"
+    link = control_socket(home)
+    link.parent.mkdir(parents=True)
+    seen = socket_state(link)
+    assert seen == (None, None)
+    source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
+    with anyio.fail_after(20):
+        async with fake_daemon(home):
+            assert socket_state(link) != seen
+            await source._wait_for_daemon(60, seen)
+    # That it waits while nothing changed (a stale socket): the test above, where a wait that
+    # returned at once would have counted a failure per try.
 
 
 async def test_a_wait_already_open_when_the_source_connects_is_reported(tmp_path: Path) -> None:

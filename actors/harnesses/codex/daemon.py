@@ -379,6 +379,24 @@ def _waits_for_approval(raw: object) -> bool:
     return isinstance(flags, list) and APPROVAL in flags
 
 
+#: What a new daemon changes at the control socket: the link's target, and the identity of
+#: what it names (device, inode, ctime). ``None`` where there is no link or nothing there.
+SocketState = tuple[str | None, tuple[int, int, int] | None]
+
+
+def socket_state(link: Path) -> SocketState:
+    """The control socket's :data:`SocketState` now (blocking: a readlink and a stat)."""
+    try:
+        target: str | None = os.readlink(link)
+    except OSError:  # no link, or a socket there itself
+        target = None
+    try:
+        st = os.stat(link)
+    except OSError:
+        return target, None
+    return target, (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
 def _peer(sock: socket.socket) -> tuple[int, int]:
     """``(pid, uid)`` of the unix socket's peer (``SO_PEERCRED``)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -489,6 +507,9 @@ class CodexDaemonSource:
         """Connect, follow, reconnect, until cancelled."""
         delay = self._retry_min
         while True:
+            # Taken before each try: whatever changes after it wakes the wait below, even a
+            # change made before the wait's watches were in place.
+            seen = await anyio.to_thread.run_sync(socket_state, self.socket_path)
             try:
                 await self._follow(sink)
                 delay = self._retry_min  # it was up: the next daemon may come at once
@@ -496,7 +517,7 @@ class CodexDaemonSource:
                 self._stats.connect_failures += 1
             except (DaemonProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
                 self._stats.protocol_errors += 1
-            await self._wait_for_daemon(delay)
+            await self._wait_for_daemon(delay, seen)
             delay = min(delay * 2, self._retry_max)
 
     async def _follow(self, sink: EvidenceSink) -> None:
@@ -734,9 +755,12 @@ class CodexDaemonSource:
             self._stats.statuses_sent += 1
         return True
 
-    async def _wait_for_daemon(self, delay: float) -> None:
+    async def _wait_for_daemon(self, delay: float, seen: SocketState) -> None:
         """Until the control socket may be there again: a change in its directory (or the
-        directory of the link's target), or ``delay`` seconds, whichever comes first."""
+        directory of the link's target), or ``delay`` seconds, whichever comes first.
+        Returns at once if the socket is no longer as ``seen`` (before the last try): a
+        daemon that links first and binds a moment later (as the tests' fake does) binds
+        while the try fails, and nothing would change after the watches are in place."""
         watched = [p for p in self._watch_dirs() if p.is_dir()]
         with anyio.move_on_after(delay):
             if not watched:
@@ -746,6 +770,9 @@ class CodexDaemonSource:
                 with fswatch.Inotify() as inotify:
                     for directory in watched:
                         inotify.add(directory, _DIR_CHANGES)
+                    now = await anyio.to_thread.run_sync(socket_state, self.socket_path)
+                    if now != seen:
+                        return
                     await inotify.wait()
             except OSError:
                 await anyio.sleep_forever()  # no watching here: the delay decides
