@@ -758,9 +758,9 @@ class CodexDaemonSource:
     async def _wait_for_daemon(self, delay: float, seen: SocketState) -> None:
         """Until the control socket may be there again: a change in its directory (or the
         directory of the link's target), or ``delay`` seconds, whichever comes first.
-        Returns at once if the socket is no longer as ``seen`` (before the last try): a
-        daemon that links first and binds a moment later (as the tests' fake does) binds
-        while the try fails, and nothing would change after the watches are in place."""
+        Returns at once if the socket is no longer as ``seen`` (before the last try): what
+        changed between that try and the watches (a daemon that makes its link, then binds
+        while the try fails) would wake nothing else until ``delay``."""
         watched = [p for p in self._watch_dirs() if p.is_dir()]
         with anyio.move_on_after(delay):
             if not watched:
