@@ -348,22 +348,29 @@ async def test_the_source_reconnects_after_a_hang_up_or_a_broken_frame(tmp_path:
             tg.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def waiting_source(home: Path, sink: ListSink) -> AsyncIterator[CodexDaemonSource]:
+    """A source running where no daemon listens yet, once its first try has failed. Its retry
+    delay is far longer than any test's deadline: only a change wakes it."""
+    (home / "app-server-control").mkdir(parents=True)
+    async with anyio.create_task_group() as tg:
+        source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
+        tg.start_soon(source.run, sink)
+        await poll_until(lambda: source.statistics().connect_failures >= 1, "a first look")
+        yield source
+        tg.cancel_scope.cancel()
+
+
 async def test_without_a_daemon_the_source_waits_and_starts_nothing(tmp_path: Path) -> None:
     home = tmp_path / "codex-home"
-    (home / "app-server-control").mkdir(parents=True)
     sink = ListSink()
     with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
-            tg.start_soon(source.run, sink)
-            await poll_until(lambda: source.statistics().connect_failures >= 1, "a first look")
+        async with waiting_source(home, sink) as source:
             assert sink.items == [] and not source.statistics().connected
             # the daemon appears, its link last: the change in its directory wakes the source
-            # (its retry delay is far longer than this test's deadline)
             async with fake_daemon(home, link_first=False):
                 await source.wait_connected()
             assert source.statistics().connect_failures == 1
-            tg.cancel_scope.cancel()
 
 
 async def test_a_daemon_that_links_before_it_binds_is_found_when_it_binds(
@@ -372,13 +379,8 @@ async def test_a_daemon_that_links_before_it_binds_is_found_when_it_binds(
     """The link wakes the source, which fails to connect to a target not yet bound; it then
     watches the target's directory too, and the bind wakes it (no retry timer here)."""
     home = tmp_path / "codex-home"
-    (home / "app-server-control").mkdir(parents=True)
-    sink = ListSink()
     with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
-            tg.start_soon(source.run, sink)
-            await poll_until(lambda: source.statistics().connect_failures >= 1, "a first look")
+        async with waiting_source(home, ListSink()) as source:
 
             async def linked_and_tried() -> None:
                 await poll_until(lambda: source.statistics().connect_failures >= 2,
@@ -387,7 +389,6 @@ async def test_a_daemon_that_links_before_it_binds_is_found_when_it_binds(
             async with fake_daemon(home, before_bind=linked_and_tried):
                 await source.wait_connected()
             assert source.statistics().connect_failures == 2
-            tg.cancel_scope.cancel()
 
 
 async def test_a_socket_bound_before_the_wait_watches_ends_the_wait_at_once(
