@@ -761,7 +761,7 @@ class CodexDaemonSource:
         Returns at once if the socket is no longer as ``seen`` (before the last try): what
         changed between that try and the watches (a daemon that makes its link, then binds
         while the try fails) would wake nothing else until ``delay``."""
-        watched = [p for p in self._watch_dirs() if p.is_dir()]
+        watched = [p for p in self._watch_dirs(seen) if p.is_dir()]
         with anyio.move_on_after(delay):
             if not watched:
                 await anyio.sleep_forever()
@@ -777,9 +777,9 @@ class CodexDaemonSource:
             except OSError:
                 await anyio.sleep_forever()  # no watching here: the delay decides
 
-    def _watch_dirs(self) -> list[Path]:
+    def _watch_dirs(self, seen: SocketState) -> list[Path]:
+        # The link's target as the last try saw it: a link changed since then is caught by
+        # the comparison after the watches are in place.
         link = self.socket_path
-        dirs = [link.parent]
-        with contextlib.suppress(OSError):
-            dirs.append((link.parent / os.readlink(link)).parent)
-        return dirs
+        target = seen[0]
+        return [link.parent] if target is None else [link.parent, (link.parent / target).parent]
