@@ -40,6 +40,10 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON, EXIT_FAILED = 0, 1, 2, 3
+#: ``wait``: the session or pane named does not exist (or a prefix names several sessions).
+EXIT_NO_TARGET = 4
+#: How every "no daemon" message ends: what to run.
+START_HINT = "start one with `paneward run` (or `paneward install-service`)"
 
 
 class _Args:
@@ -101,6 +105,12 @@ def _control_path(args: argparse.Namespace) -> str:
     from actors.core import paths
 
     return paths.control_path(getattr(args, "socket", None))
+
+
+def _no_daemon(args: argparse.Namespace, prog: str, exc: object) -> None:
+    """The one "no daemon" message: where it was looked for, why, and how to start one."""
+    print(f"paneward {prog}: no daemon at {_control_path(args)} ({exc}); {START_HINT}",
+          file=sys.stderr)
 
 
 def _add_socket(parser: argparse.ArgumentParser) -> None:
@@ -702,9 +712,18 @@ def add_wait(parser: argparse.ArgumentParser) -> None:
     from actors.core.attention import PREDICATE_HELP
 
     _add_socket(parser)
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--session", metavar="ID", help="a session id (or harness:id)")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument(
+        "--session", metavar="ID", help="a session: its id, harness:id, or a unique prefix"
+    )
     group.add_argument("--pane", metavar="%N", help="a pane (judged by the session it shows)")
+    group.add_argument("--any", action="store_true", help="the first session that matches")
+    parser.add_argument(
+        "--for-new",
+        action="store_true",
+        help="the session (or a session on the pane) may not exist yet: wait for it "
+        f"(without it, one that does not exist is an error, exit {EXIT_NO_TARGET})",
+    )
     parser.add_argument(
         "--until",
         metavar="PREDICATE",
@@ -730,18 +749,21 @@ def _predicate(text: str) -> Any:
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    """Exit 0 with the matching Activity as JSON, 1 on timeout, 2 without a daemon."""
+    """Exit 0 with the matching Activity as JSON, 1 on timeout, 2 without a daemon, 4 when
+    the session or pane named does not exist (without ``--for-new``) or a prefix is ambiguous."""
     import socket
     import time
 
     import messages
-    from actors.core.attention import WaitTarget
+    from actors.core.attention import AmbiguousSession, NoSuchTarget, WaitTarget
     from messages.activity import Overflow, Snapshot, Transition
 
     deadline: float | None = None
     if args.timeout is not None:
         deadline = time.monotonic() + float(args.timeout)
-    target = WaitTarget(args.until, session=args.session, pane=args.pane)
+    target = WaitTarget(
+        args.until, session=args.session, pane=args.pane, for_new=args.for_new
+    )
 
     def remaining() -> float | None:
         if deadline is None:
@@ -758,8 +780,7 @@ def run_wait(args: argparse.Namespace) -> int:
                 try:
                     sock.connect(str(_control_path(args)))
                 except OSError as exc:
-                    print(f"paneward wait: no daemon at {_control_path(args)} ({exc})",
-                          file=sys.stderr)
+                    _no_daemon(args, "wait", exc)
                     return EXIT_NO_DAEMON
                 sock.sendall(b'{"op": "watch", "snapshot": true}\n')
                 with sock.makefile("rb") as reader:
@@ -772,7 +793,17 @@ def run_wait(args: argparse.Namespace) -> int:
                         item = messages.decode_outbound(line)
                         found = None
                         if isinstance(item, Snapshot):
-                            found = target.snapshot(item.activities)
+                            try:
+                                found = target.snapshot(item.activities)
+                            except (NoSuchTarget, AmbiguousSession) as exc:
+                                from actors.core.text import printable
+
+                                hint = "" if isinstance(exc, AmbiguousSession) else (
+                                    "; give --for-new to wait for it to appear"
+                                )
+                                print(f"paneward wait: {printable(str(exc))}{hint}",
+                                      file=sys.stderr)
+                                return EXIT_NO_TARGET
                         elif isinstance(item, Transition):
                             found = target.update(item.after)
                         elif isinstance(item, Overflow):
