@@ -93,6 +93,8 @@ def quick(argv: list[str]) -> tuple[str, argparse.Namespace] | None:
             values[valued[name]] = value
         else:
             return None
+    if values.get("panes") and not values["json"]:
+        return None  # a usage error: argparse prints it (actors.cli.main)
     since = values.get("since")
     if isinstance(since, str):
         if not since.isdigit():
@@ -340,7 +342,7 @@ def run_status(args: argparse.Namespace) -> int:
     try:
         reply = b"".join(request_chunks(_control_path(args), request))
     except OSError as exc:
-        print(f"paneward status: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
+        _no_daemon(args, "status", exc)
         return EXIT_NO_DAEMON
     if not reply:
         print(f"paneward status: no answer from {_control_path(args)}", file=sys.stderr)
@@ -395,7 +397,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 )
             sys.stdout.flush()
     except (FileNotFoundError, ConnectionRefusedError) as exc:
-        print(f"paneward watch: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
+        _no_daemon(args, "watch", exc)
         return EXIT_NO_DAEMON
     except (KeyboardInterrupt, BrokenPipeError):
         return EXIT_OK
@@ -515,7 +517,15 @@ def _tmux(args: argparse.Namespace, *commands: Sequence[str]) -> str:
     except OSError as exc:
         raise _TmuxFailed(f"cannot run tmux: {exc}") from None
     if done.returncode != 0:
-        raise _TmuxFailed(done.stderr.strip() or f"tmux exited {done.returncode}")
+        said = done.stderr.strip()
+        if said.startswith(("error connecting to", "no server running on")):
+            # tmux's words for a server that is not there (-N: none is ever started).
+            where = TmuxTarget(args.tmux_socket_name, args.tmux_socket_path).describe()
+            raise _TmuxFailed(
+                f"the tmux server does not exist ({where}: {said}); "
+                "start tmux, or name another server with -L NAME / -S PATH"
+            )
+        raise _TmuxFailed(said or f"tmux exited {done.returncode}")
     return done.stdout
 
 
@@ -535,7 +545,7 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     try:
         line = _status_line(args, b"json")
     except OSError as exc:
-        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
+        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc}); {START_HINT}")
         return EXIT_NO_DAEMON, []
     import json
 
@@ -554,7 +564,7 @@ def _queue_items(args: argparse.Namespace, prog: str) -> tuple[int, list[dict[st
     try:
         line = _status_line(args, b"queue")
     except OSError as exc:
-        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
+        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc}); {START_HINT}")
         return EXIT_NO_DAEMON, []
     import json
 
@@ -634,6 +644,9 @@ def run_next(args: argparse.Namespace) -> int:
                 # pick's menu named a pane whose item closed meanwhile: still go there.
                 client, current = _user_client(args)
                 _tmux(args, *jump_commands(args.pane, client, current=current))
+            else:
+                # "nothing needs you" from a server that is not there would mislead.
+                _tmux(args, ["list-clients", "-F", "#{client_name}"])
             _tell(args, "next", args.client, "nothing needs you")
             return EXIT_INVALID
         client, current = _user_client(args)
