@@ -39,7 +39,7 @@ def test_version_and_bare_paneward(env: dict[str, str]) -> None:
     bare = paneward(env)
     assert bare.returncode == 0 and bare.stderr == ""
     assert bare.stdout.startswith("usage: paneward [-h] [--version] COMMAND")
-    for command in ("run", "status", "wait"):
+    for command in ("run", "status", "wait", "ack", "forget"):
         assert f"\n    {command} " in bare.stdout, command
     assert "starts none" in bare.stdout
 
@@ -76,7 +76,7 @@ def test_hook_help_is_the_hook_clients_own(env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     "argv",
     [["status"], ["status", "--json"], ["watch"], ["next"], ["pick"],
-     ["wait", "--any", "--until", "attention"],
+     ["wait", "--any", "--until", "attention"], ["ack", "%1"], ["forget", "abc"],
      ["inject", '{"type": "PaneClosed", "pane": "%1", "at_ms": 1795995370000}']],
 )
 def test_every_no_daemon_message_says_how_to_start_one(

@@ -7,8 +7,8 @@ subcommand being run are set up, so ``status``, ``watch`` and ``inject`` import 
 use.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
-side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``) is
-added there by its owner.
+side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``,
+``ack``, ``forget``) is added there by its owner.
 Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error (a
 subcommand's usage error prints that subcommand's usage). ``paneward`` alone prints the help,
 ``paneward --version`` the version.
@@ -168,6 +168,8 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
     "pick": ("choose from the attention queue in a tmux menu", *_daemon_side("pick")),
     "wait": ("block until a session matches a predicate; print its Activity as JSON",
              *_daemon_side("wait")),
+    "ack": ("acknowledge a done or failed (of a pane or a session)", *_daemon_side("ack")),
+    "forget": ("drop an ended session from every view and the store", *_daemon_side("forget")),
 }
 
 
