@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 import messages
+from actors.core.badges import BadgeBook
 from messages import Forget, PtyExit, PtySpawned, SessionKey, Snapshot, Transition
 from supervisor import Supervisor
 from tests.daemon_helpers import PANEWARD, Daemon, poll_until, start_token, watching
@@ -48,14 +49,19 @@ async def test_forget_publishes_a_last_transition_then_no_snapshot_has_the_sessi
             await sup.inject(failed_exit(ENDED))
             await sup.inject(spawned(LIVE, "%8"))
             await poll_until(lambda: sup.seq == 3, "three transitions")
+            book = BadgeBook()  # what the tmux bridge shows, fed the same stream
             with sup.subscribe("all", snapshot=True) as sub:
                 first = await sub.receive()
                 assert isinstance(first, Snapshot) and len(first.activities) == 2
+                book.apply(first)
+                assert book.shown["%7"].badge == "✖ failed"
                 await sup.inject(Forget(live, _now()))  # live: left as it is
                 await sup.inject(Forget(SessionKey("terminal", "nosuch"), _now()))
                 await sup.inject(Forget(ended, _now()))
                 last = await sub.receive()
             assert isinstance(last, Transition) and last.forgets and last.key == ended
+            book.apply(last)
+            assert set(book.shown) == {"%8"}  # the forgotten session's pane has no badge
             assert last.before is not None and last.before.pane == "%7"
             assert last.before.attention is not None
             assert (last.after.pane, last.after.attention) == (None, None)
