@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -39,8 +40,8 @@ def test_version_and_bare_paneward(env: dict[str, str]) -> None:
     bare = paneward(env)
     assert bare.returncode == 0 and bare.stderr == ""
     assert bare.stdout.startswith("usage: paneward [-h] [--version] COMMAND")
-    for command in ("run", "status", "wait", "ack", "forget"):
-        assert f"\n    {command} " in bare.stdout, command
+    for command in ("run", "status", "wait", "ack", "forget", "install-service"):
+        assert re.search(rf"\n    {command}\s", bare.stdout), command
     assert "starts none" in bare.stdout
 
 

@@ -112,6 +112,18 @@ def _run_install_hooks(args: argparse.Namespace) -> int:
     return install_hooks.run(args)
 
 
+def _add_install_service(parser: argparse.ArgumentParser) -> None:
+    import actors.cli.service as service
+
+    service.add_arguments(parser)
+
+
+def _run_install_service(args: argparse.Namespace) -> int:
+    import actors.cli.service as service
+
+    return service.run(args)
+
+
 def _daemon_side(name: str) -> tuple[AddArguments, Run]:
     """Lazy wrappers for the subcommands in :mod:`actors.cli.commands`."""
 
@@ -150,6 +162,11 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
         "merge paneward's hooks into a harness's configuration",
         _add_install_hooks,
         _run_install_hooks,
+    ),
+    "install-service": (
+        "run the daemon as a systemd user service (or print the tmux autostart line)",
+        _add_install_service,
+        _run_install_service,
     ),
     "inject": ("send one inbound message to the daemon", _add_inject, _run_inject),
     "version": ("print the version", _add_version, _run_version),
