@@ -449,8 +449,12 @@ class Supervisor:
             if transition is not None and transition.forgets:
                 # Published first (every subscriber sees the session leave its pane and the
                 # store deletes its row), then gone from the catalog: no later snapshot has
-                # it. Its actor retires as any settled session's does.
+                # it. Its actor starts from nothing, as a session never seen does, and retires
+                # as any settled session's does.
                 self._hub.forget(actor.key)
+                fresh = initial_state(actor.key)
+                self._index.update(actor.state, fresh)
+                actor.state = fresh
 
     def session_ended(self, actor: SessionActor, undelivered: int) -> None:
         """Called by a session actor as it stops: forget it (the hub keeps its state)."""

@@ -68,9 +68,13 @@ async def test_forget_publishes_a_last_transition_then_no_snapshot_has_the_sessi
             assert [a.key for a in sup.snapshot()] == [live]
             assert sup.seq == 4  # neither the live session nor an unknown key published
             assert sup.statistics().sessions <= 2  # nothing was made for the unknown key
-            # evidence for the key afterwards starts the session again
-            await sup.inject(spawned(ENDED, "%9"))
-            await poll_until(lambda: len(sup.snapshot()) == 2, "the session back")
+            # evidence for the key afterwards starts it again, from nothing
+            with sup.subscribe("all", snapshot=False) as sub:
+                await sup.inject(spawned(ENDED, "%9"))
+                back = await sub.receive()
+            assert isinstance(back, Transition) and back.key == ended and back.before is None
+            assert back.after.pane == "%9" and back.after.attention is None
+            assert len(sup.snapshot()) == 2
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -143,3 +147,27 @@ async def test_ack_and_forget_through_the_daemon_and_a_restart(tmp_path: Path) -
             assert set(await _activities(again)) == {LIVE}
             assert json.loads((await cli(again.env, "status", "--json")).stdout)[0]["key"][
                 "session_id"] == LIVE
+
+
+async def test_the_reference_table_forgets_as_the_supervisor_does() -> None:
+    """actors.runtime.table.SessionTable (the model replay and property tests use) publishes
+    the same transitions for a forget and a session of the same key after it."""
+    from actors.harnesses.catalog import PROOFS, normalize
+    from actors.runtime.table import SessionTable
+
+    ended = SessionKey("terminal", ENDED)
+    sequence: list[messages.Inbound] = [
+        spawned(ENDED, "%7"), failed_exit(ENDED), Forget(ended, _now()), Forget(ended, _now()),
+        spawned(ENDED, "%9"),
+    ]
+    table = SessionTable(normalize, PROOFS)
+    want = [t for message in sequence for t in table.apply(message)]
+    with anyio.fail_after(20):
+        async with Supervisor() as sup:
+            with sup.subscribe("all", snapshot=False) as sub:
+                for message in sequence:
+                    await sup.inject(message)
+                got = [await sub.receive() for _ in want]
+    assert [t.cause for t in want] == ["PtySpawned", "PtyExit", "Forget", "PtySpawned"]
+    assert got == want
+    assert list(table.states) == [ended]
