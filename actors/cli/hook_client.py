@@ -69,12 +69,12 @@ SEND_TIMEOUT_S = 0.5
 STDIN_TIMEOUT_S = 2.0
 
 #: What ``paneward hook --help`` prints (``paneward install-hooks`` writes the commands).
-HELP = """\
+HELP = f"""\
 usage: paneward hook --harness HARNESS [--owner parent|env:NAME|none]
                      [--forward-json JSON_ARGV] [PAYLOAD]
 
 Forward one hook payload to the daemon's hook socket. The agents run this (the commands
-`paneward install-hooks` writes); it always exits 0 and never blocks the agent.
+`paneward install-hooks` writes); it always exits 0, within {STDIN_TIMEOUT_S + SEND_TIMEOUT_S:g} s.
 
   --harness HARNESS        whose payload: claude-code, codex, cursor, gemini or hermes
                            (OpenCode's plugin and Pi's extension send their own frames)
@@ -83,7 +83,7 @@ Forward one hook payload to the daemon's hook socket. The agents run this (the c
                            (default), the pid in $NAME (Claude Code: env:CLAUDE_PID), or none
   --forward-json JSON_ARGV after sending, exec this command with the payload appended
                            (a Codex notify you had before install-hooks, chained)
-  PAYLOAD                  the hook JSON (default: read stdin, for at most 2 s)
+  PAYLOAD                  the hook JSON (default: read stdin, for at most {STDIN_TIMEOUT_S:g} s)
 
 PANEWARD_HOOK_DEBUG=1 prints on stderr why a frame was not sent; PANEWARD_SOCKET names the
 socket. Details: docs/hooks.md.
