@@ -67,7 +67,7 @@ from actors.runtime.table import cause_of
 from messages.activity import Activity, Rejected, Transition, Unmapped
 from messages.codec import Inbound, SessionMessage, decode_inbound, revalidate
 from messages.common import SessionKey
-from messages.control import Acknowledge
+from messages.control import Acknowledge, Forget
 from messages.errors import MessageError, PanewardError
 
 __all__ = [
@@ -388,14 +388,17 @@ class Supervisor:
         actor = self._sessions.get(key)
         if actor is not None:
             return actor
+        message = delivery.message
+        if isinstance(message, Forget) and self._hub.current(key) is None:
+            return None  # nothing to forget: never a session made for it
         if key in self._stopped:
-            if isinstance(delivery.message, Acknowledge):
-                # The user acknowledged the failure: give the session a fresh actor.
+            if isinstance(message, Acknowledge | Forget):
+                # The user acknowledged (or dismissed) the failure: a fresh actor takes it.
                 self._stopped.discard(key)
             else:
                 self._stats.drops += 1
                 return None
-        if not delivery.spawn and not isinstance(delivery.message, Acknowledge):
+        if not delivery.spawn and not isinstance(message, Acknowledge | Forget):
             return None
         if len(self._sessions) >= self._max_sessions:
             # Memory follows live sessions: a flood of new ones (2,000 failed sessions waiting
@@ -442,7 +445,16 @@ class Supervisor:
         self._queued -= 1
         self._index.update(old, step.state)
         if step.publish is not None:
-            self._publish(step, cause_of(message))
+            transition = self._publish(step, cause_of(message))
+            if transition is not None and transition.forgets:
+                # Published first (every subscriber sees the session leave its pane and the
+                # store deletes its row), then gone from the catalog: no later snapshot has
+                # it. Its actor starts from nothing, as a session never seen does, and retires
+                # as any settled session's does.
+                self._hub.forget(actor.key)
+                fresh = initial_state(actor.key)
+                self._index.update(actor.state, fresh)
+                actor.state = fresh
 
     def session_ended(self, actor: SessionActor, undelivered: int) -> None:
         """Called by a session actor as it stops: forget it (the hub keeps its state)."""

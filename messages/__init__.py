@@ -38,6 +38,7 @@ from messages.common import (
 )
 from messages.control import (
     Acknowledge,
+    Forget,
     HostSignal,
     PaneBound,
     PaneClosed,
@@ -71,6 +72,7 @@ __all__ = [
     "ClientAttached",
     "Evidence",
     "ExitInfo",
+    "Forget",
     "Harness",
     "HookHint",
     "HostSignal",

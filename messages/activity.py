@@ -102,6 +102,13 @@ class Transition(OutboundMessage, frozen=True, kw_only=True):
     cause: str
     before: Activity | None = None
 
+    @property
+    def forgets(self) -> bool:
+        """The session's last transition: the user forgot it (a
+        :class:`~messages.control.Forget`); it is in no later snapshot, and the store deletes
+        its row."""
+        return self.cause == "Forget"
+
 
 class Snapshot(OutboundMessage, frozen=True):
     """The current activity of every known session, as of ``seq``.

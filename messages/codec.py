@@ -25,6 +25,7 @@ from messages.activity import (
 )
 from messages.control import (
     Acknowledge,
+    Forget,
     HostSignal,
     PaneBound,
     PaneClosed,
@@ -87,6 +88,7 @@ SessionMessage = Union[  # noqa: UP007 - a runtime union object is what msgspec 
     PaneUnbound,
     PaneFocused,
     Acknowledge,
+    Forget,
     HostSignal,
 ]
 """What the session reducer handles (:func:`actors.core.reducer.reduce`)."""

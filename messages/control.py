@@ -1,4 +1,4 @@
-"""Inbound host control: panes, focus, acknowledgement and signals.
+"""Inbound host control: panes, focus, acknowledgement, forgetting and signals.
 
 Sent by the embedding multiplexer host (or the tmux actor standing in for it)
 and by the pane mapper; handled by the supervisor, which routes each to the
@@ -14,6 +14,7 @@ from messages.common import Id, Message, Pid, SessionKey, Text, TimeMs
 __all__ = [
     "Acknowledge",
     "ControlMessage",
+    "Forget",
     "HostSignal",
     "PaneBound",
     "PaneClosed",
@@ -89,6 +90,22 @@ class Acknowledge(ControlMessage, frozen=True):
     at_ms: TimeMs
     key: SessionKey | None = None
     pane: Id | None = None
+
+
+class Forget(ControlMessage, frozen=True):
+    """The user dismissed an ended session (``paneward forget``): it leaves every view and the
+    store.
+
+    Sent by the CLI (or a host); routed to ``key``'s session, whose reducer takes it only when
+    the session has ended (presence ``persisted``): it then publishes one last transition
+    (cause ``Forget``: :attr:`messages.activity.Transition.forgets`; no pane, no attention), and
+    the supervisor drops the session from its catalog, so no later snapshot has it and the
+    store deletes its row. A live session is left as it is. Evidence for the key after that
+    starts the session again.
+    """
+
+    key: SessionKey
+    at_ms: TimeMs
 
 
 class HostSignal(ControlMessage, frozen=True, kw_only=True):

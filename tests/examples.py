@@ -11,6 +11,7 @@ from messages import (
     ClientAttached,
     Evidence,
     ExitInfo,
+    Forget,
     Gap,
     HookHint,
     HostSignal,
@@ -162,6 +163,7 @@ INBOUND: list[msgspec.Struct] = [
     PaneBound(key=CLAUDE, pane="%1", at_ms=T, proof="claude_registry_pid"),
     PaneUnbound(CLAUDE, "%1", T),
     Acknowledge(T, pane="%1"),
+    Forget(CLAUDE, T),
     HostSignal(key=CLAUDE, signal="interrupt", at_ms=T, reason="ctrl-c"),
 ]
 

@@ -111,5 +111,66 @@ async def test_wait_returns_on_the_edge_times_out_and_needs_a_daemon(tmp_path: P
             assert (code, err.strip()) == (1, "paneward wait: timed out")
             code, _, err = await _wait(env, "--until", "turn=busy")
             assert code == 2 and "unknown predicate 'turn=busy'" in err
-        code, _, err = await _wait(env, "--until", "attention", "--timeout", "5")
-        assert code == 2 and "no daemon" in err
+        code, _, err = await _wait(env, "--any", "--until", "attention", "--timeout", "5")
+        assert code == 2 and "no daemon" in err and "start one with `paneward run`" in err
+
+
+LONG_A = "d9db7ac4-b60a-4a14-ae51-321496e4fc8f"
+LONG_B = "d9db7ac4-77aa-4a14-ae51-321496e4fc8f"
+
+
+async def test_wait_takes_the_ids_the_table_shows_and_refuses_what_does_not_exist(
+    tmp_path: Path,
+) -> None:
+    """A 13-character prefix (what `status` shows) names its session; an ambiguous prefix, an
+    unknown session or a pane no session shows is exit 4 at once; `--for-new` waits for it;
+    neither `--session`, `--pane` nor `--any` is a usage error."""
+    with anyio.fail_after(60):
+        async with Daemon(tmp_path / "state") as daemon:
+            env = daemon.env
+            for session in (LONG_A, LONG_B):
+                inject = [os.fspath(PANEWARD), "inject", messages.encode(spawned(session)).decode()]
+                await anyio.run_process(inject, env=env)
+
+            async def both() -> bool:
+                return len((await daemon.status())["activities"]) == 2
+
+            await poll_until(both, "both sessions")
+
+            code, text, _ = await _wait(env, "--session", LONG_A[:13], "--until",
+                                        "presence=running", "--timeout", "10")
+            assert code == 0 and json.loads(text)["key"]["session_id"] == LONG_A
+            code, text, _ = await _wait(env, "--session", f"terminal:{LONG_B[:10]}",
+                                        "--until", "presence=running", "--timeout", "10")
+            assert code == 0 and json.loads(text)["key"]["session_id"] == LONG_B
+
+            code, _, err = await _wait(env, "--session", "d9db7ac4", "--until", "attention")
+            assert code == 4
+            assert "names 2 sessions" in err
+            assert f"terminal:{LONG_A}" in err and f"terminal:{LONG_B}" in err
+
+            code, _, err = await _wait(env, "--session", "nosuch", "--until", "attention")
+            assert code == 4 and "no session 'nosuch'" in err and "--for-new" in err
+            code, _, err = await _wait(env, "--pane", "%99", "--until", "attention")
+            assert code == 4 and "no session shows pane '%99'" in err
+
+            code, _, err = await _wait(env, "--until", "attention")
+            assert code == 2 and "one of the arguments --session --pane --any is required" in err
+
+            before = int((await daemon.counters())["control"]["watches"])
+            argv = [os.fspath(PANEWARD), "wait", "--session", "fresh", "--for-new",
+                    "--until", "presence=running", "--timeout", "30"]
+            async with await anyio.open_process(argv, env=env) as waiter:
+
+                async def subscribed() -> bool:
+                    return int((await daemon.counters())["control"]["watches"]) == before + 1
+
+                await poll_until(subscribed, "the waiter's subscription")
+                assert waiter.returncode is None
+                inject = [os.fspath(PANEWARD), "inject",
+                          messages.encode(spawned("fresh-1234")).decode()]
+                await anyio.run_process(inject, env=env)
+                assert await waiter.wait() == 0
+                assert waiter.stdout is not None
+                out = await waiter.stdout.receive()
+            assert json.loads(out)["key"]["session_id"] == "fresh-1234"

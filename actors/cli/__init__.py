@@ -36,7 +36,7 @@ def entry() -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
-    if argv[:1] == ["hook"] and "-h" not in argv and "--help" not in argv:
+    if argv[:1] == ["hook"]:
         from actors.cli.hook_client import main as hook
 
         _exit_now(hook(argv[1:]))

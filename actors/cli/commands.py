@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from messages import Activity
 
 __all__ = [
+    "add_ack",
+    "add_forget",
     "add_next",
     "add_pick",
     "add_run",
@@ -30,6 +32,8 @@ __all__ = [
     "add_tmux_config",
     "add_wait",
     "add_watch",
+    "run_ack",
+    "run_forget",
     "run_next",
     "run_pick",
     "run_run",
@@ -40,6 +44,10 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_INVALID, EXIT_NO_DAEMON, EXIT_FAILED = 0, 1, 2, 3
+#: ``wait``: the session or pane named does not exist (or a prefix names several sessions).
+EXIT_NO_TARGET = 4
+#: How every "no daemon" message ends: what to run.
+START_HINT = "start one with `paneward run` (or `paneward install-service`)"
 
 
 class _Args:
@@ -89,6 +97,8 @@ def quick(argv: list[str]) -> tuple[str, argparse.Namespace] | None:
             values[valued[name]] = value
         else:
             return None
+    if values.get("panes") and not values["json"]:
+        return None  # a usage error: argparse prints it (actors.cli.main)
     since = values.get("since")
     if isinstance(since, str):
         if not since.isdigit():
@@ -101,6 +111,12 @@ def _control_path(args: argparse.Namespace) -> str:
     from actors.core import paths
 
     return paths.control_path(getattr(args, "socket", None))
+
+
+def _no_daemon(args: argparse.Namespace, prog: str, exc: object) -> None:
+    """The one "no daemon" message: where it was looked for, why, and how to start one."""
+    print(f"paneward {prog}: no daemon at {_control_path(args)} ({exc}); {START_HINT}",
+          file=sys.stderr)
 
 
 def _add_socket(parser: argparse.ArgumentParser) -> None:
@@ -330,7 +346,7 @@ def run_status(args: argparse.Namespace) -> int:
     try:
         reply = b"".join(request_chunks(_control_path(args), request))
     except OSError as exc:
-        print(f"paneward status: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
+        _no_daemon(args, "status", exc)
         return EXIT_NO_DAEMON
     if not reply:
         print(f"paneward status: no answer from {_control_path(args)}", file=sys.stderr)
@@ -385,7 +401,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 )
             sys.stdout.flush()
     except (FileNotFoundError, ConnectionRefusedError) as exc:
-        print(f"paneward watch: no daemon at {_control_path(args)} ({exc})", file=sys.stderr)
+        _no_daemon(args, "watch", exc)
         return EXIT_NO_DAEMON
     except (KeyboardInterrupt, BrokenPipeError):
         return EXIT_OK
@@ -505,7 +521,15 @@ def _tmux(args: argparse.Namespace, *commands: Sequence[str]) -> str:
     except OSError as exc:
         raise _TmuxFailed(f"cannot run tmux: {exc}") from None
     if done.returncode != 0:
-        raise _TmuxFailed(done.stderr.strip() or f"tmux exited {done.returncode}")
+        said = done.stderr.strip()
+        if said.startswith(("error connecting to", "no server running on")):
+            # tmux's words for a server that is not there (-N: none is ever started).
+            where = TmuxTarget(args.tmux_socket_name, args.tmux_socket_path).describe()
+            raise _TmuxFailed(
+                f"the tmux server does not exist ({where}: {said}); "
+                "start tmux, or name another server with -L NAME / -S PATH"
+            )
+        raise _TmuxFailed(said or f"tmux exited {done.returncode}")
     return done.stdout
 
 
@@ -525,7 +549,7 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     try:
         line = _status_line(args, b"json")
     except OSError as exc:
-        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
+        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc}); {START_HINT}")
         return EXIT_NO_DAEMON, []
     import json
 
@@ -544,7 +568,7 @@ def _queue_items(args: argparse.Namespace, prog: str) -> tuple[int, list[dict[st
     try:
         line = _status_line(args, b"queue")
     except OSError as exc:
-        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc})")
+        _tell(args, prog, args.client, f"no daemon at {_control_path(args)} ({exc}); {START_HINT}")
         return EXIT_NO_DAEMON, []
     import json
 
@@ -624,6 +648,9 @@ def run_next(args: argparse.Namespace) -> int:
                 # pick's menu named a pane whose item closed meanwhile: still go there.
                 client, current = _user_client(args)
                 _tmux(args, *jump_commands(args.pane, client, current=current))
+            else:
+                # "nothing needs you" from a server that is not there would mislead.
+                _tmux(args, ["list-clients", "-F", "#{client_name}"])
             _tell(args, "next", args.client, "nothing needs you")
             return EXIT_INVALID
         client, current = _user_client(args)
@@ -702,9 +729,18 @@ def add_wait(parser: argparse.ArgumentParser) -> None:
     from actors.core.attention import PREDICATE_HELP
 
     _add_socket(parser)
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--session", metavar="ID", help="a session id (or harness:id)")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument(
+        "--session", metavar="ID", help="a session: its id, harness:id, or a unique prefix"
+    )
     group.add_argument("--pane", metavar="%N", help="a pane (judged by the session it shows)")
+    group.add_argument("--any", action="store_true", help="the first session that matches")
+    parser.add_argument(
+        "--for-new",
+        action="store_true",
+        help="the session (or a session on the pane) may not exist yet: wait for it "
+        f"(without it, one that does not exist is an error, exit {EXIT_NO_TARGET})",
+    )
     parser.add_argument(
         "--until",
         metavar="PREDICATE",
@@ -730,18 +766,21 @@ def _predicate(text: str) -> Any:
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    """Exit 0 with the matching Activity as JSON, 1 on timeout, 2 without a daemon."""
+    """Exit 0 with the matching Activity as JSON, 1 on timeout, 2 without a daemon, 4 when
+    the session or pane named does not exist (without ``--for-new``) or a prefix is ambiguous."""
     import socket
     import time
 
     import messages
-    from actors.core.attention import WaitTarget
+    from actors.core.attention import AmbiguousSession, NoSuchTarget, WaitTarget
     from messages.activity import Overflow, Snapshot, Transition
 
     deadline: float | None = None
     if args.timeout is not None:
         deadline = time.monotonic() + float(args.timeout)
-    target = WaitTarget(args.until, session=args.session, pane=args.pane)
+    target = WaitTarget(
+        args.until, session=args.session, pane=args.pane, for_new=args.for_new
+    )
 
     def remaining() -> float | None:
         if deadline is None:
@@ -758,8 +797,7 @@ def run_wait(args: argparse.Namespace) -> int:
                 try:
                     sock.connect(str(_control_path(args)))
                 except OSError as exc:
-                    print(f"paneward wait: no daemon at {_control_path(args)} ({exc})",
-                          file=sys.stderr)
+                    _no_daemon(args, "wait", exc)
                     return EXIT_NO_DAEMON
                 sock.sendall(b'{"op": "watch", "snapshot": true}\n')
                 with sock.makefile("rb") as reader:
@@ -772,7 +810,17 @@ def run_wait(args: argparse.Namespace) -> int:
                         item = messages.decode_outbound(line)
                         found = None
                         if isinstance(item, Snapshot):
-                            found = target.snapshot(item.activities)
+                            try:
+                                found = target.snapshot(item.activities)
+                            except (NoSuchTarget, AmbiguousSession) as exc:
+                                from actors.core.text import printable
+
+                                hint = "" if isinstance(exc, AmbiguousSession) else (
+                                    "; give --for-new to wait for it to appear"
+                                )
+                                print(f"paneward wait: {printable(str(exc))}{hint}",
+                                      file=sys.stderr)
+                                return EXIT_NO_TARGET
                         elif isinstance(item, Transition):
                             found = target.update(item.after)
                         elif isinstance(item, Overflow):
@@ -786,3 +834,211 @@ def run_wait(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     except KeyboardInterrupt:
         return EXIT_INVALID
+
+
+# ---------------------------------------------------------------------------- ack, forget
+
+
+def add_ack(parser: argparse.ArgumentParser) -> None:
+    _add_socket(parser)
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        metavar="PANE|SESSION",
+        help="a pane (%%N: the sessions it shows) or a session (its id, harness:id or a unique "
+        "prefix); default: the pane you are in ($TMUX_PANE)",
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="every session with a done or failed open"
+    )
+
+
+def add_forget(parser: argparse.ArgumentParser) -> None:
+    _add_socket(parser)
+    parser.add_argument(
+        "sessions",
+        nargs="+",
+        metavar="SESSION",
+        help="an ended session: its id, harness:id or a unique prefix",
+    )
+
+
+def _send_frames(args: argparse.Namespace, frames: Sequence[bytes]) -> None:
+    """Inbound messages to the daemon's hook socket, in order, over one connection.
+
+    :raises OSError: no daemon.
+    """
+    from actors.cli.hook_client import send_frame
+    from actors.core import paths
+
+    path = getattr(args, "socket", None) or paths.socket_path()
+    send_frame(b"".join(frames), path, timeout=5.0)
+
+
+def run_ack(args: argparse.Namespace) -> int:
+    """Close the ``turn_done`` / ``failed`` of each pane or session named: exit 0 (each one
+    named is said, with what was closed or why nothing was), 2 no daemon / usage, 4 a target
+    that does not exist or an ambiguous prefix (then nothing is sent)."""
+    import os
+
+    import msgspec
+
+    import messages
+    from actors.core.attention import (
+        ATTENTION_WORDS,
+        AmbiguousSession,
+        NoSuchTarget,
+        resolve_session,
+    )
+    from actors.core.clock import now_ms
+    from actors.core.reducer import pane_winners
+    from actors.core.text import printable
+
+    targets: list[str] = list(args.targets)
+    if args.all and targets:
+        print("paneward ack: give targets or --all, not both", file=sys.stderr)
+        return EXIT_NO_DAEMON
+    if not targets and not args.all:
+        pane = os.environ.get("TMUX_PANE")
+        if not pane:
+            print("paneward ack: name a pane or a session (or --all, or run it in a tmux pane)",
+                  file=sys.stderr)
+            return EXIT_NO_DAEMON
+        targets = [pane]
+    try:
+        line = _status_line(args, b"activities")
+    except OSError as exc:
+        _no_daemon(args, "ack", exc)
+        return EXIT_NO_DAEMON
+    activities = msgspec.json.decode(line, type=list[messages.Activity])
+    if args.all:
+        chosen = [a for a in activities
+                  if a.attention is not None and a.attention.kind != "needs_input"]
+        targets = [str(a.key) for a in chosen]
+        if not targets:
+            print("nothing to acknowledge")
+            return EXIT_OK
+    by_key = {a.key: a for a in activities}
+    shown = pane_winners(activities)
+    resolved: list[tuple[str, messages.Activity, messages.Acknowledge]] = []
+    problems: list[str] = []
+    at = now_ms()
+    for target in targets:
+        try:
+            if target.startswith("%"):
+                if target not in shown:
+                    raise NoSuchTarget(f"no session shows pane {target!r}")
+                ack = messages.Acknowledge(at_ms=at, pane=target)
+                resolved.append((target, shown[target], ack))
+            else:
+                key = resolve_session(by_key, target)
+                resolved.append((str(key), by_key[key], messages.Acknowledge(at_ms=at, key=key)))
+        except (NoSuchTarget, AmbiguousSession) as exc:
+            problems.append(printable(str(exc)))
+    if problems:
+        for problem in problems:
+            print(f"paneward ack: {problem}", file=sys.stderr)
+        return EXIT_NO_TARGET
+    frames = []
+    lines = []
+    for name, activity, ack in resolved:
+        attention = activity.attention
+        if attention is None:
+            lines.append(f"{printable(name)}: nothing to acknowledge")
+        elif attention.kind == "needs_input":
+            lines.append(f"{printable(name)}: needs you (answer it in its pane: acknowledge "
+                         "closes done and failed)")
+        else:
+            frames.append(messages.encode(ack) + b"\n")
+            lines.append(f"{printable(name)}: {ATTENTION_WORDS[attention.kind]} acknowledged")
+    if frames:
+        try:
+            _send_frames(args, frames)
+        except OSError as exc:
+            _no_daemon(args, "ack", exc)
+            return EXIT_NO_DAEMON
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+#: How long ``forget`` waits for the daemon to publish each session's last transition.
+FORGET_TIMEOUT_S = 5.0
+
+
+def run_forget(args: argparse.Namespace) -> int:
+    """Drop each ended session named from every view and the store: exit 0 forgotten, 1
+    refused (a session still live: nothing is sent) or not confirmed in time, 2 no daemon /
+    usage, 4 a session that does not exist or an ambiguous prefix (nothing is sent)."""
+    import socket
+    import time
+
+    import messages
+    from actors.core.attention import AmbiguousSession, NoSuchTarget, resolve_session
+    from actors.core.clock import now_ms
+    from actors.core.text import printable
+    from messages.activity import Snapshot, Transition
+
+    deadline = time.monotonic() + FORGET_TIMEOUT_S
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(FORGET_TIMEOUT_S)
+        try:
+            sock.connect(str(_control_path(args)))
+        except OSError as exc:
+            _no_daemon(args, "forget", exc)
+            return EXIT_NO_DAEMON
+        # Subscribed before anything is sent: the last transition of each cannot be missed.
+        sock.sendall(b'{"op": "watch", "snapshot": true}\n')
+        with sock.makefile("rb") as reader:
+            first = messages.decode_outbound(reader.readline() or b"null")
+            if not isinstance(first, Snapshot):
+                print("paneward forget: the daemon went away", file=sys.stderr)
+                return EXIT_NO_DAEMON
+            by_key = {a.key: a for a in first.activities}
+            keys: dict[messages.SessionKey, None] = {}
+            problems: list[str] = []
+            refused: list[str] = []
+            for text in args.sessions:
+                try:
+                    key = resolve_session(by_key, text)
+                except (NoSuchTarget, AmbiguousSession) as exc:
+                    problems.append(printable(str(exc)))
+                    continue
+                if by_key[key].presence != "persisted":
+                    refused.append(
+                        f"{printable(str(key))} is {by_key[key].presence}: only an ended "
+                        "session can be forgotten"
+                    )
+                keys[key] = None
+            for problem in problems or refused:
+                print(f"paneward forget: {problem}", file=sys.stderr)
+            if problems:
+                return EXIT_NO_TARGET
+            if refused:
+                return EXIT_INVALID
+            at = now_ms()
+            try:
+                _send_frames(args, [messages.encode(messages.Forget(key, at)) + b"\n"
+                                    for key in keys])
+            except OSError as exc:
+                _no_daemon(args, "forget", exc)
+                return EXIT_NO_DAEMON
+            waiting = dict(keys)
+            try:
+                while waiting:
+                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    line = reader.readline()
+                    if not line:
+                        break
+                    item = messages.decode_outbound(line)
+                    if isinstance(item, Transition) and item.key in waiting:
+                        if item.forgets:
+                            del waiting[item.key]
+                            print(f"forgot {printable(str(item.key))}")
+                        elif item.after.presence != "persisted":
+                            break  # it runs again: the daemon keeps it
+            except TimeoutError:
+                pass
+    for key in waiting:
+        print(f"paneward forget: the daemon did not forget {printable(str(key))} (it may run "
+              "again)", file=sys.stderr)
+    return EXIT_INVALID if waiting else EXIT_OK

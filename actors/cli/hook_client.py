@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "HELP",
     "MAX_FRAME_BYTES",
     "SEND_TIMEOUT_S",
     "STDIN_TIMEOUT_S",
@@ -67,10 +68,26 @@ MAX_FRAME_BYTES = 1 << 20  # the listener rejects longer lines (counted as ``ove
 SEND_TIMEOUT_S = 0.5
 STDIN_TIMEOUT_S = 2.0
 
-_USAGE = (
-    "usage: paneward hook --harness HARNESS [--owner parent|env:NAME|none] "
-    "[--forward-json JSON_ARGV] [PAYLOAD]\n"
-)
+#: What ``paneward hook --help`` prints (``paneward install-hooks`` writes the commands).
+HELP = f"""\
+usage: paneward hook --harness HARNESS [--owner parent|env:NAME|none]
+                     [--forward-json JSON_ARGV] [PAYLOAD]
+
+Forward one hook payload to the daemon's hook socket. The agents run this (the commands
+`paneward install-hooks` writes); it always exits 0, within {STDIN_TIMEOUT_S + SEND_TIMEOUT_S:g} s.
+
+  --harness HARNESS        whose payload: claude-code, codex, cursor, gemini or hermes
+                           (OpenCode's plugin and Pi's extension send their own frames)
+  --owner parent|env:NAME|none
+                           the process the hook claims as the session's owner: its parent
+                           (default), the pid in $NAME (Claude Code: env:CLAUDE_PID), or none
+  --forward-json JSON_ARGV after sending, exec this command with the payload appended
+                           (a Codex notify you had before install-hooks, chained)
+  PAYLOAD                  the hook JSON (default: read stdin, for at most {STDIN_TIMEOUT_S:g} s)
+
+PANEWARD_HOOK_DEBUG=1 prints on stderr why a frame was not sent; PANEWARD_SOCKET names the
+socket. Details: docs/hooks.md.
+"""
 
 
 class HookArgs:
@@ -305,7 +322,7 @@ def main(argv: Sequence[str]) -> int:
         at_ms = fire_time_ms(os.environ, at_ms)
         args = parse_args(argv)
         if args.show_help:
-            sys.stdout.write(_USAGE)
+            sys.stdout.write(HELP)
             return 0
         for error in args.errors:
             _debug(error)

@@ -7,9 +7,11 @@ subcommand being run are set up, so ``status``, ``watch`` and ``inject`` import 
 use.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
-side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``) is
-added there by its owner.
-Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error.
+side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``,
+``ack``, ``forget``) is added there by its owner.
+Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error (a
+subcommand's usage error prints that subcommand's usage). ``paneward`` alone prints the help,
+``paneward --version`` the version.
 """
 
 from __future__ import annotations
@@ -36,14 +38,9 @@ EXIT_NO_DAEMON = 2
 
 
 def _add_hook(parser: argparse.ArgumentParser) -> None:
-    # Documentation only: `hook` never reaches argparse (see main()), it must never exit 2.
-    parser.add_argument("--harness", required=True, choices=("claude-code", "codex", "cursor"))
-    parser.add_argument(
-        "--forward-json",
-        metavar="JSON_ARGV",
-        help="after sending, exec this command with the payload appended (Codex notify chain)",
-    )
-    parser.add_argument("payload", nargs="?", help="the hook JSON (default: read stdin)")
+    # `hook` never reaches argparse (see main()): it must never exit 2, and its --help is the
+    # hook client's own (actors.cli.hook_client.HELP).
+    del parser
 
 
 def _run_hook(args: argparse.Namespace) -> int:  # pragma: no cover - dispatched in main()
@@ -56,14 +53,19 @@ def _add_version(parser: argparse.ArgumentParser) -> None:
     del parser
 
 
-def _run_version(args: argparse.Namespace) -> int:
+def version_text() -> str:
+    """``paneward <version>`` (``version`` and ``--version`` print it)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         text = version("paneward")
     except PackageNotFoundError:
         text = "unknown (not installed)"
-    print(f"paneward {text}")
+    return f"paneward {text}"
+
+
+def _run_version(args: argparse.Namespace) -> int:
+    print(version_text())
     return EXIT_OK
 
 
@@ -91,7 +93,7 @@ def _run_inject(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(
             f"paneward inject: no daemon listening on {path} ({exc.strerror or exc}); "
-            "start one with `paneward run`",
+            "start one with `paneward run` (or `paneward install-service`)",
             file=sys.stderr,
         )
         return EXIT_NO_DAEMON
@@ -108,6 +110,18 @@ def _run_install_hooks(args: argparse.Namespace) -> int:
     import actors.cli.install as install_hooks
 
     return install_hooks.run(args)
+
+
+def _add_install_service(parser: argparse.ArgumentParser) -> None:
+    import actors.cli.service as service
+
+    service.add_arguments(parser)
+
+
+def _run_install_service(args: argparse.Namespace) -> int:
+    import actors.cli.service as service
+
+    return service.run(args)
 
 
 def _daemon_side(name: str) -> tuple[AddArguments, Run]:
@@ -149,6 +163,11 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
         _add_install_hooks,
         _run_install_hooks,
     ),
+    "install-service": (
+        "run the daemon as a systemd user service (or print the tmux autostart line)",
+        _add_install_service,
+        _run_install_service,
+    ),
     "inject": ("send one inbound message to the daemon", _add_inject, _run_inject),
     "version": ("print the version", _add_version, _run_version),
     "run": ("run the daemon (discovery, hook socket, store, optional tmux badges)",
@@ -166,6 +185,8 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
     "pick": ("choose from the attention queue in a tmux menu", *_daemon_side("pick")),
     "wait": ("block until a session matches a predicate; print its Activity as JSON",
              *_daemon_side("wait")),
+    "ack": ("acknowledge a done or failed (of a pane or a session)", *_daemon_side("ack")),
+    "forget": ("drop an ended session from every view and the store", *_daemon_side("forget")),
 }
 
 
@@ -175,23 +196,45 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     install-hooks editors, the daemon), which ``paneward status`` must not pay for."""
     import argparse
 
+    class VersionAction(argparse.Action):
+        # argparse's own "version" action wants the text up front: importlib.metadata would
+        # then be imported by every command that builds the parser (`next` sits on a key).
+        def __call__(self, parser: argparse.ArgumentParser, *args: object, **kw: object) -> None:
+            print(version_text())
+            parser.exit()
+
     parser = argparse.ArgumentParser(
         prog="paneward",
-        description="Per-pane presence, turn and attention for coding agents, from proof only.",
+        description="Per-pane presence, turn and attention for coding agents, from proof only: "
+        "it observes the agents you run (it starts none).",
+        epilog="Every option, exit code and file: docs/cli.md.",
+    )
+    parser.add_argument(
+        "--version", action=VersionAction, nargs=0, default=argparse.SUPPRESS,
+        help="print the version",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_arguments, _) in COMMANDS.items():
         subparser = sub.add_parser(name, help=help_text, description=help_text)
+        # main() reports a stray argument with the usage of the subcommand it was given to.
+        subparser.set_defaults(subparser=subparser)
         if only is None or name == only:
             add_arguments(subparser)
     return parser
 
 
+def _check(namespace: argparse.Namespace) -> str | None:
+    """A combination of options argparse cannot express, as the usage error to print."""
+    if namespace.command == "status" and namespace.panes and not namespace.json:
+        return "--panes prints the pane views as JSON: give --json --panes"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``paneward`` console script; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "hook" and not ({"-h", "--help"} & set(args[1:])):
-        # Fast path: stdlib only, never raises, always 0.
+    if args and args[0] == "hook":
+        # Fast path: stdlib only, never raises, always 0 (its --help included).
         from actors.cli import hook_client
 
         return hook_client.main(args[1:])
@@ -201,7 +244,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return wrap_main(args[1:])
     parser = build_parser(args[0] if args and args[0] in COMMANDS else None)
-    namespace = parser.parse_args(args)
+    if not args:
+        parser.print_help()
+        return EXIT_OK
+    namespace, extra = parser.parse_known_args(args)
+    subparser: argparse.ArgumentParser = namespace.subparser
+    if extra:
+        subparser.error(f"unrecognized arguments: {' '.join(extra)}")
+    problem = _check(namespace)
+    if problem is not None:
+        subparser.error(problem)
+    del namespace.subparser
     _, _, run = COMMANDS[namespace.command]
     return run(namespace)
 

@@ -13,6 +13,9 @@ Who uses what:
   (``needs you 2m``), from the attention's ``since_ms``.
 - :func:`parse_predicate` / :class:`WaitTarget` decide when ``paneward wait`` is done, over the
   same snapshot-then-transitions stream ``watch`` reads.
+- :func:`match_sessions` / :func:`resolve_session` turn what a user typed (an id, ``harness:id``
+  or a unique prefix of either, as the status table shows ids cut to 13 characters) into a
+  session: ``wait``, ``ack`` and ``forget`` name sessions through them.
 
 Nothing here does I/O or reads a clock: callers pass ``now_ms``.
 """
@@ -29,14 +32,18 @@ from messages.common import AttentionKind, Presence, SessionKey, Turn
 __all__ = [
     "ATTENTION_WORDS",
     "PREDICATE_HELP",
+    "AmbiguousSession",
+    "NoSuchTarget",
     "Predicate",
     "WaitTarget",
     "attention_label",
     "attention_queue",
     "elapsed",
+    "match_sessions",
     "next_change_ms",
     "parse_kinds",
     "parse_predicate",
+    "resolve_session",
 ]
 
 #: The word each attention kind is shown with (the badge word, ``actors.core.badges``).
@@ -161,13 +168,61 @@ def parse_predicate(text: str) -> Predicate:
     raise ValueError(f"unknown predicate {text!r}: expected {PREDICATE_HELP}")
 
 
+class NoSuchTarget(LookupError):
+    """No session has the id (or prefix) given, or no session shows the pane given.
+
+    Raised by :func:`resolve_session` and :meth:`WaitTarget.snapshot`; the text says which.
+    """
+
+
+class AmbiguousSession(LookupError):
+    """A prefix names more than one session; the text lists them (``harness:id`` each)."""
+
+
+def _names(text: str, key: SessionKey, *, exact: bool) -> bool:
+    if exact:
+        return text in (key.session_id, str(key))
+    return key.session_id.startswith(text) or str(key).startswith(text)
+
+
+def match_sessions(keys: Iterable[SessionKey], text: str) -> list[SessionKey]:
+    """The sessions ``text`` names, sorted: those whose id or ``harness:id`` is ``text``; if
+    none is, those whose id or ``harness:id`` starts with it (an empty ``text`` names none)."""
+    if not text:
+        return []
+    known = sorted(set(keys), key=lambda k: (k.harness, k.session_id))
+    exact = [k for k in known if _names(text, k, exact=True)]
+    return exact or [k for k in known if _names(text, k, exact=False)]
+
+
+def resolve_session(keys: Iterable[SessionKey], text: str) -> SessionKey:
+    """The one session ``text`` names (see :func:`match_sessions`).
+
+    :raises NoSuchTarget: it names none.
+    :raises AmbiguousSession: it names several (listed, so the user can type more).
+    """
+    found = match_sessions(keys, text)
+    if not found:
+        raise NoSuchTarget(f"no session {text!r} (`paneward status --all` lists every one)")
+    if len(found) > 1:
+        shown = ", ".join(str(k) for k in found[:10])
+        more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+        raise AmbiguousSession(
+            f"{text!r} names {len(found)} sessions: {shown}{more}; give more of the id"
+        )
+    return found[0]
+
+
 class WaitTarget:
     """What ``paneward wait`` waits for: every predicate holding for one session.
 
-    ``session`` names a session (its id, or ``harness:id``); ``pane`` a pane, judged through
-    the session that pane shows (the pane winner rule); neither: any session. Feed it the
-    activities of a snapshot (:meth:`snapshot`), then each transition's ``after``
-    (:meth:`update`); each returns the first matching activity, or ``None``.
+    ``session`` names a session (its id, ``harness:id``, or a unique prefix of either:
+    :func:`resolve_session`); ``pane`` a pane, judged through the session that pane shows (the
+    pane winner rule); neither: any session. The named session, or a session on the pane, must
+    be in the snapshot unless ``for_new``: then the first session the text names that appears
+    is the one waited for (``pane``: the pane may show no session yet). Feed it the activities
+    of a snapshot (:meth:`snapshot`), then each transition's ``after`` (:meth:`update`); each
+    returns the first matching activity, or ``None``.
     """
 
     def __init__(
@@ -176,19 +231,24 @@ class WaitTarget:
         *,
         session: str | None = None,
         pane: str | None = None,
+        for_new: bool = False,
     ) -> None:
         if session is not None and pane is not None:
             raise ValueError("give --session or --pane, not both")
         self._predicates = tuple(predicates)
         self._session = session
         self._pane = pane
+        self._for_new = for_new
+        self._pinned: SessionKey | None = None
         self._current: dict[SessionKey, Activity] = {}
 
     def _selected(self, activity: Activity) -> bool:
         if self._session is None:
             return True
-        key = activity.key
-        return self._session in (key.session_id, str(key))
+        if self._pinned is None and _names(self._session, activity.key, exact=False):
+            # --for-new: the first session the prefix names is the one waited for.
+            self._pinned = activity.key
+        return activity.key == self._pinned
 
     def _holds(self, activity: Activity) -> bool:
         return self._selected(activity) and all(p(activity) for p in self._predicates)
@@ -199,9 +259,19 @@ class WaitTarget:
         return winner if winner is not None and self._holds(winner) else None
 
     def snapshot(self, activities: Iterable[Activity]) -> Activity | None:
-        """Start from a snapshot; the first session that already matches (in queue order)."""
+        """Start from a snapshot; the first session that already matches (in queue order).
+
+        :raises NoSuchTarget: the session or pane is not in the snapshot (and not ``for_new``).
+        :raises AmbiguousSession: the session's prefix names several sessions.
+        """
         self._current = {a.key: a for a in activities}
+        if self._session is not None:
+            found = match_sessions(self._current, self._session)
+            if found or not self._for_new:
+                self._pinned = resolve_session(found, self._session)
         if self._pane is not None:
+            if not self._for_new and self._pane not in pane_winners(self._current.values()):
+                raise NoSuchTarget(f"no session shows pane {self._pane!r}")
             return self._pane_match()
         for activity in sorted(self._current.values(), key=attention_order):
             if self._holds(activity):

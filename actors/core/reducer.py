@@ -40,6 +40,7 @@ from messages.common import (
 )
 from messages.control import (
     Acknowledge,
+    Forget,
     HostSignal,
     PaneBound,
     PaneFocused,
@@ -919,6 +920,21 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             return new
         case Acknowledge():
             return msgspec.structs.replace(state, done=None, failed=None)
+        case Forget():
+            if not state.known or state.presence != "persisted":
+                return None  # a live session is not forgotten: it ends when its owner does
+            # The last transition (Transition.forgets): off its pane, nothing to act on.
+            return msgspec.structs.replace(
+                state,
+                pane=None,
+                focused=False,
+                done=None,
+                failed=None,
+                deferred=None,
+                source="host",
+                native="forget",
+                evidence_at_ms=message.at_ms,
+            )
         case HostSignal():
             if message.signal == "terminate":
                 if state.presence != "running":

@@ -19,6 +19,7 @@ from messages.codec import Inbound
 from messages.common import SessionKey
 from messages.control import (
     Acknowledge,
+    Forget,
     HostSignal,
     PaneBound,
     PaneClosed,
@@ -109,7 +110,7 @@ class RoutingIndex:
             yield _own(message)
             return
         match message:
-            case PaneUnbound():
+            case PaneUnbound() | Forget():
                 yield Delivery(message.key, message, False)
             case LifecycleBoundary() | ThreadStatus():
                 yield Delivery(message.key, message, True)

@@ -535,6 +535,18 @@ class BroadcastHub:
         if state.key in self._catalog:
             self._states[state.key] = state
 
+    def forget(self, key: SessionKey) -> None:
+        """Drop ``key`` from the catalog, its reducer state with it (nothing is published).
+
+        Called by the supervisor right after publishing the session's last transition
+        (:attr:`~messages.Transition.forgets`): subscribers saw that transition, and no later
+        snapshot has the session.
+        """
+        if self._catalog.pop(key, None) is not None:
+            self._snapshot_cache = None
+        self._states.pop(key, None)
+        self._stats.sessions = len(self._catalog)
+
     def current(self, key: SessionKey) -> Activity | None:
         """Return ``key``'s current activity, or ``None`` if the hub never saw it."""
         return self._catalog.get(key)

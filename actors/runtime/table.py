@@ -58,15 +58,18 @@ class SessionTable:
                 self.ignored[step.ignored] = self.ignored.get(step.ignored, 0) + 1
             if step.publish is not None:
                 self.seq += 1
-                published.append(
-                    Transition(
-                        seq=self.seq,
-                        key=delivery.key,
-                        after=step.publish,
-                        cause=cause_of(delivery.message),
-                        before=before,
-                    )
+                transition = Transition(
+                    seq=self.seq,
+                    key=delivery.key,
+                    after=step.publish,
+                    cause=cause_of(delivery.message),
+                    before=before,
                 )
+                published.append(transition)
+                if transition.forgets:
+                    # As the supervisor does: gone, and a later session of the key starts anew.
+                    del self.states[delivery.key]
+                    self.index.forget(step.state)
         return published
 
     def activity(self, key: SessionKey) -> Activity | None:

@@ -250,6 +250,7 @@ _CATALOG_UPSERT_TAIL: Final = (
     "state = excluded.state"
 )
 _GAP_INSERT_HEAD: Final = "INSERT INTO gaps (next_seq, dropped, reason, noticed_ms) VALUES "
+_CATALOG_DELETE: Final = "DELETE FROM sessions WHERE harness = ? AND session_id = ?"
 
 
 @functools.lru_cache(maxsize=64)
@@ -400,6 +401,8 @@ class _Row(msgspec.Struct, frozen=True, gc=False):
     owner: Owner | None
     state: SessionState | None
     seen_ms: int
+    # The session's last transition (Transition.forgets): its catalog row is deleted.
+    forgets: bool = False
 
 
 class _JournalTransition(msgspec.Struct, gc=False, tag="Transition", tag_field="type"):
@@ -446,11 +449,17 @@ def _flush_statements(
     """The journal inserts, and the catalog upserts + gap inserts, of one flush."""
     journal_rows = [row.journal for row in rows if row.journal is not None]
     journal = list(_multi_row_statements(_JOURNAL_INSERT_HEAD, journal_rows))
+    kept = [row for row in newest if not row.forgets]
     others = list(
         _multi_row_statements(
-            _CATALOG_UPSERT_HEAD, list(_catalog_rows(newest)), _CATALOG_UPSERT_TAIL
+            _CATALOG_UPSERT_HEAD, list(_catalog_rows(kept)), _CATALOG_UPSERT_TAIL
         )
     )
+    others += [
+        (_CATALOG_DELETE, [row.activity.key.harness, row.activity.key.session_id])
+        for row in newest
+        if row.forgets
+    ]
     gap_rows = [(g.next_seq, g.dropped, g.reason, g.noticed_ms) for g in gaps]
     others += _multi_row_statements(_GAP_INSERT_HEAD, gap_rows)
     return journal, others
@@ -770,6 +779,9 @@ class Store:
         before_json = None if before is None else self._encode_activity(before)
         after_json = self._encode_activity(transition.after)
         stats.recorded += 1
+        forgets = transition.forgets
+        if forgets:
+            self._encoded.pop(transition.key, None)  # no later transition has it as before
         self._append(
             _Row(
                 seq,
@@ -779,6 +791,7 @@ class Store:
                 checked,
                 state,
                 seen,
+                forgets,
             )
         )
 
