@@ -390,7 +390,9 @@ class Supervisor:
             return actor
         message = delivery.message
         if isinstance(message, Forget) and self._hub.current(key) is None:
-            return None  # nothing to forget: never a session made for it
+            # Nothing to forget: never a session made for it; said and counted.
+            self._reject(f"forget {key}: no such session", "routing", str(key))
+            return None
         if key in self._stopped:
             if isinstance(message, Acknowledge | Forget):
                 # The user acknowledged (or dismissed) the failure: a fresh actor takes it.
@@ -444,6 +446,10 @@ class Supervisor:
         """Called by a session actor after each applied message: re-index, publish."""
         self._queued -= 1
         self._index.update(old, step.state)
+        if isinstance(message, Forget) and step.publish is None:
+            # The reducer forgets only an ended session: a live one ends when its owner does.
+            self._reject(f"forget {actor.key}: the session has not ended", "routing",
+                         str(actor.key))
         if step.publish is not None:
             transition = self._publish(step, cause_of(message))
             if transition is not None and transition.forgets:

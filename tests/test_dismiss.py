@@ -68,6 +68,12 @@ async def test_forget_publishes_a_last_transition_then_no_snapshot_has_the_sessi
             assert [a.key for a in sup.snapshot()] == [live]
             assert sup.seq == 4  # neither the live session nor an unknown key published
             assert sup.statistics().sessions <= 2  # nothing was made for the unknown key
+            # both refusals are said and counted, each with its reason
+            stats = sup.statistics()
+            assert {r.reason for r in stats.recent_rejected} == {
+                f"forget {live}: the session has not ended",
+                f"forget {SessionKey('terminal', 'nosuch')}: no such session"}
+            assert stats.rejected == 2
             # evidence for the key afterwards starts it again, from nothing
             with sup.subscribe("all", snapshot=False) as sub:
                 await sup.inject(spawned(ENDED, "%9"))
