@@ -18,14 +18,18 @@ from actors.core.badges import (
     summary_command,
     summary_text,
 )
-from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows
+from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows, unescape_path
 from actors.core.tmux_protocol import (
     ControlParser,
     Notification,
     Reply,
     TmuxError,
     TmuxTarget,
+    argv_word,
+    commands_argv,
+    format_literal,
     quote,
+    quote_exact,
 )
 from messages import (
     Activity,
@@ -98,6 +102,21 @@ def test_parser_keeps_partial_line_until_newline() -> None:
 )
 def test_quote(value: str, quoted: str) -> None:
     assert quote(value) == quoted
+
+
+def test_quote_exact_keeps_controls_as_octal_escapes() -> None:
+    assert quote_exact('a\nb\r\t\x7f"$\\ #{x};') == '"a\\012b\\015\\011\\177\\"\\$\\\\ #{x};"'
+
+
+def test_argv_words_and_format_literals() -> None:
+    assert [argv_word(w) for w in ("ls;", ";", "x\\;", "a;b", "")] == [
+        "ls\\;", "\\;", "x\\\\;", "a;b", ""
+    ]
+    assert commands_argv([["a", "x;"], ["b"]]) == ["a", "x\\;", ";", "b"]
+    assert commands_argv([]) == []
+    assert format_literal("#S #(x)") == "##S ##(x)"
+    assert format_literal("#S", 2) == "####S"
+    assert format_literal("plain", 2) == "plain"
 
 
 def test_target_argv() -> None:
@@ -335,6 +354,10 @@ def test_parse_pane_rows() -> None:
         PaneRow("%2", 103, True, None, 9, False, "/x"),
     ]
     assert len(errors) == 3 and "7 fields" in errors[0]
+    # the path as tmux escapes it (q:, then line feeds and carriage returns)
+    rows, errors = parse_pane_rows(["%5|105|0|||0|/t/x\\n\\%0\\|1\\ a\\\\n\\r"])
+    assert errors == [] and rows[0].cwd == "/t/x\n%0|1 a\\n\r"
+    assert unescape_path("/plain") == "/plain"
 
 
 def test_pane_table_diffs() -> None:

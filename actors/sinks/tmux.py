@@ -62,7 +62,9 @@ from actors.core.tmux_protocol import (
     TmuxConnectionLost,
     TmuxError,
     TmuxTarget,
+    format_literal,
     quote,
+    quote_exact,
 )
 from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import EvidenceSink, Host
@@ -501,7 +503,10 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
         "#{?@paneward_age, #{@paneward_age},}#[default] ,}"
     )
     pane_label = "#{pane_index}: #{pane_current_command}"
-    program = paneward or "paneward"
+    # The program's path is read by tmux's config parser (quote_exact) and expanded as a
+    # format once, by run-shell, when the key is pressed (format_literal); #{client_name} is
+    # meant to be expanded then.
+    program = format_literal(paneward or "paneward")
     # `|| true`: the command tells the client itself what went wrong (display-message); tmux
     # would otherwise also open a "returned 1" view over the pane.
     next_cmd = f"{program} next -q --client '#{{client_name}}' || true"
@@ -527,8 +532,8 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
             "set -g status-right-length 80",
             "# prefix a: jump to the agent that needs you (oldest needs_input first, then failed,",
             "# then done); prefix A: choose from all of them in a menu.",
-            f"bind-key a run-shell -b {quote(next_cmd)}",
-            f"bind-key A run-shell -b {quote(pick_cmd)}",
+            f"bind-key a run-shell -b {quote_exact(next_cmd)}",
+            f"bind-key A run-shell -b {quote_exact(pick_cmd)}",
             "# OSC 9 notifications to your terminal (iTerm2, WezTerm, kitty, Ghostty, ...) pass",
             "# through tmux only with passthrough on (it lets any program in a pane do so):",
             "# set -g allow-passthrough on",
