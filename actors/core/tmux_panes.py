@@ -65,7 +65,7 @@ _PATH_FIELD: Final = "#{s/\r/\\\\r/:#{s/\n/\\\\n/:#{q:pane_current_path}}}"
 #: line break; the path, the only one that may hold the separator, goes last.
 LIST_PANES_FORMAT: Final = (
     "#{pane_id}|#{pane_pid}|#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"
-    f"|#{{&&:#{{pane_active}},#{{window_active}}}}|{_PATH_FIELD}"
+    f"|#{{&&:#{{pane_active}},#{{window_active}}}}|#{{window_id}}|{_PATH_FIELD}"
 )
 #: quote_exact: the format holds a line feed and a carriage return (the patterns).
 LIST_PANES_COMMAND: Final = f"list-panes -a -F {quote_exact(LIST_PANES_FORMAT)}"
@@ -128,6 +128,7 @@ class PaneRow(NamedTuple):
     dead_signal: int | None
     focused: bool
     cwd: str | None
+    window: str | None = None  # ``@N``: where the pane is (a window marker's scope)
 
     @property
     def exit_known(self) -> bool:
@@ -159,11 +160,11 @@ def parse_pane_rows(lines: Iterable[str]) -> tuple[list[PaneRow], list[str]]:
     rows: dict[str, PaneRow] = {}
     errors: list[str] = []
     for line in lines:
-        parts = line.split("|", 6)
-        if len(parts) != 7:
-            errors.append(f"expected 7 fields, got {len(parts)}: {line[:80]!r}")
+        parts = line.split("|", 7)
+        if len(parts) != 8:
+            errors.append(f"expected 8 fields, got {len(parts)}: {line[:80]!r}")
             continue
-        pane, pid, dead, status, signal, focused, cwd = parts
+        pane, pid, dead, status, signal, focused, window, cwd = parts
         if not (pane.startswith("%") and pane[1:].isdigit()) or not pid.isdigit():
             errors.append(f"bad pane id or pid: {line[:80]!r}")
             continue
@@ -178,6 +179,7 @@ def parse_pane_rows(lines: Iterable[str]) -> tuple[list[PaneRow], list[str]]:
             dead_signal=_opt_int(signal),
             focused=focused == "1",
             cwd=unescape_path(cwd)[:MAX_TEXT_LEN] or None,
+            window=window if window.startswith("@") and window[1:].isdigit() else None,
         )
         seen = rows.get(pane)
         if seen is not None and seen.focused:
