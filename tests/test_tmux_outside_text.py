@@ -164,8 +164,9 @@ async def test_the_menu_jumps_whatever_the_paths_of_paneward_and_its_socket(
     server: TmuxServer, short_dir: Path
 ) -> None:
     """A menu item's command is expanded twice (when the menu is built, and by ``run-shell``):
-    a socket path holding ``#S`` and ``#(…)`` reaches the ``paneward next`` it runs as is."""
-    runtime = short_dir / "r#S#(echo x)"
+    a socket path holding ``#S``, ``#(…)`` and a line break reaches the ``paneward next`` it
+    runs as is."""
+    runtime = short_dir / "r#S#(echo x)\nx"
     runtime.mkdir(mode=0o700)
     env = {k: v for k, v in daemon_env(short_dir / "state").items()
            if k not in ("TMUX", "TMUX_PANE")}
@@ -193,8 +194,9 @@ async def test_the_key_bindings_run_paneward_whatever_its_path(
     server: TmuxServer, short_dir: Path
 ) -> None:
     """``paneward tmux-config`` writes the full path of the paneward it is: its bindings run
-    that program even when the path holds ``#S``, ``#{…}``, ``#(…)``, quotes and ``$``."""
-    bindir = short_dir / "b #S#{pane_id}#(echo x)'\"$HOME;"
+    that program even when the path holds ``#S``, ``#{…}``, ``#(…)``, quotes, ``$`` and a
+    line break."""
+    bindir = short_dir / "b #S#{pane_id}#(echo x)'\"$HOME;\nx"
     bindir.mkdir()
     program = bindir / "paneward"
     program.symlink_to(PANEWARD)
