@@ -15,6 +15,9 @@ Who sends and handles what:
 - A lost connection (server killed, our session closed) is retried with exponential backoff;
   after each (re)connect the badges are re-applied from the book's current state, options we
   left on panes that are no longer bound are removed, and the pane listing is diffed again.
+- Window markers: each pane listing says which window each pane is in
+  (:class:`~actors.core.badges.WindowMarks`); ``@paneward_window`` on a window is the most
+  urgent badge of its panes, written in the same batch as the pane options that change it.
 - On shutdown (cancellation, or the end of the subscription) every option it set is removed.
 - Durations: ``@paneward_age`` of a pane with open attention is rewritten when its text
   changes (``<1m`` -> ``1m`` -> ... -> ``1h``), so at most once a minute per pane; one timer,
@@ -421,7 +424,7 @@ class TmuxBridge:
                 # The pane closed before its unbinding reached us: nothing left to clear.
                 self._stats.missing_panes += 1
                 written.pop(owners[bisect.bisect_right(firsts, index) - 1], None)
-            elif index < window_commands and text.startswith(_VANISHED_WINDOW):
+            elif pane_commands <= index < window_commands and text.startswith(_VANISHED_WINDOW):
                 self._stats.missing_windows += 1
                 written_windows.pop(window_owners[index - pane_commands], None)
             else:
