@@ -114,6 +114,75 @@ async def test_badges_follow_each_state_and_plain_shell_has_none(
     assert stats.command_errors == 0 and stats.connections == 1
 
 
+async def test_the_window_marker_follows_the_most_urgent_pane_and_clears(
+    server: TmuxServer, sources: Sources
+) -> None:
+    """``@paneward_window`` on each window is the most urgent badge of its bound panes: it
+    follows their changes, a pane moved to another window, and is removed when no pane of the
+    window is bound and when the bridge stops."""
+
+    async def marker(window: str) -> str | None:
+        out = await server.arun("show-options", "-w", "-q", "-v", "-t", window,
+                                "@paneward_window")
+        return out.removesuffix("\n") or None
+
+    async def marks(want: dict[str, str | None]) -> None:
+        async def check() -> bool:
+            return {w: await marker(w) for w in want} == want
+
+        await eventually(check)
+
+    with anyio.fail_after(30):
+        a = await server.new_pane()  # beside %0 in window @0
+        other = (await server.arun("new-window", "-d", "-P", "-F", "#{pane_id} #{window_id}",
+                                   "sleep 600")).split()
+        c, w1 = other
+        source = sources()
+        sink = ListSink()
+        bridge = TmuxBridge(socket_name=server.name, backoff_initial=0.02, backoff_max=0.1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, sink)
+            source.publish(activity("a", a, turn="working"))
+            source.publish(activity("c", c, turn="idle"))
+            await marks({"@0": "● working", w1: "○ idle"})
+            source.publish(activity("z", "%0", turn="needs_input", attention="needs_input"))
+            await marks({"@0": "▲ needs you", w1: "○ idle"})
+            source.publish(activity("a", a, turn="idle", attention="turn_done"))
+            source.publish(activity("z", "%0", turn="idle"))
+            await marks({"@0": "✔ done", w1: "○ idle"})
+            # the done pane moves to the other window: both markers follow
+            await server.arun("join-pane", "-d", "-s", a, "-t", w1)
+            await marks({"@0": "○ idle", w1: "✔ done"})
+            # no bound pane left in a window: its marker goes
+            source.publish(activity("z", None))
+            await marks({"@0": None, w1: "✔ done"})
+            source.publish(activity("a", a, turn="needs_input", attention="needs_input"))
+            await marks({"@0": None, w1: "▲ needs you"})
+            tg.cancel_scope.cancel()
+        await marks({"@0": None, w1: None})
+    stats = bridge.statistics()
+    assert stats.command_errors == 0, stats.last_error
+
+
+async def test_a_window_marker_left_behind_is_removed_at_start(server: TmuxServer,
+                                                               sources: Sources) -> None:
+    """A marker a killed paneward left on a window none of whose panes is bound is removed
+    when the bridge connects (as pane badges are)."""
+    with anyio.fail_after(20):
+        await server.arun("set-option", "-w", "-t", "@0", "@paneward_window", "▲ needs you")
+        bridge = TmuxBridge(socket_name=server.name, panes=False)
+        source = sources()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, None)
+
+            async def cleared() -> bool:
+                out = await server.arun("show-options", "-w", "-t", "@0")
+                return "@paneward_window" not in out
+
+            await eventually(cleared)
+            tg.cancel_scope.cancel()
+
+
 async def test_summary_and_shutdown_clear_everything(
     server: TmuxServer, sources: Sources
 ) -> None:
@@ -442,6 +511,19 @@ async def test_config_snippet_sources_and_renders(server: TmuxServer, tmp_path: 
         assert "needs you" not in plain and plain.strip().startswith("0:")
         status = await server.arun("display-message", "-p", "#{E:status-right}")
         assert status.startswith("1 need you | ")
+        # the agent's pane is named by its harness, a plain pane by its program
+        await server.arun("set-option", "-p", "-t", agent, "@paneward_harness", "codex")
+        border = await server.arun("display-message", "-p", "-t", agent, "#{E:pane-border-format}")
+        assert border.rstrip().endswith(": codex")
+        # the window list: the glyph of the window's marker, none without one
+        window = (await server.arun("new-window", "-d", "-P", "-F", "#{window_id}")).strip()
+        await server.arun("set-option", "-w", "-t", window, "@paneward_window", "▲ needs you")
+        for option in ("window-status-format", "window-status-current-format"):
+            marked = await server.arun("display-message", "-p", "-t", window, f"#{{E:{option}}}")
+            assert marked.startswith("▲ 1:")
+            unmarked = await server.arun("display-message", "-p", "-t", "@0", f"#{{E:{option}}}")
+            assert unmarked.startswith("0:")
+        assert (await server.arun("show-options", "-g", "-v", "focus-events")).strip() == "on"
 
 
 async def test_pane_killed_by_signal_reports_the_signal(

@@ -12,20 +12,28 @@ from actors.core.badges import (
     OPTION_NAMES,
     BadgeBook,
     PaneChange,
+    PaneOptions,
+    WindowMarks,
     badge_word,
     option_commands,
     pane_options,
     summary_command,
     summary_text,
+    window_badge,
+    window_command,
 )
-from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows
+from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows, unescape_path
 from actors.core.tmux_protocol import (
     ControlParser,
     Notification,
     Reply,
     TmuxError,
     TmuxTarget,
+    argv_word,
+    commands_argv,
+    format_literal,
     quote,
+    quote_exact,
 )
 from messages import (
     Activity,
@@ -98,6 +106,21 @@ def test_parser_keeps_partial_line_until_newline() -> None:
 )
 def test_quote(value: str, quoted: str) -> None:
     assert quote(value) == quoted
+
+
+def test_quote_exact_keeps_controls_as_octal_escapes() -> None:
+    assert quote_exact('a\nb\r\t\x7f"$\\ #{x};') == '"a\\012b\\015\\011\\177\\"\\$\\\\ #{x};"'
+
+
+def test_argv_words_and_format_literals() -> None:
+    assert [argv_word(w) for w in ("ls;", ";", "x\\;", "a;b", "")] == [
+        "ls\\;", "\\;", "x\\\\;", "a;b", ""
+    ]
+    assert commands_argv([["a", "x;"], ["b"]]) == ["a", "x\\;", ";", "b"]
+    assert commands_argv([]) == []
+    assert format_literal("#S #(x)") == "##S ##(x)"
+    assert format_literal("#S", 2) == "####S"
+    assert format_literal("plain", 2) == "plain"
 
 
 def test_target_argv() -> None:
@@ -309,6 +332,32 @@ def test_option_commands_write_only_differences() -> None:
     assert summary_command("1 done") == 'set-option -g @paneward_summary "1 done"'
 
 
+def test_window_badge_is_the_most_urgent() -> None:
+    order = ["▲ needs you", "✖ failed", "✔ done", "● working", "? unknown", "○ idle", "■ exited"]
+    assert sorted(BADGES.values(), key=order.index) == order  # every badge is ranked
+    for i, badge in enumerate(order):
+        assert window_badge(order[i:][::-1]) == badge
+    assert window_badge([]) == ""
+
+
+def test_window_marks_follow_panes_between_windows() -> None:
+    marks = WindowMarks()
+    shown = {
+        "%1": PaneOptions("running", "working", "", "codex", BADGES["working"]),
+        "%2": PaneOptions("running", "needs_input", "needs_input", "codex", BADGES["needs you"]),
+    }
+    assert marks.place({"%1": "@1", "%2": "@1", "%3": "@2"}) == {"@1", "@2"}
+    assert marks.place({"%1": "@1", "%2": "@1", "%3": "@2"}) == set()
+    assert marks.windows_of(["%2", "%9"]) == {"@1"}
+    assert (marks.marker("@1", shown), marks.marker("@2", shown)) == ("▲ needs you", "")
+    assert marks.place({"%1": "@1", "%2": "@2", "%3": "@2"}) == {"@1", "@2"}  # %2 moved
+    assert (marks.marker("@1", shown), marks.marker("@2", shown)) == ("● working", "▲ needs you")
+    assert marks.place({"%1": "@1"}) == {"@2"}
+    assert marks.marker("@2", shown) == ""
+    assert window_command("@2", "") == "set-option -w -u -t \"@2\" @paneward_window"
+    assert window_command("@1", "✔ done") == 'set-option -w -t "@1" @paneward_window "✔ done"'
+
+
 # -- panes -----------------------------------------------------------------------------------
 
 
@@ -320,21 +369,25 @@ def _row(pane: str, pid: int = 100, **kw: object) -> PaneRow:
 def test_parse_pane_rows() -> None:
     rows, errors = parse_pane_rows(
         [
-            "%0|101|0|||1|/home/u/a|b",
-            "%1|102|1|3||0|",
-            "%2|103|1||9|0|/x",
-            "%0|101|0|||0|/home/u/a|b",  # linked window: same pane again, merged
+            "%0|101|0|||1|@0|/home/u/a|b",
+            "%1|102|1|3||0|@1|",
+            "%2|103|1||9|0|@1|/x",
+            "%0|101|0|||0|@0|/home/u/a|b",  # linked window: same pane again, merged
             "garbage",
-            "%x|1|0|||0|/",
-            "%4|0|0|||0|/",
+            "%x|1|0|||0|@0|/",
+            "%4|0|0|||0|@0|/",
         ]
     )
     assert rows == [
-        PaneRow("%0", 101, False, None, None, True, "/home/u/a|b"),
-        PaneRow("%1", 102, True, 3, None, False, None),
-        PaneRow("%2", 103, True, None, 9, False, "/x"),
+        PaneRow("%0", 101, False, None, None, True, "/home/u/a|b", "@0"),
+        PaneRow("%1", 102, True, 3, None, False, None, "@1"),
+        PaneRow("%2", 103, True, None, 9, False, "/x", "@1"),
     ]
-    assert len(errors) == 3 and "7 fields" in errors[0]
+    assert len(errors) == 3 and "8 fields" in errors[0]
+    # the path as tmux escapes it (q:, then line feeds and carriage returns)
+    rows, errors = parse_pane_rows(["%5|105|0|||0|x|/t/x\\n\\%0\\|1\\ a\\\\n\\r"])
+    assert errors == [] and rows[0].cwd == "/t/x\n%0|1 a\\n\r" and rows[0].window is None
+    assert unescape_path("/plain") == "/plain"
 
 
 def test_pane_table_diffs() -> None:

@@ -503,19 +503,18 @@ class _TmuxFailed(Exception):
 def _tmux(args: argparse.Namespace, *commands: Sequence[str]) -> str:
     """Run tmux commands (``;``-separated, one process) on the chosen server; their stdout.
 
-    Never starts a server (``-N``; none of these commands would anyway).
+    Every word reaches tmux as one word of its command, whatever it ends with
+    (:func:`actors.core.tmux_protocol.commands_argv`). Never starts a server (``-N``; none of
+    these commands would anyway).
     """
     import os
     import subprocess
 
-    from actors.core.tmux_protocol import TmuxTarget
+    from actors.core.tmux_protocol import TmuxTarget, commands_argv
 
     argv = TmuxTarget(args.tmux_socket_name, args.tmux_socket_path).argv()
     argv.append("-N")
-    for i, command in enumerate(commands):
-        if i:
-            argv.append(";")
-        argv += command
+    argv += commands_argv(commands)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ))
     except OSError as exc:

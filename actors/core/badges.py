@@ -21,6 +21,10 @@ Options set on a bound pane (pane user options, ``set-option -p``):
 
 plus the global ``@paneward_summary`` (e.g. ``2 need you · 3 working``). A pane with no bound
 session carries none of them.
+
+Each window with a bound pane carries the window option ``@paneward_window``: the most urgent
+badge of its panes (:func:`window_badge`); :class:`WindowMarks` knows which window each pane is
+in (from the bridge's pane listing) and says which windows' markers to rewrite.
 """
 
 from __future__ import annotations
@@ -42,15 +46,19 @@ __all__ = [
     "BADGES",
     "OPTION_NAMES",
     "SUMMARY_OPTION",
+    "WINDOW_OPTION",
     "BadgeBook",
     "BadgeStatistics",
     "PaneChange",
     "PaneOptions",
+    "WindowMarks",
     "badge_word",
     "option_commands",
     "pane_options",
     "summary_command",
     "summary_text",
+    "window_badge",
+    "window_command",
 ]
 
 PRESENCE_OPTION: Final = "@paneward_presence"
@@ -61,6 +69,7 @@ BADGE_OPTION: Final = "@paneward_badge"
 REASON_OPTION: Final = "@paneward_reason"
 AGE_OPTION: Final = "@paneward_age"
 SUMMARY_OPTION: Final = "@paneward_summary"
+WINDOW_OPTION: Final = "@paneward_window"
 OPTION_NAMES: Final = (
     PRESENCE_OPTION,
     TURN_OPTION,
@@ -83,6 +92,13 @@ BADGES: Final[Mapping[str, str]] = {
     "exited": "■ exited",
     "unknown": "? unknown",
 }
+
+# The badges from the most urgent down, for a window's marker: what the user must act on
+# (the attention queue's order), then a turn running, then what needs nothing.
+_URGENCY: Final = tuple(
+    BADGES[w] for w in ("needs you", "failed", "done", "working", "unknown", "idle", "exited")
+)
+_URGENCY_RANK: Final = {badge: rank for rank, badge in enumerate(_URGENCY)}
 
 # Which words count in the status-line summary, in display order.
 _SUMMARY_WORDS: Final = ("needs you", "failed", "done", "working")
@@ -423,6 +439,63 @@ def option_commands(
             _LINES_CACHE.clear()
         _LINES_CACHE[key] = lines
     return lines.copy()
+
+
+def window_badge(badges: Iterable[str]) -> str:
+    """The most urgent of ``badges`` (the badges of one window's panes), ``""`` for none:
+    ``▲ needs you`` > ``✖ failed`` > ``✔ done`` > ``● working`` > ``? unknown`` > ``○ idle`` >
+    ``■ exited``."""
+    return min(badges, key=lambda b: _URGENCY_RANK.get(b, len(_URGENCY)), default="")
+
+
+class WindowMarks:
+    """Which window each pane is in, and so which windows' markers a change touches.
+
+    The bridge hands it the pane -> window map of every pane listing (:meth:`place`) and
+    asks, for the panes whose options changed, which windows to recompute
+    (:meth:`windows_of`); :meth:`marker` is a window's ``@paneward_window`` value. A pane the
+    listings have not shown yet belongs to no window.
+    """
+
+    def __init__(self) -> None:
+        self._window_of: dict[str, str] = {}
+        self._panes: dict[str, set[str]] = {}
+
+    @property
+    def windows(self) -> Mapping[str, set[str]]:
+        """Window -> its panes, as last listed."""
+        return self._panes
+
+    def place(self, window_of: Mapping[str, str]) -> set[str]:
+        """Take a full listing's pane -> window map; return the windows that gained or lost a
+        pane (a pane opened, closed or moved), whose markers may differ now."""
+        old = self._window_of
+        changed = {w for p, w in old.items() if window_of.get(p) != w}
+        changed |= {w for p, w in window_of.items() if old.get(p) != w}
+        if changed:
+            self._window_of = dict(window_of)
+            panes: dict[str, set[str]] = {}
+            for pane, window in window_of.items():
+                panes.setdefault(window, set()).add(pane)
+            self._panes = panes
+        return changed
+
+    def windows_of(self, panes: Iterable[str]) -> set[str]:
+        """The windows of ``panes`` (those the listings showed)."""
+        window_of = self._window_of
+        return {window_of[p] for p in panes if p in window_of}
+
+    def marker(self, window: str, shown: Mapping[str, PaneOptions]) -> str:
+        """``window``'s marker: the most urgent badge of its panes in ``shown`` (``""``: none
+        of its panes is bound, or the window is gone)."""
+        return window_badge(shown[p].badge for p in self._panes.get(window, ()) if p in shown)
+
+
+def window_command(window: str, marker: str) -> str:
+    """Set (or, when empty, unset) ``@paneward_window`` on ``window`` (``@N``)."""
+    if not marker:
+        return f"set-option -w -u -t {quote(window)} {WINDOW_OPTION}"
+    return f"set-option -w -t {quote(window)} {WINDOW_OPTION} {quote(marker)}"
 
 
 def summary_command(text: str) -> str:

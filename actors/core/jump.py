@@ -103,8 +103,11 @@ def jump_commands(pane: str, client: str | None, *, current: bool = False) -> li
 
 
 def message_command(client: str, text: str) -> list[str]:
-    """``display-message`` on ``client`` (the text shown as written: ``#`` doubled)."""
-    return ["display-message", "-c", client, text.replace("#", "##")]
+    """``display-message`` on ``client`` (the text is a format, expanded once: shown as
+    written)."""
+    from actors.core.tmux_protocol import format_literal
+
+    return ["display-message", "-c", client, format_literal(text)]
 
 
 def menu_label(
@@ -114,13 +117,15 @@ def menu_label(
     reason redacted unless ``full_text``: a menu is on a screen others may see)."""
     from actors.core.attention import attention_label
     from actors.core.redact import shown_reason
+    from actors.core.tmux_protocol import format_literal
 
     attention = activity.attention
     reason = shown_reason(attention.reason, full_text=full_text) if attention else ""
     where = f"{location} ({activity.pane})" if location else (activity.pane or "-")
     parts = (attention_label(activity, now_ms), activity.key.harness, where, reason)
-    # A leading '-' would make tmux draw the item disabled; '#' starts a format.
-    return "  ".join(p for p in parts if p).lstrip("-").replace("#", "##")
+    # A leading '-' would make tmux draw the item disabled; the label is a format, expanded
+    # once when the menu is built.
+    return format_literal("  ".join(p for p in parts if p).lstrip("-"))
 
 
 def menu_command(
@@ -134,18 +139,24 @@ def menu_command(
 ) -> list[str]:
     """``display-menu`` on ``client`` listing ``queue`` (items with a pane) in order; choosing
     an item runs ``jump_argv --pane %N`` (``paneward next ...``) through ``run-shell``, which
-    jumps and acknowledges a ``turn_done`` exactly as ``paneward next`` does."""
-    from actors.core.tmux_protocol import quote
+    jumps and acknowledges a ``turn_done`` exactly as ``paneward next`` does.
+
+    An item's command is a command string expanded as a format twice (when tmux builds the
+    menu, and by ``run-shell``), so the shell text, which names paths (this paneward, its
+    socket), is made literal for two expansions and quoted exactly. The argv goes through
+    :func:`actors.core.tmux_protocol.commands_argv` (a label may end in ``;``).
+    """
+    from actors.core.tmux_protocol import format_literal, quote_exact
 
     argv = ["display-menu", "-c", client, "-T", "#[align=centre] paneward: attention ", "-x", "C",
             "-y", "C"]
     items = [a for a in queue if a.pane is not None]
     for key, activity in zip(MENU_KEYS, items, strict=False):
         assert activity.pane is not None
-        shell = shlex.join([*jump_argv, "--pane", activity.pane]).replace("#", "##")
+        shell = format_literal(shlex.join([*jump_argv, "--pane", activity.pane]), 2)
         argv += [
             menu_label(activity, locations.get(activity.pane), now_ms, full_text=full_text),
             key,
-            f"run-shell -b {quote(shell)}",
+            f"run-shell -b {quote_exact(shell)}",
         ]
     return argv

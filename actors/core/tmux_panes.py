@@ -30,12 +30,13 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 import msgspec
 
-from actors.core.tmux_protocol import quote
+from actors.core.tmux_protocol import quote, quote_exact
 from messages import Inbound, PaneClosed, PaneFocused, PaneOpened, PtyExit
 from messages.common import MAX_TEXT_LEN
 
@@ -51,15 +52,23 @@ __all__ = [
     "PaneTable",
     "PaneTableStatistics",
     "parse_pane_rows",
+    "unescape_path",
 ]
 
-#: One row per pane (linked windows repeat a pane; rows are merged by id). The path goes last
-#: because it is the only field that may contain the separator.
+#: The pane's directory as one line: a directory's name may hold anything but NUL and ``/``,
+#: and the listing is parsed line by line, so tmux escapes it (``q:`` puts a backslash before
+#: ``\\``, ``|`` and the shell's other specials) and then writes each line feed and carriage
+#: return as ``\\n`` / ``\\r`` (``s``, applied to the escaped text). :func:`unescape_path`
+#: reads it back, every byte kept.
+_PATH_FIELD: Final = "#{s/\r/\\\\r/:#{s/\n/\\\\n/:#{q:pane_current_path}}}"
+#: One row per pane (linked windows repeat a pane; rows are merged by id). No field holds a
+#: line break; the path, the only one that may hold the separator, goes last.
 LIST_PANES_FORMAT: Final = (
     "#{pane_id}|#{pane_pid}|#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"
-    "|#{&&:#{pane_active},#{window_active}}|#{pane_current_path}"
+    f"|#{{&&:#{{pane_active}},#{{window_active}}}}|#{{window_id}}|{_PATH_FIELD}"
 )
-LIST_PANES_COMMAND: Final = f"list-panes -a -F {quote(LIST_PANES_FORMAT)}"
+#: quote_exact: the format holds a line feed and a carriage return (the patterns).
+LIST_PANES_COMMAND: Final = f"list-panes -a -F {quote_exact(LIST_PANES_FORMAT)}"
 #: The server's identity: pane ids restart at %0 on a new server, so a listing is only
 #: comparable with one from the same server (pid and start time).
 SERVER_ID_COMMAND: Final = f"display-message -p {quote('#{pid}:#{start_time}')}"
@@ -119,10 +128,23 @@ class PaneRow(NamedTuple):
     dead_signal: int | None
     focused: bool
     cwd: str | None
+    window: str | None = None  # ``@N``: where the pane is (a window marker's scope)
 
     @property
     def exit_known(self) -> bool:
         return self.dead and (self.dead_status is not None or self.dead_signal is not None)
+
+
+_ESCAPED: Final = re.compile(r"\\(.)", re.DOTALL)
+_ESCAPES: Final = {"n": "\n", "r": "\r"}
+
+
+def unescape_path(text: str) -> str:
+    """The directory :data:`_PATH_FIELD` escaped: ``\\n`` / ``\\r`` a line feed / carriage
+    return, ``\\`` and any other character after a backslash that character."""
+    if "\\" not in text:
+        return text
+    return _ESCAPED.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), text)
 
 
 def _opt_int(text: str) -> int | None:
@@ -138,11 +160,11 @@ def parse_pane_rows(lines: Iterable[str]) -> tuple[list[PaneRow], list[str]]:
     rows: dict[str, PaneRow] = {}
     errors: list[str] = []
     for line in lines:
-        parts = line.split("|", 6)
-        if len(parts) != 7:
-            errors.append(f"expected 7 fields, got {len(parts)}: {line[:80]!r}")
+        parts = line.split("|", 7)
+        if len(parts) != 8:
+            errors.append(f"expected 8 fields, got {len(parts)}: {line[:80]!r}")
             continue
-        pane, pid, dead, status, signal, focused, cwd = parts
+        pane, pid, dead, status, signal, focused, window, cwd = parts
         if not (pane.startswith("%") and pane[1:].isdigit()) or not pid.isdigit():
             errors.append(f"bad pane id or pid: {line[:80]!r}")
             continue
@@ -156,7 +178,8 @@ def parse_pane_rows(lines: Iterable[str]) -> tuple[list[PaneRow], list[str]]:
             dead_status=_opt_int(status),
             dead_signal=_opt_int(signal),
             focused=focused == "1",
-            cwd=cwd[:MAX_TEXT_LEN] or None,
+            cwd=unescape_path(cwd)[:MAX_TEXT_LEN] or None,
+            window=window if window.startswith("@") and window[1:].isdigit() else None,
         )
         seen = rows.get(pane)
         if seen is not None and seen.focused:

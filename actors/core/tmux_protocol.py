@@ -2,7 +2,10 @@
 
 Pure (no event loop, no process): :class:`ControlParser` turns the bytes a ``tmux -C`` client
 prints into :class:`Reply` and :class:`Notification` events, :func:`quote` makes one word of a
-tmux command line, :class:`TmuxTarget` names the server. The I/O shell around them is
+tmux command line, :class:`TmuxTarget` names the server. Text from outside (reasons, paths)
+reaches each tmux parser in a form it cannot split or expand: :func:`quote` /
+:func:`quote_exact` for a command string, :func:`argv_word` / :func:`commands_argv` for a
+``tmux`` argv, :func:`format_literal` once per format expansion. The I/O shell around them is
 :class:`actors.sinks.tmux_client.ControlClient`.
 
 The protocol (tmux(1), CONTROL MODE): each command line produces exactly one output block,
@@ -15,6 +18,7 @@ blocks for commands written on stdin have flags ``1``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
 from messages import PanewardError
@@ -30,7 +34,11 @@ __all__ = [
     "TmuxError",
     "TmuxTarget",
     "TmuxUnavailable",
+    "argv_word",
+    "commands_argv",
+    "format_literal",
     "quote",
+    "quote_exact",
 ]
 
 #: Client flags for our control client: it never receives pane output (``%output`` would be
@@ -103,6 +111,60 @@ def quote(value: str) -> str:
     the command line and are replaced by spaces.
     """
     return '"' + value.translate(_QUOTE_TABLE) + '"'
+
+
+# quote_exact(): the same escapes, and every C0 control and DEL as an octal escape (tmux's
+# parser reads ``\ooo`` inside double quotes back as that byte).
+_EXACT_TABLE: Final = str.maketrans(
+    {
+        **{chr(c): f"\\{c:03o}" for c in range(0x20)},
+        "\x7f": "\\177",
+        "\\": "\\\\",
+        '"': '\\"',
+        "$": "\\$",
+    }
+)
+
+
+def quote_exact(value: str) -> str:
+    """Quote ``value`` as one word of a tmux command line that tmux reads back exactly.
+
+    As :func:`quote`, but line breaks and other controls are kept, as octal escapes: for
+    commands whose text must arrive whole (a shell command naming a path, a format).
+    """
+    return '"' + value.translate(_EXACT_TABLE) + '"'
+
+
+def format_literal(text: str, expansions: int = 1) -> str:
+    """``text`` as tmux format text that reads as written after ``expansions`` format
+    expansions.
+
+    Each expansion turns ``##`` into ``#`` and anything else after a ``#`` into what it names
+    (``#{…}``, ``#(…)`` runs a shell command, ``#S`` the session name), so every ``#`` is
+    doubled once per expansion the text goes through.
+    """
+    return text.replace("#", "#" * (2**expansions)) if "#" in text else text
+
+
+def argv_word(word: str) -> str:
+    """``word`` as one argument of a ``tmux`` command line (argv, not a command string).
+
+    tmux splits its argv into commands at every argument whose last character is ``;`` (and
+    drops that ``;``), whatever else the argument holds; one ending in ``\\;`` keeps a ``;``
+    instead. So a final ``;`` is written ``\\;``.
+    """
+    return word[:-1] + "\\;" if word.endswith(";") else word
+
+
+def commands_argv(commands: Iterable[Sequence[str]]) -> list[str]:
+    """The argv (after ``tmux [-L NAME|-S PATH] [-N]``) that runs ``commands`` in order in one
+    process: separated by ``;`` arguments, every word through :func:`argv_word`."""
+    argv: list[str] = []
+    for command in commands:
+        if argv:
+            argv.append(";")
+        argv += [argv_word(word) for word in command]
+    return argv
 
 
 class Reply(NamedTuple):

@@ -15,6 +15,9 @@ Who sends and handles what:
 - A lost connection (server killed, our session closed) is retried with exponential backoff;
   after each (re)connect the badges are re-applied from the book's current state, options we
   left on panes that are no longer bound are removed, and the pane listing is diffed again.
+- Window markers: each pane listing says which window each pane is in
+  (:class:`~actors.core.badges.WindowMarks`); ``@paneward_window`` on a window is the most
+  urgent badge of its panes, written in the same batch as the pane options that change it.
 - On shutdown (cancellation, or the end of the subscription) every option it set is removed.
 - Durations: ``@paneward_age`` of a pane with open attention is rewritten when its text
   changes (``<1m`` -> ``1m`` -> ... -> ``1h``), so at most once a minute per pane; one timer,
@@ -38,11 +41,14 @@ import msgspec
 
 from actors.core.badges import (
     BADGE_OPTION,
+    WINDOW_OPTION,
     BadgeBook,
     BadgeStatistics,
     PaneOptions,
+    WindowMarks,
     option_commands,
     summary_command,
+    window_command,
 )
 from actors.core.clock import now_ms
 from actors.core.tmux_panes import (
@@ -62,7 +68,9 @@ from actors.core.tmux_protocol import (
     TmuxConnectionLost,
     TmuxError,
     TmuxTarget,
+    format_literal,
     quote,
+    quote_exact,
 )
 from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import EvidenceSink, Host
@@ -77,12 +85,17 @@ __all__ = [
 ]
 
 _LIST_BADGED_COMMAND: Final = f"list-panes -a -F {quote('#{pane_id}|#{' + BADGE_OPTION + '}')}"
+_LIST_MARKED_COMMAND: Final = (
+    f"list-windows -a -F {quote('#{window_id}|#{' + WINDOW_OPTION + '}')}"
+)
 # Stands for "tmux may hold anything here": differs from every real value, so the next diff
 # rewrites (or removes) every option of that pane.
 _UNKNOWN: Final = PaneOptions(*["\x00unknown"] * len(PaneOptions._fields))
 # tmux's answers to an option write for a pane that closed meanwhile: "can't find pane: %N"
 # from target resolution, "no such pane: %N" from pane-option scoping (`set-option -p`).
 _VANISHED_PANE: Final = ("can't find pane", "no such pane")
+# The same for a window marker's window (closed, or its last pane moved away).
+_VANISHED_WINDOW: Final = ("can't find window", "no such window")
 # A burst of subscription items is drained before writing, but a source that never goes quiet
 # must not starve the writer: write after this many scheduler rounds at most.
 _MAX_SETTLE_ROUNDS: Final = 1000
@@ -108,6 +121,7 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     lent_batches: int = 0  # batches run for another sink (run_batch)
     command_errors: int = 0  # tmux answered %error (other than a vanished pane)
     missing_panes: int = 0  # option writes for a pane that no longer exists
+    missing_windows: int = 0  # window marker writes for a window that no longer exists
     notifications: int = 0
     pane_listings: int = 0
     reap_requests: int = 0  # REAP_COMMAND runs (a dead pane whose exit status tmux had not got)
@@ -160,6 +174,11 @@ class TmuxBridge:
         self._written: dict[str, PaneOptions] = {}
         self._written_summary: str | None = None
         self._dirty: set[str] = set()
+        # Window markers (@paneward_window): where each pane is, from the pane listings, what
+        # tmux holds, and the windows whose panes moved since the last write.
+        self._windows = WindowMarks()
+        self._written_windows: dict[str, str] = {}
+        self._dirty_windows: set[str] = set()
         # One writer at a time: the subscription side (one batch per tick) and a new
         # connection's full rewrite both go through it.
         self._flush_lock = anyio.Lock(fast_acquire=True)
@@ -286,7 +305,7 @@ class TmuxBridge:
             await anyio.sleep(delay)
 
     async def _serve_client(self, client: ControlClient, sink: EvidenceSink | None) -> None:
-        setup = [_LIST_BADGED_COMMAND]
+        setup = [_LIST_MARKED_COMMAND, _LIST_BADGED_COMMAND]
         if sink is not None:
             setup.insert(0, SUBSCRIPTION_COMMAND)
         replies = await client.run_batch(setup)
@@ -297,6 +316,12 @@ class TmuxBridge:
             pane, _, badge = line.partition("|")
             if badge and pane not in self._book.shown:
                 stale.add(pane)
+        # Window markers tmux holds: each is rewritten (or removed) by the first write.
+        marked = set()
+        for line in replies[-2].lines:
+            window, _, marker = line.partition("|")
+            if marker:
+                marked.add(window)
         self._stats.stale_cleared += len(stale)
         if self._badges_on:
             async with self._flush_lock:
@@ -304,6 +329,8 @@ class TmuxBridge:
                 self._written = dict.fromkeys(stale | set(self._book.shown), _UNKNOWN)
                 self._written_summary = None
                 self._dirty = set(self._written)
+                self._written_windows = dict.fromkeys(marked, "\x00unknown")
+                self._dirty_windows = marked | set(self._windows.windows)
                 self._ready = client  # from now on the subscription side writes to it
                 await self._flush_locked(client)
         self._refresh.set()
@@ -357,8 +384,23 @@ class TmuxBridge:
                 written.pop(pane, None)
             else:
                 written[pane] = want
+        windows = self._windows
+        dirty_windows = self._dirty_windows | windows.windows_of(self._dirty)
         self._dirty.clear()
+        self._dirty_windows = set()
         pane_commands = len(commands)
+        written_windows = self._written_windows
+        window_owners: list[str] = []
+        for window in sorted(dirty_windows):
+            marker = windows.marker(window, shown)
+            if marker != written_windows.get(window, ""):
+                commands.append(window_command(window, marker))
+                window_owners.append(window)
+            if marker:
+                written_windows[window] = marker
+            else:
+                written_windows.pop(window, None)
+        window_commands = len(commands)
         summary = self._book.summary()
         if summary != self._written_summary:
             commands.append(summary_command(summary))
@@ -382,6 +424,9 @@ class TmuxBridge:
                 # The pane closed before its unbinding reached us: nothing left to clear.
                 self._stats.missing_panes += 1
                 written.pop(owners[bisect.bisect_right(firsts, index) - 1], None)
+            elif pane_commands <= index < window_commands and text.startswith(_VANISHED_WINDOW):
+                self._stats.missing_windows += 1
+                written_windows.pop(window_owners[index - pane_commands], None)
             else:
                 self._stats.command_errors += 1
                 self._stats.last_error = text
@@ -394,6 +439,7 @@ class TmuxBridge:
         commands: list[str] = []
         for pane, have in sorted(self._written.items()):
             commands += option_commands(pane, None, have)
+        commands += [window_command(window, "") for window in sorted(self._written_windows)]
         commands.append(summary_command(""))
         if self._panes_on:
             commands.append(f"refresh-client -B {quote(SUBSCRIPTION_NAME)}")
@@ -402,6 +448,7 @@ class TmuxBridge:
         except TmuxConnectionLost:
             return
         self._written.clear()
+        self._written_windows.clear()
         self._written_summary = ""
 
     # -- panes -------------------------------------------------------------------------------
@@ -442,6 +489,11 @@ class TmuxBridge:
                     self._stats.last_error = str(exc)
                 else:
                     self._stats.injected += 1
+            # A pane opened, closed or moved: the markers of the windows it left and entered.
+            moved = self._windows.place({row.pane: row.window for row in rows if row.window})
+            if moved and self._badges_on:
+                self._dirty_windows |= moved
+                await self._flush(client)
             reap = bool(self._table.take_unreaped())
 
     # -- lent to other sinks -----------------------------------------------------------------
@@ -500,8 +552,16 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
         f"#{{?{alert},#[reverse bold],#[bold]}}#{{@paneward_badge}}"
         "#{?@paneward_age, #{@paneward_age},}#[default] ,}"
     )
-    pane_label = "#{pane_index}: #{pane_current_command}"
-    program = paneward or "paneward"
+    # An agent's pane is named by its harness (its program is node or python).
+    pane_label = "#{pane_index}: #{?@paneward_harness,#{@paneward_harness},#{pane_current_command}}"
+    # tmux's default window-status-format, after the glyph of the window's most urgent badge.
+    window_status = (
+        "#{?@paneward_window,#{=1:@paneward_window} ,}#I:#W#{?window_flags,#{window_flags}, }"
+    )
+    # The program's path is read by tmux's config parser (quote_exact) and expanded as a
+    # format once, by run-shell, when the key is pressed (format_literal); #{client_name} is
+    # meant to be expanded then.
+    program = format_literal(paneward or "paneward")
     # `|| true`: the command tells the client itself what went wrong (display-message); tmux
     # would otherwise also open a "returned 1" view over the pane.
     next_cmd = f"{program} next -q --client '#{{client_name}}' || true"
@@ -517,7 +577,9 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
             "#   @paneward_harness    claude-code | codex | cursor | hermes | terminal",
             "#   @paneward_reason     why attention is open, e.g. 'permission: Bash' (redacted)",
             "#   @paneward_age        how long it has been open: <1m, 2m, 3h (once a minute)",
-            "# and globally @paneward_summary, e.g. '2 need you · 3 working' (empty: nothing).",
+            "# and globally @paneward_summary, e.g. '2 need you · 3 working' (empty: nothing),",
+            "# and on each window with an agent @paneward_window, the most urgent badge of its",
+            "# panes (needs you > failed > done > working > unknown > idle > exited).",
             "# A pane without an agent has none of them, so its border shows no badge.",
             "set -g pane-border-status top",
             f'set -g pane-border-format " {badge}{pane_label} "',
@@ -525,10 +587,17 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
             f'# set -g pane-border-format " {badge_age}{pane_label} "',
             'set -g status-right "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M "',
             "set -g status-right-length 80",
+            "# The window list shows where: the glyph of each window's most urgent badge.",
+            f'set -g window-status-format "{window_status}"',
+            f'set -g window-status-current-format "{window_status}"',
+            "# tmux tells a pane's program when you move to or away from it only with focus",
+            "# events on: Claude Code asks for them, and agents that notify only while you look",
+            "# elsewhere (Codex) need them. (paneward learns focus from tmux itself.)",
+            "set -g focus-events on",
             "# prefix a: jump to the agent that needs you (oldest needs_input first, then failed,",
             "# then done); prefix A: choose from all of them in a menu.",
-            f"bind-key a run-shell -b {quote(next_cmd)}",
-            f"bind-key A run-shell -b {quote(pick_cmd)}",
+            f"bind-key a run-shell -b {quote_exact(next_cmd)}",
+            f"bind-key A run-shell -b {quote_exact(pick_cmd)}",
             "# OSC 9 notifications to your terminal (iTerm2, WezTerm, kitty, Ghostty, ...) pass",
             "# through tmux only with passthrough on (it lets any program in a pane do so):",
             "# set -g allow-passthrough on",
