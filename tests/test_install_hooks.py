@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -381,6 +383,112 @@ async def test_installed_codex_notify_runs_end_to_end(
             tg.cancel_scope.cancel()
     assert await anyio.Path(out).read_text() == payload_arg
     assert getattr(received[0], "payload", None) == json.loads(payload_arg)
+
+
+# --------------------------------------------------------------------------------------------
+# The agent's own edits between install and uninstall: kept. Each harness rewrites its own
+# file as the real CLI does it (the real CLI where it can run here).
+
+CACHE = Path.home() / ".cache"
+
+
+def _real_cli(*parts: str) -> Path:
+    """A real agent CLI installed under ``~/.cache`` (README.md, Reference > Running the tests
+    on a fresh machine); skipped without it, a failure under ``CI=true``."""
+    binary = CACHE.joinpath(*parts)
+    if not binary.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{binary} not installed")
+        pytest.skip(f"{binary} not installed")
+    return binary
+
+
+def _run_agent(argv: list[str | Path], env: dict[str, str]) -> str:
+    done = subprocess.run(  # a short local command of the real CLI (no model, no network)
+        [os.fspath(a) for a in argv], env={"PATH": os.environ["PATH"], **env},
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+CODEX_USER = """\
+model = "gpt-mock"   # mine
+[tui]
+screen_reader_detection_done = true
+"""
+
+
+def _as_begin_end_block(installed: str) -> str:
+    """The trust record in the form other paneward releases write: the tables, unmarked,
+    between the ``TRUST_BEGIN`` and ``TRUST_END`` comment lines at the end of the file."""
+    if codex_install.TRUST_BEGIN in installed:
+        return installed
+    at = installed.index("[hooks.state.")
+    tables = re.sub(r"(?m)^(\[hooks\.state\..*\])  # paneward-trust.*$", r"\1", installed[at:])
+    return (installed[:at] + codex_install.TRUST_BEGIN + "\n" + tables
+            + codex_install.TRUST_END + "\n")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("form", ["marked tables", "begin-end block"])
+def test_codex_uninstall_keeps_the_tables_the_real_codex_wrote_among_paneward_trust(
+    homes: dict[str, Path], form: str
+) -> None:
+    codex = _real_cli("paneward-npm", "node_modules", ".bin", "codex")
+    homes["codex"].mkdir()
+    config = homes["codex"] / "config.toml"
+    config.write_text(CODEX_USER)
+    assert run_cli("codex", "--trust") == 0
+    if form == "begin-end block":
+        config.write_text(_as_begin_end_block(config.read_text()))
+    env = {"HOME": os.fspath(homes["home"]), "CODEX_HOME": os.fspath(homes["codex"])}
+    # The real Codex writes its config.toml (toml_edit): a new table goes at the end of the
+    # file -- after paneward's trust tables, inside a begin/end block -- as the TUI's own
+    # [tui.model_availability_nux] does.
+    _run_agent([codex, "mcp", "add", "pw-probe", "--", "/bin/echo", "hi"], env)
+    written = config.read_text()
+    assert written.index("[mcp_servers.pw-probe]") > written.rindex("[hooks.state.")
+    if form == "begin-end block":
+        assert written.index("[mcp_servers.pw-probe]") < written.index(codex_install.TRUST_END)
+    mine = tomllib.loads(CODEX_USER) | {
+        "mcp_servers": {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}}
+    }
+    assert run_cli("codex", "--uninstall") == 0
+    text = config.read_text()
+    assert tomllib.loads(text) == mine
+    assert "paneward" not in text and "# mine" in text
+    # Installed again over Codex's table: a re-run of --trust keeps it, --uninstall too.
+    assert run_cli("codex", "--trust") == 0
+    assert run_cli("codex", "--trust") == 0
+    assert tomllib.loads(config.read_text())["mcp_servers"] == mine["mcp_servers"]
+    assert run_cli("codex", "--uninstall") == 0
+    assert config.read_text() == text
+    listed = json.loads(_run_agent([codex, "mcp", "list", "--json"], env))
+    assert [server["name"] for server in listed] == ["pw-probe"]
+
+
+def test_codex_uninstall_keeps_codexs_own_hook_state_and_tui_tables_in_a_begin_end_block(
+    homes: dict[str, Path],
+) -> None:
+    # The layout the real Codex leaves (simulated here, as its toml_edit writes it): its new
+    # tables appended at the end of the file, just above the block's last comment line; one is
+    # its own trust record for the user's hook, one a table of the TUI's own state.
+    homes["codex"].mkdir()
+    config = homes["codex"] / "config.toml"
+    config.write_text(CODEX_USER)
+    assert run_cli("codex", "--trust") == 0
+    block = _as_begin_end_block(config.read_text())
+    codexs = (
+        '[hooks.state."/elsewhere/hooks.json:stop:0:0"]\ntrusted_hash = "sha256:0000"\n\n'
+        '[tui.model_availability_nux]\n"gpt-5.5" = 4\n'
+    )
+    end = block.index(codex_install.TRUST_END)
+    config.write_text(block[:end] + "\n" + codexs + block[end:].rstrip("\n"))
+    assert run_cli("codex", "--uninstall") == 0
+    text = config.read_text()
+    assert "paneward" not in text
+    assert tomllib.loads(text) == tomllib.loads(CODEX_USER + codexs)
 
 
 # --------------------------------------------------------------------------------------------
