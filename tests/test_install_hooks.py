@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -747,6 +748,174 @@ def test_installed_event_lists_are_derived_from_the_hook_tables() -> None:
     )
     commands = {e for e, entry in wanted.items() if entry["type"] == "command"}
     assert commands == set(CLAUDE_EVENTS) & claude_hooks.HTTP_REFUSED_EVENTS == {"SessionStart"}
+
+
+# --------------------------------------------------------------------------------------------
+# Files another user could plant: the temporary file and the backups
+
+
+def _planted(config: Path, kind: str, victim: Path) -> list[Path]:
+    """Plant ``kind`` links at every name a predictable install-hooks could open in ``config``
+    in the next minute: ``.settings.json.paneward-tmp-<this pid>`` and
+    ``settings.json.paneward-backup-<UTC second>Z`` (and ``….absent``)."""
+    now = int(time.time())
+    names = [f".settings.json.paneward-tmp-{os.getpid()}"]
+    for second in range(now - 1, now + 60):
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(second))
+        names += [f"settings.json.paneward-backup-{stamp}Z",
+                  f"settings.json.paneward-backup-{stamp}Z.absent"]
+    planted = []
+    for i, name in enumerate(names):
+        link = config / name
+        if kind == "symlink":
+            link.symlink_to(victim.with_name(f"{victim.name}-{i}"))  # dangling: exists() is False
+        else:
+            os.link(victim, link)
+        planted.append(link)
+    return planted
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+@pytest.mark.parametrize("existing", [False, True])
+def test_links_planted_at_predictable_names_are_never_written_through(
+    homes: dict[str, Path], tmp_path: Path, kind: str, existing: bool
+) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    if existing:
+        (config / "settings.json").write_text(USER_SETTINGS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim = elsewhere / "victim"
+    victim.write_text("the attacker's inode\n")
+    planted = _planted(config, kind, victim)
+    assert run_cli("claude-code") == 0
+    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_cli("claude-code") == 0
+    # Nothing was written through a planted name, and settings.json is a new inode of ours.
+    assert victim.read_text() == "the attacker's inode\n"
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["victim"]
+    settings = config / "settings.json"
+    assert not settings.is_symlink() and settings.stat().st_ino != victim.stat().st_ino
+    assert ours(json.loads(settings.read_text())["hooks"]["Stop"])
+    # A planted link is left as it is (a hard link may be pruned as a backup: the victim's
+    # inode is untouched either way).
+    assert all(p.is_symlink() if kind == "symlink" else not p.exists() or p.samefile(victim)
+               for p in planted)
+
+
+@pytest.mark.parametrize(
+    ("mode", "gid", "why"),
+    [
+        (0o777, None, "is writable by every user (mode 0777)"),
+        (0o1777, None, "is writable by every user (mode 1777)"),
+        (0o775, 54321, "is writable by its group (gid 54321, mode 0775), which is not your own"),
+    ],
+)
+def test_a_config_dir_other_users_can_write_is_refused_with_the_reason(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str], mode: int, gid: int | None,
+    why: str,
+) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    (config / "settings.json").write_text(USER_SETTINGS)
+    if gid is not None:
+        os.chown(config, -1, gid)
+    config.chmod(mode)
+    before = snapshot(config)
+    assert run_cli("claude-code") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"paneward install-hooks: {config} {why}")
+    assert "refusing to write in it" in err and err.count("\n") == 1
+    assert snapshot(config) == before and sorted(p.name for p in config.iterdir()) == [
+        "settings.json"
+    ]
+
+
+def test_a_config_dir_of_another_user_is_refused(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    if os.getuid() != 0:
+        pytest.skip("giving a directory to another uid needs root")  # pragma: no cover
+    config = homes["claude"]
+    config.mkdir()
+    os.chown(config, 54321, -1)
+    assert run_cli("claude-code") == 1
+    assert capsys.readouterr().err == (
+        f"paneward install-hooks: {config} belongs to uid 54321, not to you (uid 0): that user "
+        "could replace the files paneward writes there; refusing to write in it\n"
+    )
+    assert list(config.iterdir()) == []
+
+
+def test_a_group_writable_config_dir_of_the_users_private_group_is_accepted(
+    homes: dict[str, Path],
+) -> None:
+    private = install_hooks._private_gid()
+    if private is None:
+        pytest.skip("this user has no private group")  # pragma: no cover
+    config = homes["claude"]
+    config.mkdir()
+    os.chown(config, -1, private)
+    config.chmod(0o775)
+    assert run_cli("claude-code") == 0
+
+
+def test_the_shared_dir_rule() -> None:
+    from actors.core.config_edit import shared_dir_problem
+
+    dir_mode = stat.S_IFDIR
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o755, 1000, 1000) is None
+    assert shared_dir_problem("/d", 0, 0, dir_mode | 0o755, 1000, 1000) is None  # root's
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o775, 1000, 1000) is None
+    assert shared_dir_problem("/d", 1000, 100, dir_mode | 0o775, 1000, 1000) is not None
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o775, 1000, None) is not None
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o757, 1000, 1000) is not None
+    assert shared_dir_problem("/d", 1001, 1000, dir_mode | 0o700, 1000, 1000) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Backups: bounded; the output
+
+
+def _backup_names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".paneward-backup-" in p.name)
+
+
+def test_repeated_runs_keep_two_backups_per_file_at_most(homes: dict[str, Path]) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    settings = config / "settings.json"
+    settings.write_text(USER_SETTINGS)
+    for n in range(4):
+        assert run_cli("claude-code", "--executable", f"/opt/pw{n}/paneward") == 0
+        assert len(_backup_names(config)) <= 2
+        assert run_cli("claude-code", "--uninstall") == 0
+        assert len(_backup_names(config)) <= 2
+        assert settings.read_text() == USER_SETTINGS  # the original bytes, every time
+    kept = _backup_names(config)
+    assert len(kept) == 2
+    # The one uninstall restores from (paneward-free) and the file before the last write.
+    contents = [(config / name).read_text() for name in kept]
+    assert USER_SETTINGS in contents and any("paneward" in c for c in contents)
+
+
+def test_the_output_names_each_file_once_and_no_trust_advice_with_trust(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    homes["codex"].mkdir()
+    (homes["codex"] / "config.toml").write_text(CODEX_USER)
+    files = [homes["codex"] / "hooks.json", homes["codex"] / "config.toml"]
+    for args in (["--dry-run"], [], ["--uninstall"], ["--dry-run", "--trust"], ["--trust"],
+                 ["--trust"], ["--uninstall"]):
+        assert run_cli("codex", *args) == 0
+        out = capsys.readouterr().out
+        said = [line for line in out.splitlines() if not line.startswith(("+", "-", " ", "@"))]
+        for path in files:
+            assert sum(line.count(os.fspath(path)) for line in said) == 1, (args, out)
+        advice = "`paneward install-hooks codex --trust` records that consent"
+        assert (advice in out) == (args in (["--dry-run"], [])), (args, out)
+    assert "(backup: config.toml.paneward-backup-" in out
 
 
 # --------------------------------------------------------------------------------------------

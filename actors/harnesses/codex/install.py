@@ -533,7 +533,7 @@ INSTALLER: Final = Installer(
     default_dir=paths.home,
     default_dir_help="$CODEX_HOME or ~/.codex",
     edits=edits,
-    notes=(
+    untrusted_notes=(
         "Codex runs hooks.json commands only once you trust them: the Codex TUI stops at "
         "\"Hooks need review\" on your first prompt until you review them (/hooks). "
         "`paneward install-hooks codex --trust` records that consent for paneward's own "
