@@ -492,6 +492,145 @@ def test_codex_uninstall_keeps_codexs_own_hook_state_and_tui_tables_in_a_begin_e
     assert tomllib.loads(text) == tomllib.loads(CODEX_USER + codexs)
 
 
+def _files_of(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` but the backups (and an agent's ``node_modules``), by
+    relative path."""
+    return {
+        os.fspath(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and ".paneward-backup-" not in p.name
+        and "node_modules" not in p.relative_to(directory).parts
+    }
+
+
+def _no_paneward_left(directory: Path) -> dict[str, bytes]:
+    """:func:`_files_of`; none of them mentions paneward any more."""
+    files = _files_of(directory)
+    assert not [name for name, data in files.items() if b"paneward" in data]
+    return files
+
+
+def test_claude_uninstall_keeps_the_settings_claude_wrote_since(homes: dict[str, Path]) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    settings = config / "settings.json"
+    settings.write_text(USER_SETTINGS)
+    assert run_cli("claude-code") == 0
+    # Simulated (the real Claude Code writes settings.json from its TUI only: /model, an
+    # "always allow" answer): Claude rewrites the whole file, JSON.stringify(settings, null, 2).
+    data = json.loads(settings.read_text())
+    data["model"] = "sonnet"
+    data["permissions"]["allow"].append("Bash(echo hi)")
+    data["enabledPlugins"] = {"pw-probe@local": True}
+    settings.write_text(json.dumps(data, indent=2))
+    assert run_cli("claude-code", "--uninstall") == 0
+    expected = json.loads(USER_SETTINGS)
+    expected["model"] = "sonnet"
+    expected["permissions"]["allow"].append("Bash(echo hi)")
+    expected["enabledPlugins"] = {"pw-probe@local": True}
+    assert json.loads(settings.read_text()) == expected
+    _no_paneward_left(config)
+
+
+@pytest.mark.timeout(120)
+def test_gemini_uninstall_keeps_the_settings_the_real_gemini_wrote_since(
+    homes: dict[str, Path],
+) -> None:
+    gemini = _real_cli("paneward-gemini", "node_modules", ".bin", "gemini")
+    config = homes["home"] / ".gemini"
+    config.mkdir(parents=True)
+    settings = config / "settings.json"
+    settings.write_text('{\n  "ui": {"theme": "GitHub"}\n}\n')
+    assert run_cli("gemini") == 0
+    env = {"HOME": os.fspath(homes["home"])}
+    _run_agent([gemini, "mcp", "add", "-s", "user", "pw-probe", "/bin/echo", "hi"], env)
+    written = json.loads(settings.read_text())
+    assert written["mcpServers"] == {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}}
+    assert run_cli("gemini", "--uninstall") == 0
+    assert json.loads(settings.read_text()) == {
+        "ui": {"theme": "GitHub"},
+        "mcpServers": {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}},
+    }
+    _no_paneward_left(config)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("had_hooks", [False, True])
+def test_hermes_uninstall_keeps_the_settings_the_real_hermes_wrote_since(
+    homes: dict[str, Path], had_hooks: bool
+) -> None:
+    import yaml
+
+    hermes = _real_cli("paneward-hermes", "bin", "hermes")
+    config = homes["hermes"] / "config.yaml"
+    config.parent.mkdir()
+    mine = "model:\n  default: gpt-mock\n"
+    if had_hooks:
+        mine += "hooks:\n  on_session_start:\n    - command: /bin/echo mine\n      timeout: 5\n"
+    config.write_text(mine)
+    assert run_cli("hermes") == 0
+    # The real Hermes rewrites the whole file (a YAML dump: paneward's marker comment is gone).
+    env = {"HOME": os.fspath(homes["home"]), "HERMES_HOME": os.fspath(homes["hermes"])}
+    _run_agent([hermes, "config", "set", "display.compact", "true"], env)
+    assert "# added by paneward" not in config.read_text()
+    assert yaml.safe_load(config.read_text())["display"] == {"compact": True}
+    assert run_cli("hermes", "--uninstall") == 0
+    assert yaml.safe_load(config.read_text()) == yaml.safe_load(mine) | {
+        "display": {"compact": True}
+    }
+    assert "paneward" not in config.read_text()
+
+
+@pytest.mark.timeout(120)
+def test_opencode_uninstall_keeps_the_files_the_real_opencode_wrote_since(
+    homes: dict[str, Path],
+) -> None:
+    opencode = _real_cli("paneward-opencode", "node_modules", ".bin", "opencode")
+    config = homes["home"] / ".config" / "opencode"
+    assert run_cli("opencode") == 0
+    env = {"HOME": os.fspath(homes["home"])}
+    _run_agent([opencode, "mcp", "add", "pw-probe", "--url", "http://127.0.0.1:9/mcp"], env)
+    wrote = {name: data for name, data in _files_of(config).items() if b"paneward" not in data}
+    assert "opencode.jsonc" in wrote
+    assert run_cli("opencode", "--uninstall") == 0
+    assert _no_paneward_left(config) == wrote
+
+
+@pytest.mark.timeout(120)
+def test_pi_uninstall_keeps_the_settings_the_real_pi_wrote_since(
+    homes: dict[str, Path], tmp_path: Path
+) -> None:
+    pi = _real_cli("paneward-pi", "node_modules", ".bin", "pi")
+    config = homes["home"] / ".pi" / "agent"
+    assert run_cli("pi") == 0
+    extension = tmp_path / "mine.ts"
+    extension.write_text("export default function (pi) {}\n")
+    _run_agent([pi, "install", extension], {"HOME": os.fspath(homes["home"])})
+    wrote = {name: data for name, data in _files_of(config).items() if b"paneward" not in data}
+    assert json.loads(wrote["settings.json"])["packages"]
+    assert run_cli("pi", "--uninstall") == 0
+    assert _no_paneward_left(config) == wrote
+
+
+def test_cursor_uninstall_keeps_hooks_added_since_and_deletes_a_file_it_created(
+    homes: dict[str, Path],
+) -> None:
+    cursor = homes["home"] / ".cursor"
+    hooks_json = cursor / "hooks.json"
+    assert run_cli("cursor") == 0
+    assert run_cli("cursor", "--uninstall") == 0
+    assert not hooks_json.exists()  # paneward created it: nothing else was in it
+    assert run_cli("cursor") == 0
+    # Simulated (Cursor adds a hook the user writes in its settings): the file rewritten whole.
+    data = json.loads(hooks_json.read_text())
+    data["hooks"]["stop"].append({"command": "./mine.sh"})
+    hooks_json.write_text(json.dumps(data, indent=2) + "\n")
+    assert run_cli("cursor", "--uninstall") == 0
+    assert json.loads(hooks_json.read_text()) == {
+        "version": 1, "hooks": {"stop": [{"command": "./mine.sh"}]}
+    }
+
+
 # --------------------------------------------------------------------------------------------
 # Cursor
 

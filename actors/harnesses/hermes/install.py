@@ -227,7 +227,14 @@ def uninstall_config(text: str | None, label: str = "config.yaml") -> tuple[str 
     """The config.yaml text without paneward's hooks, or ``None`` when there are none."""
     if text is None:
         return None, "does not exist; nothing to do"
-    _load(text, label)
+    hooks = _load(text, label).get("hooks")
+    # Hermes rewrites config.yaml itself (`hermes config set`: a YAML dump, comments and
+    # paneward's marker gone): a `hooks:` that held paneward's entries alone is paneward's too.
+    only_ours = isinstance(hooks, dict) and all(
+        isinstance(items, list)
+        and all(isinstance(e, dict) and is_paneward_command(e.get("command")) for e in items)
+        for items in hooks.values()
+    )
     lines = text.splitlines(keepends=True)
     drop: set[int] = set()
     for i, line in enumerate(lines):
@@ -243,15 +250,16 @@ def uninstall_config(text: str | None, label: str = "config.yaml") -> tuple[str 
     if not drop:
         return None, "no paneward hooks; nothing to do"
     kept = [line for i, line in enumerate(lines) if i not in drop]
-    kept = _drop_empty_keys(kept)
+    kept = _drop_empty_keys(kept, only_ours)
     result = "".join(kept)
     _load(result, label)
     return result, "removed paneward's hooks"
 
 
-def _drop_empty_keys(lines: list[str]) -> list[str]:
-    """Remove event keys under ``hooks:`` left with no content, and a ``hooks:`` block paneward
-    added that is now empty."""
+def _drop_empty_keys(lines: list[str], only_ours: bool) -> list[str]:
+    """Remove event keys under ``hooks:`` left with no content, and a ``hooks:`` block left
+    empty that paneward added (its marker) or that held paneward's entries alone
+    (``only_ours``)."""
     hooks_at = _find_key(lines, "hooks", 0, 0, len(lines))
     if hooks_at is None:
         return lines
@@ -265,7 +273,7 @@ def _drop_empty_keys(lines: list[str]) -> list[str]:
             keep.remove(i)
     lines = [lines[i] for i in keep]
     end = _block_end(lines, hooks_at + 1, 0)
-    if end == hooks_at + 1 and lines[hooks_at].rstrip("\n").endswith(HOOKS_MARKER):
+    if end == hooks_at + 1 and (only_ours or lines[hooks_at].rstrip("\n").endswith(HOOKS_MARKER)):
         del lines[hooks_at]
         if hooks_at > 0 and not lines[hooks_at - 1].strip() and hooks_at == len(lines):
             del lines[hooks_at - 1]  # the blank line paneward put before its block
