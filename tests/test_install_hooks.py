@@ -554,10 +554,14 @@ def test_gemini_uninstall_keeps_the_settings_the_real_gemini_wrote_since(
     _no_paneward_left(config)
 
 
+# A pipx-style path: Hermes's YAML dump folds a command this long over two lines.
+LONG_EXE = "/home/someone/.local/share/pipx/venvs/paneward/bin/paneward"
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("had_hooks", [False, True])
+@pytest.mark.parametrize(("had_hooks", "exe"), [(False, EXE), (True, EXE), (True, LONG_EXE)])
 def test_hermes_uninstall_keeps_the_settings_the_real_hermes_wrote_since(
-    homes: dict[str, Path], had_hooks: bool
+    homes: dict[str, Path], had_hooks: bool, exe: str
 ) -> None:
     import yaml
 
@@ -568,17 +572,49 @@ def test_hermes_uninstall_keeps_the_settings_the_real_hermes_wrote_since(
     if had_hooks:
         mine += "hooks:\n  on_session_start:\n    - command: /bin/echo mine\n      timeout: 5\n"
     config.write_text(mine)
-    assert run_cli("hermes") == 0
-    # The real Hermes rewrites the whole file (a YAML dump: paneward's marker comment is gone).
+    assert cli.main(["install-hooks", "hermes", "--executable", exe]) == 0
+    # The real Hermes rewrites the whole file (a YAML dump: paneward's marker comment is gone,
+    # a long command is folded).
     env = {"HOME": os.fspath(homes["home"]), "HERMES_HOME": os.fspath(homes["hermes"])}
     _run_agent([hermes, "config", "set", "display.compact", "true"], env)
     assert "# added by paneward" not in config.read_text()
     assert yaml.safe_load(config.read_text())["display"] == {"compact": True}
+    rewritten = config.read_bytes()
+    assert (b"--harness\n" in rewritten) == (exe == LONG_EXE)  # folded
+    # A re-run finds its entries in Hermes's layout: nothing to change.
+    assert cli.main(["install-hooks", "hermes", "--executable", exe]) == 0
+    assert config.read_bytes() == rewritten
     assert run_cli("hermes", "--uninstall") == 0
     assert yaml.safe_load(config.read_text()) == yaml.safe_load(mine) | {
         "display": {"compact": True}
     }
     assert "paneward" not in config.read_text()
+
+
+def test_hermes_uninstall_in_an_indentless_layout_removes_exactly_paneward_items() -> None:
+    # A YAML dump without Hermes's IndentDumper (PyYAML's default) puts list items at their
+    # key's column, and may fold a long command; a comment between items is the user's.
+    ours = f"{LONG_EXE} hook --harness hermes --owner parent"
+    text = (
+        "hooks:\n"
+        "  on_session_start:\n"
+        "  - command: /bin/echo mine\n"
+        "  # my note\n"
+        f"  - command: {ours.replace(' --harness ', ' --harness' + chr(10) + '      ')}\n"
+        "    timeout: 10\n"
+        "  pre_llm_call:\n"
+        f'  - {{command: "{ours}"}}\n'
+        "model: x\n"
+    )
+    result, _ = hermes_install.uninstall_config(text)
+    assert result == (
+        "hooks:\n  on_session_start:\n  - command: /bin/echo mine\n  # my note\nmodel: x\n"
+    )
+    # An item sharing its line with others (a flow list) cannot be cut out line by line.
+    inline = text.replace(f'  pre_llm_call:\n  - {{command: "{ours}"}}\n',
+                          f'  pre_llm_call: [{{command: "{ours}"}}, {{command: mine}}]\n')
+    with pytest.raises(InstallError, match="written inline"):
+        hermes_install.uninstall_config(inline)
 
 
 @pytest.mark.timeout(120)
