@@ -617,6 +617,26 @@ def test_hermes_uninstall_in_an_indentless_layout_removes_exactly_paneward_items
         hermes_install.uninstall_config(inline)
 
 
+@pytest.mark.parametrize(
+    ("harness", "name", "mine"),
+    [
+        ("hermes", "config.yaml", "model:\n  default: gpt-mock\n"),
+        ("codex", "config.toml", CODEX_USER),
+    ],
+)
+def test_a_comment_written_since_the_install_is_kept_by_uninstall(
+    homes: dict[str, Path], harness: str, name: str, mine: str
+) -> None:
+    # The rest means what the backup means: the backup's bytes would drop the comment.
+    config = homes["hermes" if harness == "hermes" else "codex"] / name
+    config.parent.mkdir()
+    config.write_text(mine)
+    assert run_cli(harness, *(["--trust"] if harness == "codex" else [])) == 0
+    config.write_text("# my note, written after the install\n" + config.read_text())
+    assert run_cli(harness, "--uninstall") == 0
+    assert config.read_text() == "# my note, written after the install\n" + mine
+
+
 @pytest.mark.timeout(120)
 def test_opencode_uninstall_keeps_the_files_the_real_opencode_wrote_since(
     homes: dict[str, Path],

@@ -44,6 +44,7 @@ __all__ = [
     "is_ours",
     "is_paneward_command",
     "json_same",
+    "lines_same",
     "load_json",
     "merge_flat",
     "merge_grouped",
@@ -408,6 +409,18 @@ def transform_json(
     if text is not None and after == before:
         return None
     return dump_json(after, text)
+
+
+def lines_same(after: str, original: str | None) -> bool:
+    """An :attr:`Edit.same` for formats with comments (TOML, YAML): the same non-blank lines,
+    trailing spaces aside. Undoing paneward's edit can leave a blank line where its entries
+    were, and nothing else; a comment written since the install counts, so it is never lost to
+    the backup's bytes."""
+
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+    return lines(after) == lines(original or "")
 
 
 def json_same(label: str) -> Callable[[str, str | None], bool]:

@@ -48,6 +48,7 @@ from actors.core.config_edit import (
     is_ours,
     is_paneward_command,
     json_same,
+    lines_same,
     load_json,
     merge_grouped,
     parse_toml,
@@ -233,16 +234,6 @@ def _forwarded(line: str) -> list[str] | None:
     return None
 
 
-def _config_same(after: str, original: str | None) -> bool:
-    # The same lines, blank lines aside: undoing paneward's edits can leave a blank line where
-    # its trust tables were, and nothing else. Comments count, so a comment written since the
-    # install is never lost to the backup's bytes.
-    def lines(text: str) -> list[str]:
-        return [line.rstrip() for line in text.splitlines() if line.strip()]
-
-    return lines(after) == lines(original or "")
-
-
 # ---------------------------------------------------------------------------------------------
 # hooks.json
 
@@ -409,6 +400,8 @@ def _without_trust(text: str, label: str) -> tuple[str, list[str]]:
         if not hooks:
             del doc["hooks"]
     result = tomlkit.dumps(doc) if ours else base
+    if ours and result.endswith("\n\n"):
+        result = result.rstrip("\n") + "\n"  # the blank line written before paneward's tables
     expected = parse_toml(base, label)
     held = expected.get("hooks", {}).get("state", {})
     for key in ours:
@@ -521,7 +514,7 @@ def edits(
             path=config,
             install=install_toml,
             uninstall=uninstall_toml,
-            same=_config_same,
+            same=lines_same,
             has_ours=lambda content: NOTIFY_MARKER in content or _TRUST_TAG in content,
         ),
     ]

@@ -39,6 +39,7 @@ from actors.core.config_edit import (
     Installer,
     InstallError,
     is_paneward_command,
+    lines_same,
 )
 from actors.harnesses.hermes import paths
 from actors.harnesses.hermes.hooks import INSTALLED_EVENTS
@@ -373,13 +374,6 @@ def _drop_empty_keys(lines: list[str], emptied: set[str], only_ours: bool) -> li
     return lines
 
 
-def _same(after: str, original: str | None) -> bool:
-    try:
-        return _load(after, "after") == _load(original or "", "original")
-    except InstallError:
-        return False
-
-
 def edits(
     config_dir: Path, target: HookTarget, *, http: bool, events: Sequence[str] | None
 ) -> list[Edit]:
@@ -392,7 +386,7 @@ def edits(
             path=path,
             install=lambda t: install_config(t, target, events=chosen, label=label),
             uninstall=lambda t: uninstall_config(t, label),
-            same=_same,
+            same=lines_same,
             has_ours=lambda content: "hook --harness hermes" in content,
         )
     ]
