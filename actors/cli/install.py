@@ -286,7 +286,7 @@ def _create(dir_fd: int, make_name: Callable[[], str], mode: int) -> tuple[int, 
             return os.open(name, _CREATE, mode, dir_fd=dir_fd), name
         except FileExistsError:
             continue
-    raise InstallError("cannot find a free file name for paneward's temporary file")
+    raise InstallError("cannot find a free name for a new file in the config directory")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -360,11 +360,12 @@ def apply_plan(changes: Iterable[FileChange]) -> list[Path]:
         left as it was.
     """
     changes = list(changes)
-    try:
-        for change in changes:
-            os.close(_open_config_dir(_target(change.path).parent))
-    except OSError as exc:
-        raise InstallError(f"cannot write {exc.filename}: {_why(exc)}") from None
+    for change in changes:
+        directory = _target(change.path).parent
+        try:
+            os.close(_open_config_dir(directory))
+        except OSError as exc:
+            raise InstallError(f"cannot write {exc.filename or directory}: {_why(exc)}") from None
     backups: list[Path] = []
     for change in changes:
         try:

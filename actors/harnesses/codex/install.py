@@ -438,8 +438,8 @@ def trust_block(
     if not fresh:
         result = base
     else:
-        # One blank line before paneward's tables (removing them leaves it, so a second run
-        # adds none).
+        # One blank line before paneward's tables, unless the file ends with one already
+        # (:func:`_without_trust` removes it with them).
         block: list[str] = ["\n"] if base.strip() and not base.endswith("\n\n") else []
         for key, digest in fresh.items():
             block += [
