@@ -665,7 +665,7 @@ def test_codex_trust_is_recorded_for_paneward_only_and_removed_exactly(
     assert _run("codex") == 0
     said = capsys.readouterr().out
     assert '"Hooks need review"' in said and "--trust" in said
-    assert codex_install.TRUST_BEGIN not in (codex / "config.toml").read_text()
+    assert "# paneward-trust" not in (codex / "config.toml").read_text()
     assert _run("codex", "--trust") == 0
     import tomllib
 

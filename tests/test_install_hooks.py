@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
+import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -384,6 +387,307 @@ async def test_installed_codex_notify_runs_end_to_end(
 
 
 # --------------------------------------------------------------------------------------------
+# The agent's own edits between install and uninstall: kept. Each harness rewrites its own
+# file as the real CLI does it (the real CLI where it can run here).
+
+CACHE = Path.home() / ".cache"
+
+
+def _real_cli(*parts: str) -> Path:
+    """A real agent CLI installed under ``~/.cache`` (README.md, Reference > Running the tests
+    on a fresh machine); skipped without it, a failure under ``CI=true``."""
+    binary = CACHE.joinpath(*parts)
+    if not binary.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{binary} not installed")
+        pytest.skip(f"{binary} not installed")
+    return binary
+
+
+def _run_agent(argv: list[str | Path], env: dict[str, str]) -> str:
+    done = subprocess.run(  # a short local command of the real CLI (no model, no network)
+        [os.fspath(a) for a in argv], env={"PATH": os.environ["PATH"], **env},
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+CODEX_USER = """\
+model = "gpt-mock"   # mine
+[tui]
+screen_reader_detection_done = true
+"""
+
+
+def _as_begin_end_block(installed: str) -> str:
+    """The trust record in the form other paneward releases write: the tables, unmarked,
+    between the ``TRUST_BEGIN`` and ``TRUST_END`` comment lines at the end of the file."""
+    if codex_install.TRUST_BEGIN in installed:
+        return installed
+    at = installed.index("[hooks.state.")
+    tables = re.sub(r"(?m)^(\[hooks\.state\..*\])  # paneward-trust.*$", r"\1", installed[at:])
+    return (installed[:at] + codex_install.TRUST_BEGIN + "\n" + tables
+            + codex_install.TRUST_END + "\n")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("form", ["marked tables", "begin-end block"])
+def test_codex_uninstall_keeps_the_tables_the_real_codex_wrote_among_paneward_trust(
+    homes: dict[str, Path], form: str
+) -> None:
+    codex = _real_cli("paneward-npm", "node_modules", ".bin", "codex")
+    homes["codex"].mkdir()
+    config = homes["codex"] / "config.toml"
+    config.write_text(CODEX_USER)
+    assert run_cli("codex", "--trust") == 0
+    if form == "begin-end block":
+        config.write_text(_as_begin_end_block(config.read_text()))
+    env = {"HOME": os.fspath(homes["home"]), "CODEX_HOME": os.fspath(homes["codex"])}
+    # The real Codex writes its config.toml (toml_edit): a new table goes at the end of the
+    # file -- after paneward's trust tables, inside a begin/end block -- as the TUI's own
+    # [tui.model_availability_nux] does.
+    _run_agent([codex, "mcp", "add", "pw-probe", "--", "/bin/echo", "hi"], env)
+    written = config.read_text()
+    assert written.index("[mcp_servers.pw-probe]") > written.rindex("[hooks.state.")
+    if form == "begin-end block":
+        assert written.index("[mcp_servers.pw-probe]") < written.index(codex_install.TRUST_END)
+    mine = tomllib.loads(CODEX_USER) | {
+        "mcp_servers": {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}}
+    }
+    assert run_cli("codex", "--uninstall") == 0
+    text = config.read_text()
+    assert tomllib.loads(text) == mine
+    assert "paneward" not in text and "# mine" in text
+    # Installed again over Codex's table: a re-run of --trust keeps it, --uninstall too.
+    assert run_cli("codex", "--trust") == 0
+    assert run_cli("codex", "--trust") == 0
+    assert tomllib.loads(config.read_text())["mcp_servers"] == mine["mcp_servers"]
+    assert run_cli("codex", "--uninstall") == 0
+    assert config.read_text() == text
+    listed = json.loads(_run_agent([codex, "mcp", "list", "--json"], env))
+    assert [server["name"] for server in listed] == ["pw-probe"]
+
+
+def test_codex_uninstall_keeps_codexs_own_hook_state_and_tui_tables_in_a_begin_end_block(
+    homes: dict[str, Path],
+) -> None:
+    # The layout the real Codex leaves (simulated here, as its toml_edit writes it): its new
+    # tables appended at the end of the file, just above the block's last comment line; one is
+    # its own trust record for the user's hook, one a table of the TUI's own state.
+    homes["codex"].mkdir()
+    config = homes["codex"] / "config.toml"
+    config.write_text(CODEX_USER)
+    assert run_cli("codex", "--trust") == 0
+    block = _as_begin_end_block(config.read_text())
+    codexs = (
+        '[hooks.state."/elsewhere/hooks.json:stop:0:0"]\ntrusted_hash = "sha256:0000"\n\n'
+        '[tui.model_availability_nux]\n"gpt-5.5" = 4\n'
+    )
+    end = block.index(codex_install.TRUST_END)
+    config.write_text(block[:end] + "\n" + codexs + block[end:].rstrip("\n"))
+    assert run_cli("codex", "--uninstall") == 0
+    text = config.read_text()
+    assert "paneward" not in text
+    assert tomllib.loads(text) == tomllib.loads(CODEX_USER + codexs)
+
+
+def _files_of(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` but the backups (and an agent's ``node_modules``), by
+    relative path."""
+    return {
+        os.fspath(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and ".paneward-backup-" not in p.name
+        and "node_modules" not in p.relative_to(directory).parts
+    }
+
+
+def _no_paneward_left(directory: Path) -> dict[str, bytes]:
+    """:func:`_files_of`; none of them mentions paneward any more."""
+    files = _files_of(directory)
+    assert not [name for name, data in files.items() if b"paneward" in data]
+    return files
+
+
+def test_claude_uninstall_keeps_the_settings_claude_wrote_since(homes: dict[str, Path]) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    settings = config / "settings.json"
+    settings.write_text(USER_SETTINGS)
+    assert run_cli("claude-code") == 0
+    # Simulated (the real Claude Code writes settings.json from its TUI only: /model, an
+    # "always allow" answer): Claude rewrites the whole file, JSON.stringify(settings, null, 2).
+    data = json.loads(settings.read_text())
+    data["model"] = "sonnet"
+    data["permissions"]["allow"].append("Bash(echo hi)")
+    data["enabledPlugins"] = {"pw-probe@local": True}
+    settings.write_text(json.dumps(data, indent=2))
+    assert run_cli("claude-code", "--uninstall") == 0
+    expected = json.loads(USER_SETTINGS)
+    expected["model"] = "sonnet"
+    expected["permissions"]["allow"].append("Bash(echo hi)")
+    expected["enabledPlugins"] = {"pw-probe@local": True}
+    assert json.loads(settings.read_text()) == expected
+    _no_paneward_left(config)
+
+
+@pytest.mark.timeout(120)
+def test_gemini_uninstall_keeps_the_settings_the_real_gemini_wrote_since(
+    homes: dict[str, Path],
+) -> None:
+    gemini = _real_cli("paneward-gemini", "node_modules", ".bin", "gemini")
+    config = homes["home"] / ".gemini"
+    config.mkdir(parents=True)
+    settings = config / "settings.json"
+    settings.write_text('{\n  "ui": {"theme": "GitHub"}\n}\n')
+    assert run_cli("gemini") == 0
+    env = {"HOME": os.fspath(homes["home"])}
+    _run_agent([gemini, "mcp", "add", "-s", "user", "pw-probe", "/bin/echo", "hi"], env)
+    written = json.loads(settings.read_text())
+    assert written["mcpServers"] == {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}}
+    assert run_cli("gemini", "--uninstall") == 0
+    assert json.loads(settings.read_text()) == {
+        "ui": {"theme": "GitHub"},
+        "mcpServers": {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}},
+    }
+    _no_paneward_left(config)
+
+
+# A pipx-style path: Hermes's YAML dump folds a command this long over two lines.
+LONG_EXE = "/home/someone/.local/share/pipx/venvs/paneward/bin/paneward"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("had_hooks", "exe"), [(False, EXE), (True, EXE), (True, LONG_EXE)])
+def test_hermes_uninstall_keeps_the_settings_the_real_hermes_wrote_since(
+    homes: dict[str, Path], had_hooks: bool, exe: str
+) -> None:
+    import yaml
+
+    hermes = _real_cli("paneward-hermes", "bin", "hermes")
+    config = homes["hermes"] / "config.yaml"
+    config.parent.mkdir()
+    mine = "model:\n  default: gpt-mock\n"
+    if had_hooks:
+        mine += "hooks:\n  on_session_start:\n    - command: /bin/echo mine\n      timeout: 5\n"
+    config.write_text(mine)
+    assert cli.main(["install-hooks", "hermes", "--executable", exe]) == 0
+    # The real Hermes rewrites the whole file (a YAML dump: paneward's marker comment is gone,
+    # a long command is folded).
+    env = {"HOME": os.fspath(homes["home"]), "HERMES_HOME": os.fspath(homes["hermes"])}
+    _run_agent([hermes, "config", "set", "display.compact", "true"], env)
+    assert "# added by paneward" not in config.read_text()
+    assert yaml.safe_load(config.read_text())["display"] == {"compact": True}
+    rewritten = config.read_bytes()
+    assert (b"--harness\n" in rewritten) == (exe == LONG_EXE)  # folded
+    # A re-run finds its entries in Hermes's layout: nothing to change.
+    assert cli.main(["install-hooks", "hermes", "--executable", exe]) == 0
+    assert config.read_bytes() == rewritten
+    assert run_cli("hermes", "--uninstall") == 0
+    assert yaml.safe_load(config.read_text()) == yaml.safe_load(mine) | {
+        "display": {"compact": True}
+    }
+    assert "paneward" not in config.read_text()
+
+
+def test_hermes_uninstall_in_an_indentless_layout_removes_exactly_paneward_items() -> None:
+    # A YAML dump without Hermes's IndentDumper (PyYAML's default) puts list items at their
+    # key's column, and may fold a long command; a comment between items is the user's.
+    ours = f"{LONG_EXE} hook --harness hermes --owner parent"
+    text = (
+        "hooks:\n"
+        "  on_session_start:\n"
+        "  - command: /bin/echo mine\n"
+        "  # my note\n"
+        f"  - command: {ours.replace(' --harness ', ' --harness' + chr(10) + '      ')}\n"
+        "    timeout: 10\n"
+        "  pre_llm_call:\n"
+        f'  - {{command: "{ours}"}}\n'
+        "model: x\n"
+    )
+    result, _ = hermes_install.uninstall_config(text)
+    assert result == (
+        "hooks:\n  on_session_start:\n  - command: /bin/echo mine\n  # my note\nmodel: x\n"
+    )
+    # An item sharing its line with others (a flow list) cannot be cut out line by line.
+    inline = text.replace(f'  pre_llm_call:\n  - {{command: "{ours}"}}\n',
+                          f'  pre_llm_call: [{{command: "{ours}"}}, {{command: mine}}]\n')
+    with pytest.raises(InstallError, match="written inline"):
+        hermes_install.uninstall_config(inline)
+
+
+@pytest.mark.parametrize(
+    ("harness", "name", "mine"),
+    [
+        ("hermes", "config.yaml", "model:\n  default: gpt-mock\n"),
+        ("codex", "config.toml", CODEX_USER),
+    ],
+)
+def test_a_comment_written_since_the_install_is_kept_by_uninstall(
+    homes: dict[str, Path], harness: str, name: str, mine: str
+) -> None:
+    # The rest means what the backup means: the backup's bytes would drop the comment.
+    config = homes["hermes" if harness == "hermes" else "codex"] / name
+    config.parent.mkdir()
+    config.write_text(mine)
+    assert run_cli(harness, *(["--trust"] if harness == "codex" else [])) == 0
+    config.write_text("# my note, written after the install\n" + config.read_text())
+    assert run_cli(harness, "--uninstall") == 0
+    assert config.read_text() == "# my note, written after the install\n" + mine
+
+
+@pytest.mark.timeout(120)
+def test_opencode_uninstall_keeps_the_files_the_real_opencode_wrote_since(
+    homes: dict[str, Path],
+) -> None:
+    opencode = _real_cli("paneward-opencode", "node_modules", ".bin", "opencode")
+    config = homes["home"] / ".config" / "opencode"
+    assert run_cli("opencode") == 0
+    env = {"HOME": os.fspath(homes["home"])}
+    _run_agent([opencode, "mcp", "add", "pw-probe", "--url", "http://127.0.0.1:9/mcp"], env)
+    wrote = {name: data for name, data in _files_of(config).items() if b"paneward" not in data}
+    assert "opencode.jsonc" in wrote
+    assert run_cli("opencode", "--uninstall") == 0
+    assert _no_paneward_left(config) == wrote
+
+
+@pytest.mark.timeout(120)
+def test_pi_uninstall_keeps_the_settings_the_real_pi_wrote_since(
+    homes: dict[str, Path], tmp_path: Path
+) -> None:
+    pi = _real_cli("paneward-pi", "node_modules", ".bin", "pi")
+    config = homes["home"] / ".pi" / "agent"
+    assert run_cli("pi") == 0
+    extension = tmp_path / "mine.ts"
+    extension.write_text("export default function (pi) {}\n")
+    _run_agent([pi, "install", extension], {"HOME": os.fspath(homes["home"])})
+    wrote = {name: data for name, data in _files_of(config).items() if b"paneward" not in data}
+    assert json.loads(wrote["settings.json"])["packages"]
+    assert run_cli("pi", "--uninstall") == 0
+    assert _no_paneward_left(config) == wrote
+
+
+def test_cursor_uninstall_keeps_hooks_added_since_and_deletes_a_file_it_created(
+    homes: dict[str, Path],
+) -> None:
+    cursor = homes["home"] / ".cursor"
+    hooks_json = cursor / "hooks.json"
+    assert run_cli("cursor") == 0
+    assert run_cli("cursor", "--uninstall") == 0
+    assert not hooks_json.exists()  # paneward created it: nothing else was in it
+    assert run_cli("cursor") == 0
+    # Simulated (Cursor adds a hook the user writes in its settings): the file rewritten whole.
+    data = json.loads(hooks_json.read_text())
+    data["hooks"]["stop"].append({"command": "./mine.sh"})
+    hooks_json.write_text(json.dumps(data, indent=2) + "\n")
+    assert run_cli("cursor", "--uninstall") == 0
+    assert json.loads(hooks_json.read_text()) == {
+        "version": 1, "hooks": {"stop": [{"command": "./mine.sh"}]}
+    }
+
+
+# --------------------------------------------------------------------------------------------
 # Cursor
 
 
@@ -639,6 +943,174 @@ def test_installed_event_lists_are_derived_from_the_hook_tables() -> None:
     )
     commands = {e for e, entry in wanted.items() if entry["type"] == "command"}
     assert commands == set(CLAUDE_EVENTS) & claude_hooks.HTTP_REFUSED_EVENTS == {"SessionStart"}
+
+
+# --------------------------------------------------------------------------------------------
+# Files another user could plant: the temporary file and the backups
+
+
+def _planted(config: Path, kind: str, victim: Path) -> list[Path]:
+    """Plant ``kind`` links at every name a predictable install-hooks could open in ``config``
+    in the next minute: ``.settings.json.paneward-tmp-<this pid>`` and
+    ``settings.json.paneward-backup-<UTC second>Z`` (and ``….absent``)."""
+    now = int(time.time())
+    names = [f".settings.json.paneward-tmp-{os.getpid()}"]
+    for second in range(now - 1, now + 60):
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(second))
+        names += [f"settings.json.paneward-backup-{stamp}Z",
+                  f"settings.json.paneward-backup-{stamp}Z.absent"]
+    planted = []
+    for i, name in enumerate(names):
+        link = config / name
+        if kind == "symlink":
+            link.symlink_to(victim.with_name(f"{victim.name}-{i}"))  # dangling: exists() is False
+        else:
+            os.link(victim, link)
+        planted.append(link)
+    return planted
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+@pytest.mark.parametrize("existing", [False, True])
+def test_links_planted_at_predictable_names_are_never_written_through(
+    homes: dict[str, Path], tmp_path: Path, kind: str, existing: bool
+) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    if existing:
+        (config / "settings.json").write_text(USER_SETTINGS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim = elsewhere / "victim"
+    victim.write_text("the attacker's inode\n")
+    planted = _planted(config, kind, victim)
+    assert run_cli("claude-code") == 0
+    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_cli("claude-code") == 0
+    # Nothing was written through a planted name, and settings.json is a new inode of ours.
+    assert victim.read_text() == "the attacker's inode\n"
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["victim"]
+    settings = config / "settings.json"
+    assert not settings.is_symlink() and settings.stat().st_ino != victim.stat().st_ino
+    assert ours(json.loads(settings.read_text())["hooks"]["Stop"])
+    # A planted link is left as it is (a hard link may be pruned as a backup: the victim's
+    # inode is untouched either way).
+    assert all(p.is_symlink() if kind == "symlink" else not p.exists() or p.samefile(victim)
+               for p in planted)
+
+
+@pytest.mark.parametrize(
+    ("mode", "gid", "why"),
+    [
+        (0o777, None, "is writable by every user (mode 0777)"),
+        (0o1777, None, "is writable by every user (mode 1777)"),
+        (0o775, 54321, "is writable by its group (gid 54321, mode 0775), which is not your own"),
+    ],
+)
+def test_a_config_dir_other_users_can_write_is_refused_with_the_reason(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str], mode: int, gid: int | None,
+    why: str,
+) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    (config / "settings.json").write_text(USER_SETTINGS)
+    if gid is not None:
+        os.chown(config, -1, gid)
+    config.chmod(mode)
+    before = snapshot(config)
+    assert run_cli("claude-code") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"paneward install-hooks: {config} {why}")
+    assert "refusing to write in it" in err and err.count("\n") == 1
+    assert snapshot(config) == before and sorted(p.name for p in config.iterdir()) == [
+        "settings.json"
+    ]
+
+
+def test_a_config_dir_of_another_user_is_refused(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    if os.getuid() != 0:
+        pytest.skip("giving a directory to another uid needs root")  # pragma: no cover
+    config = homes["claude"]
+    config.mkdir()
+    os.chown(config, 54321, -1)
+    assert run_cli("claude-code") == 1
+    assert capsys.readouterr().err == (
+        f"paneward install-hooks: {config} belongs to uid 54321, not to you (uid 0): that user "
+        "could replace the files paneward writes there; refusing to write in it\n"
+    )
+    assert list(config.iterdir()) == []
+
+
+def test_a_group_writable_config_dir_of_the_users_private_group_is_accepted(
+    homes: dict[str, Path],
+) -> None:
+    private = install_hooks._private_gid()
+    if private is None:
+        pytest.skip("this user has no private group")  # pragma: no cover
+    config = homes["claude"]
+    config.mkdir()
+    os.chown(config, -1, private)
+    config.chmod(0o775)
+    assert run_cli("claude-code") == 0
+
+
+def test_the_shared_dir_rule() -> None:
+    from actors.core.config_edit import shared_dir_problem
+
+    dir_mode = stat.S_IFDIR
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o755, 1000, 1000) is None
+    assert shared_dir_problem("/d", 0, 0, dir_mode | 0o755, 1000, 1000) is None  # root's
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o775, 1000, 1000) is None
+    assert shared_dir_problem("/d", 1000, 100, dir_mode | 0o775, 1000, 1000) is not None
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o775, 1000, None) is not None
+    assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o757, 1000, 1000) is not None
+    assert shared_dir_problem("/d", 1001, 1000, dir_mode | 0o700, 1000, 1000) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Backups: bounded; the output
+
+
+def _backup_names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".paneward-backup-" in p.name)
+
+
+def test_repeated_runs_keep_two_backups_per_file_at_most(homes: dict[str, Path]) -> None:
+    config = homes["claude"]
+    config.mkdir()
+    settings = config / "settings.json"
+    settings.write_text(USER_SETTINGS)
+    for n in range(4):
+        assert run_cli("claude-code", "--executable", f"/opt/pw{n}/paneward") == 0
+        assert len(_backup_names(config)) <= 2
+        assert run_cli("claude-code", "--uninstall") == 0
+        assert len(_backup_names(config)) <= 2
+        assert settings.read_text() == USER_SETTINGS  # the original bytes, every time
+    kept = _backup_names(config)
+    assert len(kept) == 2
+    # The one uninstall restores from (paneward-free) and the file before the last write.
+    contents = [(config / name).read_text() for name in kept]
+    assert USER_SETTINGS in contents and any("paneward" in c for c in contents)
+
+
+def test_the_output_names_each_file_once_and_no_trust_advice_with_trust(
+    homes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    homes["codex"].mkdir()
+    (homes["codex"] / "config.toml").write_text(CODEX_USER)
+    files = [homes["codex"] / "hooks.json", homes["codex"] / "config.toml"]
+    for args in (["--dry-run"], [], ["--uninstall"], ["--dry-run", "--trust"], ["--trust"],
+                 ["--trust"], ["--uninstall"]):
+        assert run_cli("codex", *args) == 0
+        out = capsys.readouterr().out
+        said = [line for line in out.splitlines() if not line.startswith(("+", "-", " ", "@"))]
+        for path in files:
+            assert sum(line.count(os.fspath(path)) for line in said) == 1, (args, out)
+        advice = "`paneward install-hooks codex --trust` records that consent"
+        assert (advice in out) == (args in (["--dry-run"], [])), (args, out)
+    assert "(backup: config.toml.paneward-backup-" in out
 
 
 # --------------------------------------------------------------------------------------------

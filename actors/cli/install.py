@@ -13,11 +13,16 @@ recognised as paneward's by their command (``…paneward hook --harness …``, w
 ``--owner`` rule older releases did not write) or, for http hooks, by the token header, and a
 stale one is rewritten in place (Codex trusts hooks by position and content); a second run
 changes nothing and writes nothing; before any write the previous file is copied to
-``<file>.paneward-backup-<UTC time>`` (``….absent`` when there was no file); writes are atomic
-(temp file + rename) onto the symlink's target, keeping the file mode. ``--uninstall`` removes
-exactly paneward's entries; when the result means the same as the newest paneward-free backup,
-that backup's bytes are restored (byte-for-byte, including formatting), and a file paneward
-created is deleted again. A file that does not parse is never touched: the command says why.
+``<file>.paneward-backup-<UTC time>-<random>Z`` (``….absent`` when there was no file), and of
+the older backups only the newest paneward-free one is kept (two per file at most); writes are
+atomic (temp file + rename) onto the symlink's target, keeping the file mode. Every file
+install-hooks creates -- temporary file, backup -- gets an unpredictable name and is opened
+``O_CREAT|O_EXCL|O_NOFOLLOW`` relative to the directory's fd, and a directory another user can
+write in is refused before anything is written
+(:func:`actors.core.config_edit.shared_dir_problem`). ``--uninstall`` removes exactly
+paneward's entries; when the result means the same as the newest paneward-free backup, that
+backup's bytes are restored (byte-for-byte, including formatting), and a file paneward created
+is deleted again. A file that does not parse is never touched: the command says why.
 Only regular files are read or written: a FIFO, device or socket in a config file's place is
 refused (opened non-blocking, checked with ``fstat``, so a FIFO cannot hang the command), and
 every bad path -- a symbolic-link loop, a read-only or missing directory, a permission -- is one
@@ -29,8 +34,11 @@ With ``--http`` (Claude Code) the token is created 0600 in
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import grp
 import os
+import pwd
 import secrets
 import shutil
 import stat
@@ -42,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from actors.core import paths
-from actors.core.config_edit import HookTarget, Installer, InstallError
+from actors.core.config_edit import HookTarget, Installer, InstallError, shared_dir_problem
 from actors.harnesses.claude_code import install as claude_install
 from actors.harnesses.codex import install as codex_install
 from actors.harnesses.cursor import install as cursor_install
@@ -86,15 +94,25 @@ DEFAULT_HTTP_PORT: Final = 47501
 BACKUP_INFIX: Final = ".paneward-backup-"
 
 
+def _no_entries(_: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class FileChange:
-    """One file to rewrite: ``after`` ``None`` deletes it (a file paneward had created)."""
+    """One file to rewrite: ``after`` ``None`` deletes it (a file paneward had created).
+
+    ``note`` says what is done, without the path (:func:`run` prints ``<path>: <note>``);
+    ``has_ours`` tells a backup that holds paneward's entries (:attr:`Edit.has_ours`), so the
+    paneward-free one is the backup kept when old ones are pruned.
+    """
 
     path: Path
     before: str | None
     after: str | None
     note: str
     private: bool = False  # holds the http token: create it 0600
+    has_ours: Callable[[str], bool] = _no_entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +157,17 @@ def _why(exc: OSError) -> str:
 
 
 def _backups(path: Path) -> list[Path]:
-    pattern = path.name + BACKUP_INFIX + "*"
-    return sorted(path.parent.glob(pattern), reverse=True)
+    """``path``'s backups, newest first: regular files of this user only (a link or another
+    user's file of that name is never read, restored or removed)."""
+    found: list[Path] = []
+    for candidate in path.parent.glob(path.name + BACKUP_INFIX + "*"):
+        try:
+            st = candidate.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+            found.append(candidate)
+    return sorted(found, reverse=True)
 
 
 def _restore_original(
@@ -197,7 +224,9 @@ def plan(
             else:
                 verb = "created" if before is None else "merged paneward's hooks into"
                 note = note or f"{verb} it"
-                changes.append(FileChange(path, before, after, f"{path}: {note}", edit.private))
+                changes.append(
+                    FileChange(path, before, after, note, edit.private, edit.has_ours)
+                )
             continue
         after, note = edit.uninstall(before)
         if after is None:
@@ -206,17 +235,16 @@ def plan(
         text, delete = _restore_original(path, after, edit.same, edit.has_ours)
         if delete:
             note = note or "paneward created it; removed"
-            changes.append(FileChange(path, before, None, f"{path}: {note}"))
+            changes.append(FileChange(path, before, None, note, has_ours=edit.has_ours))
         else:
             exact = " (original bytes restored from backup)" if text != after else ""
             note = note or f"removed paneward's hooks{exact}"
-            changes.append(FileChange(path, before, text, f"{path}: {note}"))
+            changes.append(FileChange(path, before, text, note, has_ours=edit.has_ours))
     if not uninstall:
         notes.extend(installer.notes)
         if http:
             notes.extend(installer.http_notes)
-        if target.trust:
-            notes.extend(installer.trust_notes)
+        notes.extend(installer.trust_notes if target.trust else installer.untrusted_notes)
     return Plan(tuple(changes), tuple(notes))
 
 
@@ -233,44 +261,118 @@ def _target(path: Path) -> Path:
         raise InstallError(f"cannot look at {path}: {_why(exc)}") from None
 
 
-def _backup_path(path: Path, absent: bool) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    base = f"{path.name}{BACKUP_INFIX}{stamp}"
-    for n in range(1000):
-        name = base + (f"-{n}" if n else "") + ("Z.absent" if absent else "Z")
-        candidate = path.with_name(name)
-        if not candidate.exists():
-            return candidate
-    raise InstallError(f"too many backups of {path} this second")  # pragma: no cover
+def _backup_name(name: str, absent: bool) -> str:
+    """A new backup's name: UTC time to the microsecond (names sort oldest to newest), then
+    random hex, so no one can know it in advance."""
+    now = time.time_ns()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
+    micro = now // 1000 % 1_000_000
+    return f"{name}{BACKUP_INFIX}{stamp}.{micro:06d}-{secrets.token_hex(4)}Z" + (
+        ".absent" if absent else ""
+    )
 
 
-def _write_atomic(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.paneward-tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+#: How every file install-hooks creates is opened: a new name only (an existing file, a link
+#: -- dangling or not -- or a hard link planted at that name fails with EEXIST), never through
+#: a symbolic link.
+_CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _create(dir_fd: int, make_name: Callable[[], str], mode: int) -> tuple[int, str]:
+    """Create a new file in the directory ``dir_fd`` under a fresh unpredictable name."""
+    for _ in range(100):
+        name = make_name()
+        try:
+            return os.open(name, _CREATE, mode, dir_fd=dir_fd), name
+        except FileExistsError:
+            continue
+    raise InstallError("cannot find a free name for a new file in the config directory")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_atomic(dir_fd: int, name: str, text: str, mode: int) -> None:
+    """Replace ``name`` in ``dir_fd`` by ``text``: written to a new temporary file there
+    (:func:`_create`), synced, then renamed over it."""
+    fd, tmp = _create(dir_fd, lambda: f".{name}.paneward-tmp-{secrets.token_hex(8)}", 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        try:
+            _write_all(fd, text.encode("utf-8"))
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
+
+
+def _private_gid() -> int | None:
+    """The user's own private group: their primary group when it bears their login name and
+    has no other member (the user-private-group scheme of Debian, Fedora, Arch...); else None."""
+    try:
+        user = pwd.getpwuid(os.getuid())
+        group = grp.getgrgid(user.pw_gid)
+    except KeyError:
+        return None
+    if group.gr_name != user.pw_name or set(group.gr_mem) - {user.pw_name}:
+        return None
+    return group.gr_gid
+
+
+def _open_config_dir(directory: Path) -> int:
+    """An fd of the directory a config file is written in (created if missing), once
+    :func:`actors.core.config_edit.shared_dir_problem` finds no other user able to write there.
+
+    :raises InstallError: the directory is another user's or others can write in it (the
+        reason and the fix), or cannot be opened.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        problem = shared_dir_problem(
+            os.fspath(directory), st.st_uid, st.st_gid, st.st_mode, os.getuid(), _private_gid()
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+    if problem is not None:
+        os.close(fd)
+        raise InstallError(problem)
+    return fd
 
 
 def apply_plan(changes: Iterable[FileChange]) -> list[Path]:
     """Write the changes (backup first, then an atomic replace); returns the backups made.
 
-    :raises InstallError: a change cannot be written (read-only or missing directory,
-        permission, disk full), in one line; the file is left as it was.
+    Every directory is checked before anything is written (:func:`_open_config_dir`), so a
+    refused one leaves every file as it was.
+
+    :raises InstallError: a directory others can write in, or a change cannot be written
+        (read-only or missing directory, permission, disk full), in one line; the file is
+        left as it was.
     """
+    changes = list(changes)
+    for change in changes:
+        directory = _target(change.path).parent
+        try:
+            os.close(_open_config_dir(directory))
+        except OSError as exc:
+            raise InstallError(f"cannot write {exc.filename or directory}: {_why(exc)}") from None
     backups: list[Path] = []
     for change in changes:
         try:
             backups.append(_apply(change))
         except OSError as exc:
-            where = exc.filename or change.path
+            # Files are opened relative to their directory's fd: name them in full.
+            where = change.path.parent / os.fsdecode(exc.filename or change.path.name)
             raise InstallError(f"cannot write {where}: {_why(exc)}") from None
     return backups
 
@@ -278,25 +380,63 @@ def apply_plan(changes: Iterable[FileChange]) -> list[Path]:
 def _apply(change: FileChange) -> Path:
     """Back up and write one change; returns the backup."""
     path = _target(change.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    current = _read(path)
-    if current != change.before:
-        raise InstallError(f"{path} changed while paneward was editing it; run again")
-    backup = _backup_path(path, absent=current is None)
-    if current is None:
-        backup.touch(mode=0o600)
-        mode = 0o600 if change.private else 0o644
-    else:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        shutil.copy2(path, backup)
-        os.chmod(backup, mode & 0o600 | 0o400)
-    if change.after is None:
-        path.unlink()
-    else:
-        if change.private:
-            mode &= 0o700  # it now holds the http token
-        _write_atomic(path, change.after, mode)
+    dir_fd = _open_config_dir(path.parent)
+    try:
+        current = _read(path)
+        if current != change.before:
+            raise InstallError(f"{path} changed while paneward was editing it; run again")
+        backup = _backup(dir_fd, path, current)
+        if current is None:
+            mode = 0o600 if change.private else 0o644
+        else:
+            mode = stat.S_IMODE(os.stat(path.name, dir_fd=dir_fd).st_mode)
+        if change.after is None:
+            os.unlink(path.name, dir_fd=dir_fd)
+        else:
+            if change.private:
+                mode &= 0o700  # it now holds the http token
+            _write_atomic(dir_fd, path.name, change.after, mode)
+    finally:
+        os.close(dir_fd)
+    _prune_backups(path, backup, change.has_ours)
     return backup
+
+
+def _backup(dir_fd: int, path: Path, current: str | None) -> Path:
+    """Save ``current`` (the file's text, ``None``: no file) as a new backup beside it: the
+    same bytes, at most the file's owner permissions, read-only, its times kept."""
+    fd, name = _create(dir_fd, lambda: _backup_name(path.name, current is None), 0o600)
+    try:
+        if current is not None:
+            st = os.stat(path.name, dir_fd=dir_fd)
+            _write_all(fd, current.encode("utf-8"))
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o600 | 0o400)
+            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path.with_name(name)
+
+
+def _prune_backups(path: Path, made: Path, has_ours: Callable[[str], bool]) -> None:
+    """Keep two backups of ``path`` at most: ``made`` (the file before this write) and the
+    newest one without paneward's entries (what ``--uninstall`` restores from); delete the rest.
+    A backup that cannot be read is kept."""
+    keep = {made}
+    backups = _backups(path)
+    for backup in backups:
+        try:
+            content = None if backup.name.endswith(".absent") else _read(backup)
+        except InstallError:
+            keep.add(backup)
+            continue
+        if content is None or not has_ours(content):
+            keep.add(backup)
+            break
+    for backup in backups:
+        if backup not in keep:
+            with contextlib.suppress(OSError):
+                backup.unlink()
 
 
 def ensure_http_token(path: Path) -> str:
@@ -421,7 +561,10 @@ def run(args: argparse.Namespace) -> int:
             return 0
         backups = apply_plan(result.changes)
         for change, backup in zip(result.changes, backups, strict=True):
-            print(f"{change.note} (backup: {backup})")
+            # The backup is beside the file: named without its directory; an ".absent" marker
+            # (there was no file) is no copy of anything, so it is not mentioned.
+            kept = "" if change.before is None else f" (backup: {backup.name})"
+            print(f"{change.path}: {change.note}{kept}")
     except InstallError as exc:
         print(f"paneward install-hooks: {exc}", file=sys.stderr)
         return 1

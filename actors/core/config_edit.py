@@ -44,6 +44,7 @@ __all__ = [
     "is_ours",
     "is_paneward_command",
     "json_same",
+    "lines_same",
     "load_json",
     "merge_flat",
     "merge_grouped",
@@ -51,6 +52,7 @@ __all__ = [
     "parse_toml",
     "remove_flat",
     "remove_grouped",
+    "shared_dir_problem",
     "toml_array",
     "toml_string",
     "top_level_insert_at",
@@ -177,8 +179,8 @@ class Installer:
 
     ``default_dir`` is called only when ``--config-dir`` is not given (it reads the
     environment); ``notes`` are printed after planning an install, ``http_notes`` as well with
-    ``--http``, ``trust_notes`` with ``--trust``; ``http`` / ``trust`` say whether ``--http`` /
-    ``--trust`` are supported at all.
+    ``--http``, ``trust_notes`` with ``--trust`` and ``untrusted_notes`` without it; ``http`` /
+    ``trust`` say whether ``--http`` / ``--trust`` are supported at all.
     """
 
     harness: Harness
@@ -191,6 +193,39 @@ class Installer:
     http_notes: tuple[str, ...] = ()
     trust: bool = False  # ``--trust`` is supported (:attr:`HookTarget.trust`)
     trust_notes: tuple[str, ...] = ()
+    untrusted_notes: tuple[str, ...] = ()  # printed when ``--trust`` is supported, not given
+
+
+def shared_dir_problem(
+    path: str, st_uid: int, st_gid: int, st_mode: int, uid: int, private_gid: int | None
+) -> str | None:
+    """Why install-hooks may not write in the directory ``path`` (``fstat`` of its opened fd)
+    for ``uid``, or ``None`` when no other user can create, replace or remove files there.
+
+    Refused: a directory of another user (root's aside: root can write anywhere anyway); one
+    every user can write in (sticky or not: a sticky directory still lets others create the
+    names paneward would use); one its group can write in, unless that group is the user's
+    own private group ``private_gid`` (the user-private-group scheme: a group of the user's
+    name with no other member). Called by :func:`actors.cli.install._open_config_dir`.
+    """
+    if st_uid not in (uid, 0):
+        return (
+            f"{path} belongs to uid {st_uid}, not to you (uid {uid}): that user could replace "
+            "the files paneward writes there; refusing to write in it"
+        )
+    mode = st_mode & 0o7777
+    if st_mode & 0o002:
+        return (
+            f"{path} is writable by every user (mode {mode:04o}): another user could plant "
+            f"the files paneward writes there; refusing to write in it (`chmod o-w {path}`)"
+        )
+    if st_mode & 0o020 and st_gid != private_gid:
+        return (
+            f"{path} is writable by its group (gid {st_gid}, mode {mode:04o}), which is not "
+            "your own private group: another member could plant the files paneward writes "
+            f"there; refusing to write in it (`chmod g-w {path}`)"
+        )
+    return None
 
 
 def own_file_edit(path: Path, text: str, marker: str) -> Edit:
@@ -374,6 +409,18 @@ def transform_json(
     if text is not None and after == before:
         return None
     return dump_json(after, text)
+
+
+def lines_same(after: str, original: str | None) -> bool:
+    """An :attr:`Edit.same` for formats with comments (TOML, YAML): the same non-blank lines,
+    trailing spaces aside. Undoing paneward's edit can leave a blank line where its entries
+    were, and nothing else; a comment written since the install counts, so it is never lost to
+    the backup's bytes."""
+
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+    return lines(after) == lines(original or "")
 
 
 def json_same(label: str) -> Callable[[str, str | None], bool]:

@@ -13,8 +13,11 @@
   in ``config.toml``; the hash is :func:`trusted_hash` (Codex's ``command_hook_hash``:
   codex-rs/hooks/src/engine/discovery.rs, checked against Codex 0.171.0's ``hooks/list``
   ``currentHash`` in tests/test_harnesses_3.py). ``--trust`` records the user's consent for
-  paneward's own entries only, as one marked block at the end of ``config.toml`` (never a
-  table Codex or the user already wrote; ``--uninstall`` removes it).
+  paneward's own entries only, as tables appended to ``config.toml``, each header marked
+  :data:`TRUST_MARKER` (never a table Codex or the user already wrote). Codex rewrites
+  ``config.toml`` itself (``codex mcp add``, the TUI's own state) and puts its new tables at the
+  end, among paneward's: ``--uninstall`` removes exactly the ``trusted_hash`` keys paneward
+  wrote, by key through tomlkit, never a span of lines.
 
 :mod:`actors.cli.install` reads and writes the files; everything here is text in, text out
 (:func:`edits` alone reads where ``$CODEX_HOME`` links to: Codex names its trust keys by the
@@ -28,9 +31,12 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, Final
+
+import tomlkit
+from tomlkit.items import Table
 
 from actors.core.config_edit import (
     COMMAND_TIMEOUT_S,
@@ -42,6 +48,7 @@ from actors.core.config_edit import (
     is_ours,
     is_paneward_command,
     json_same,
+    lines_same,
     load_json,
     merge_grouped,
     parse_toml,
@@ -63,6 +70,7 @@ __all__ = [
     "TIMEOUTS",
     "TRUST_BEGIN",
     "TRUST_END",
+    "TRUST_MARKER",
     "edits",
     "install_config",
     "install_hooks_json",
@@ -89,6 +97,12 @@ TRUST_BEGIN: Final = (
     "paneward's own hooks.json entries; `--uninstall` removes it"
 )
 TRUST_END: Final = "# paneward-trust: end"
+#: The comment on the header of each ``[hooks.state."…"]`` table ``--trust`` writes: what marks
+#: the table as paneward's wherever it ends up in the file. (:data:`TRUST_BEGIN` /
+#: :data:`TRUST_END` lines around the tables are the form other paneward releases write; they
+#: are recognised and replaced.)
+TRUST_MARKER: Final = "# paneward-trust: `paneward install-hooks codex --uninstall` removes it"
+_TRUST_TAG: Final = "# paneward-trust"  # what every paneward trust comment starts with
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,12 +234,6 @@ def _forwarded(line: str) -> list[str] | None:
     return None
 
 
-def _config_same(after: str, original: str | None) -> bool:
-    # Our notify edit is line surgery: an uninstall that undid it reproduces the user's text
-    # exactly, so "the same" is byte equality (or an emptied file that did not exist).
-    return (original or "") == after or (after.strip() == "" and original is None)
-
-
 # ---------------------------------------------------------------------------------------------
 # hooks.json
 
@@ -310,33 +318,118 @@ def trust_keys(hooks_text: str | None, key_paths: Sequence[str]) -> dict[str, st
     return out
 
 
-def _without_trust_block(lines: list[str]) -> tuple[list[str], bool]:
-    try:
-        start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == TRUST_BEGIN)
-    except StopIteration:
-        return lines, False
-    end = next(
-        (i for i in range(start, len(lines)) if lines[i].rstrip("\n") == TRUST_END), None
-    )
-    if end is None:
-        raise InstallError(
-            "config.toml: paneward's trust block has lost its end marker; remove it by hand"
-        )
-    # Drop the blank line paneward put before its block, too.
-    if start > 0 and not lines[start - 1].strip():
-        start -= 1
-    return [*lines[:start], *lines[end + 1 :]], True
+def _old_block_keys(lines: list[str]) -> tuple[list[str], list[str]]:
+    """``lines`` without the :data:`TRUST_BEGIN` / :data:`TRUST_END` comment lines (and the
+    blank line written before the first), and the trust keys of the tables paneward wrote
+    between them: the run of ``[hooks.state."…"]`` / ``trusted_hash = "…"`` lines right after
+    :data:`TRUST_BEGIN`. Codex appends its own tables at the end of the file, which can be
+    inside that block: those come after the run and are not paneward's.
+    """
+    keys: list[str] = []
+    kept: list[str] = []
+    in_run = False
+    for line in lines:
+        bare = line.rstrip("\r\n")
+        if bare == TRUST_BEGIN:
+            if kept and not kept[-1].strip():
+                kept.pop()
+            in_run = True
+            continue
+        if bare == TRUST_END:
+            in_run = False
+            continue
+        if in_run:
+            header = _STATE_HEADER.match(bare)
+            if header is not None:
+                keys.append(_toml_key(header["key"]))
+            elif not _HASH_LINE.match(bare):
+                in_run = False
+        kept.append(line)
+    return kept, keys
+
+
+_STATE_HEADER: Final = re.compile(r'^\[hooks\.state\.(?P<key>"(?:[^"\\]|\\.)*")\][ \t]*(?:#.*)?$')
+_HASH_LINE: Final = re.compile(r'^trusted_hash = "sha256:[0-9a-f]*"[ \t]*$')
+
+
+def _toml_key(quoted: str) -> str:
+    parsed = tomllib.loads(f"k = {quoted}\n")["k"]
+    assert isinstance(parsed, str)
+    return parsed
+
+
+def _state_table(doc: MutableMapping[str, Any]) -> MutableMapping[str, Any] | None:
+    hooks = doc.get("hooks")
+    state = hooks.get("state") if isinstance(hooks, MutableMapping) else None
+    return state if isinstance(state, MutableMapping) else None
+
+
+def _without_trust(text: str, label: str) -> tuple[str, list[str]]:
+    """``text`` without paneward's trust records, and the keys they were under.
+
+    paneward's records are the ``[hooks.state."<key>"]`` tables whose header carries
+    :data:`TRUST_MARKER` (and the tables of a :data:`TRUST_BEGIN` block, :func:`_old_block_keys`).
+    Exactly the ``trusted_hash`` paneward wrote is removed from each, and a table, ``state`` or
+    ``hooks`` table left empty by that; every other key, table and comment -- Codex's own
+    ``[tui]``, ``[mcp_servers.*]`` or hook states, wherever Codex wrote them -- stays as it is
+    (tomlkit edits the parsed document and writes it back in its own layout). Raises
+    :class:`InstallError` when the text is not TOML.
+    """
+    parse_toml(text, label)
+    lines, old_keys = _old_block_keys(text.splitlines(keepends=True))
+    base = "".join(lines)
+    doc = tomlkit.parse(base)
+    state = _state_table(doc)
+    if state is None:
+        return base, []
+    ours = [
+        key
+        for key, table in state.items()
+        if key in old_keys
+        or (isinstance(table, Table) and table.trivia.comment.startswith(_TRUST_TAG))
+    ]
+    for key in ours:
+        table = state[key]
+        if isinstance(table, MutableMapping):
+            table.pop("trusted_hash", None)
+            if not table:
+                del state[key]
+    if ours and not state:
+        hooks = doc["hooks"]
+        del hooks["state"]
+        if not hooks:
+            del doc["hooks"]
+    result = tomlkit.dumps(doc) if ours else base
+    if ours and result.endswith("\n\n"):
+        result = result.rstrip("\n") + "\n"  # the blank line written before paneward's tables
+    expected = parse_toml(base, label)
+    held = expected.get("hooks", {}).get("state", {})
+    for key in ours:
+        held[key].pop("trusted_hash", None)
+        if not held[key]:
+            del held[key]
+    if ours and not held:
+        del expected["hooks"]["state"]
+        if not expected["hooks"]:
+            del expected["hooks"]
+    if parse_toml(result, label) != expected:  # pragma: no cover - a bug guard
+        raise InstallError(f"{label}: internal error: removing the trust record would change "
+                           "other settings; remove paneward's [hooks.state] tables by hand")
+    return result, ours
 
 
 def trust_block(
     text: str | None, states: dict[str, str], label: str = "config.toml"
 ) -> tuple[str | None, str]:
-    """``text`` with paneward's trust block set to ``states`` (keys Codex or the user already
-    hold a state for are left out: never overridden), and what was done. Raises
-    :class:`InstallError` if the result would not be valid TOML."""
+    """``text`` with paneward's trust records set to ``states`` (keys Codex or the user already
+    hold a state for are left out: never overridden), and what was done.
+
+    paneward's old records are removed first (:func:`_without_trust`: exactly its own keys),
+    then one ``[hooks.state."<key>"]  # paneward-trust …`` table per fresh key is appended at
+    the end. Raises :class:`InstallError` if the result would not be valid TOML.
+    """
     source = text or ""
-    lines, had = _without_trust_block(source.splitlines(keepends=True))
-    base = "".join(lines)
+    base, had = _without_trust(source, label)
     existing = parse_toml(base, label).get("hooks", {})
     held = existing.get("state", {}) if isinstance(existing, dict) else {}
     held = held if isinstance(held, dict) else {}
@@ -345,17 +438,16 @@ def trust_block(
     if not fresh:
         result = base
     else:
-        block = ["\n", TRUST_BEGIN + "\n"]
+        # One blank line before paneward's tables, unless the file ends with one already
+        # (:func:`_without_trust` removes it with them).
+        block: list[str] = ["\n"] if base.strip() and not base.endswith("\n\n") else []
         for key, digest in fresh.items():
             block += [
-                f"[hooks.state.{toml_string(key)}]\n",
+                f"[hooks.state.{toml_string(key)}]  {TRUST_MARKER}\n",
                 f"trusted_hash = {toml_string(digest)}\n",
             ]
-        block.append(TRUST_END + "\n")
         if base and not base.endswith("\n"):
             base += "\n"
-        if not base:
-            block = block[1:]
         result = base + "".join(block)
     after = parse_toml(result, label).get("hooks", {}).get("state", {})
     if any(after.get(k, {}).get("trusted_hash") != v for k, v in fresh.items()):
@@ -392,7 +484,7 @@ def edits(
     def install_toml(text: str | None) -> tuple[str | None, str | None]:
         new, note = install_config(text, target, config_label)
         current = new if new is not None else text
-        if target.trust or (current is not None and TRUST_BEGIN in current):
+        if target.trust or (current is not None and _TRUST_TAG in current):
             states = trust_keys(planned["hooks.json"], key_paths)
             trusted, what = trust_block(current, states, config_label)
             if trusted is not None:
@@ -402,8 +494,7 @@ def edits(
     def uninstall_toml(text: str | None) -> tuple[str | None, str | None]:
         if text is None:
             return None, "does not exist; nothing to do"
-        lines, had = _without_trust_block(text.splitlines(keepends=True))
-        rest = "".join(lines)
+        rest, had = _without_trust(text, config_label)
         new, note = uninstall_config(rest, config_label)
         if not had:
             return new, note
@@ -423,8 +514,8 @@ def edits(
             path=config,
             install=install_toml,
             uninstall=uninstall_toml,
-            same=_config_same,
-            has_ours=lambda content: NOTIFY_MARKER in content or TRUST_BEGIN in content,
+            same=lines_same,
+            has_ours=lambda content: NOTIFY_MARKER in content or _TRUST_TAG in content,
         ),
     ]
 
@@ -435,7 +526,7 @@ INSTALLER: Final = Installer(
     default_dir=paths.home,
     default_dir_help="$CODEX_HOME or ~/.codex",
     edits=edits,
-    notes=(
+    untrusted_notes=(
         "Codex runs hooks.json commands only once you trust them: the Codex TUI stops at "
         "\"Hooks need review\" on your first prompt until you review them (/hooks). "
         "`paneward install-hooks codex --trust` records that consent for paneward's own "

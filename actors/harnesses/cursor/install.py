@@ -7,7 +7,7 @@ prove turns, never presence). :mod:`actors.cli.install` reads and writes the fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -60,6 +60,20 @@ def uninstall_hooks_json(text: str | None, label: str = "hooks.json") -> str | N
     return transform_json(text, label, remove_flat)
 
 
+def _same(label: str) -> Callable[[str, str | None], bool]:
+    """:func:`json_same`, where no file at all is the same as ``{"version": 1}``: that is all
+    that is left of a file paneward created once its hooks are removed (``version`` is what
+    paneward puts in a new file), so ``--uninstall`` deletes it again."""
+    same = json_same(label)
+
+    def cursor_same(after: str, original: str | None) -> bool:
+        if original is None and same(after, '{"version": 1}'):
+            return True
+        return same(after, original)
+
+    return cursor_same
+
+
 def edits(
     config_dir: Path, target: HookTarget, *, http: bool, events: Sequence[str] | None
 ) -> list[Edit]:
@@ -72,7 +86,7 @@ def edits(
             path=path,
             install=lambda t: (install_hooks_json(t, target, events=chosen, label=label), None),
             uninstall=lambda t: (uninstall_hooks_json(t, label), None),
-            same=json_same(label),
+            same=_same(label),
             has_ours=has_ours,
         )
     ]

@@ -9,8 +9,11 @@ The edit is line surgery (a YAML round trip would lose the user's comments and l
 top-level ``hooks:`` a block is appended, marked as paneward's; with one (a block mapping),
 paneward's item is appended to each event's list, or the event is added at the end of the
 block. Every other line stays as it was, and the result is checked by parsing both texts with
-PyYAML (the meaning may change only by paneward's entries). ``--uninstall`` removes paneward's
-items, the events and the ``hooks:`` block it left empty; the backup restores the exact bytes.
+PyYAML (the meaning may change only by paneward's entries). paneward's own items are located in
+the parsed node tree (:func:`_our_items`), so they are found in whatever layout Hermes writes
+back (``hermes config set`` dumps the whole file: comments gone, a long command folded over two
+lines): a re-run rewrites a stale command in place, ``--uninstall`` removes exactly those items'
+lines, the events and the ``hooks:`` block they leave empty; the backup restores the exact bytes.
 
 Hermes asks once per (event, command) on its TTY ("Allow this hook to run? [y/N]") and keeps
 the answers in ``shell-hooks-allowlist.json``; without a TTY it skips unapproved hooks unless
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,6 +39,7 @@ from actors.core.config_edit import (
     Installer,
     InstallError,
     is_paneward_command,
+    lines_same,
 )
 from actors.harnesses.hermes import paths
 from actors.harnesses.hermes.hooks import INSTALLED_EVENTS
@@ -47,6 +52,7 @@ HOOKS_MARKER: Final = (
     "# added by paneward install-hooks; `paneward install-hooks hermes --uninstall` removes it"
 )
 _KEY: Final = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][A-Za-z0-9_]*):[ \t]*(?P<rest>.*)$")
+_NULL: Final = "tag:yaml.org,2002:null"
 _ITEM: Final = re.compile(r"^(?P<indent> *)- ")
 
 
@@ -100,6 +106,82 @@ def _find_key(lines: list[str], key: str, indent: int, start: int, stop: int) ->
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Ours:
+    """One of paneward's hook items in config.yaml, located in the parsed node tree: the lines
+    ``first``..``last`` (inclusive) it spans, and where its ``command`` key starts and its value
+    ends (line, column), however the value is written (quoted, or a plain scalar Hermes's YAML
+    dump folded over two lines)."""
+
+    event: str
+    first: int
+    last: int
+    command: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+
+
+def _last_line(node: yaml.Node) -> int:
+    """The last line holding ``node``'s own text (a block collection's end mark is the next
+    token, past comments and blank lines: its last child's is used instead)."""
+    if isinstance(node, yaml.MappingNode) and node.value:
+        return max(max(_last_line(k), _last_line(v)) for k, v in node.value)
+    if isinstance(node, yaml.SequenceNode) and node.value:
+        return max(_last_line(item) for item in node.value)
+    mark = node.end_mark
+    return int(mark.line) if mark.column > 0 else int(mark.line) - 1
+
+
+def _our_items(text: str, label: str) -> list[_Ours]:
+    """paneward's items under ``hooks:``, found by parsing (recognised by their command).
+
+    Raises :class:`InstallError` for text that is not YAML, or one of paneward's items written
+    in flow style (``[{command: …}]``): it shares its lines with others.
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise InstallError(
+            f"{label} is not valid YAML ({exc}); fix it by hand first, nothing was changed"
+        ) from None
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    hooks = next((v for k, v in root.value if k.value == "hooks"), None)
+    if not isinstance(hooks, yaml.MappingNode):
+        return []
+    lines = text.splitlines()
+    found: list[_Ours] = []
+    for key, items in hooks.value:
+        if not isinstance(items, yaml.SequenceNode):
+            continue
+        for item in items.value:
+            if not isinstance(item, yaml.MappingNode):
+                continue
+            command = next((p for p in item.value if p[0].value == "command"), None)
+            if command is None or not isinstance(command[1], yaml.ScalarNode):
+                continue
+            if not is_paneward_command(command[1].value):
+                continue
+            first = item.start_mark.line
+            if items.flow_style or lines[first][: item.start_mark.column].strip() != "-":
+                raise InstallError(
+                    f"{label}: hooks.{key.value} holds paneward's hook written inline; "
+                    "remove it by hand"
+                )
+            k, v = command
+            found.append(
+                _Ours(
+                    event=str(key.value),
+                    first=first,
+                    last=_last_line(item),
+                    command=str(v.value),
+                    start=(k.start_mark.line, k.start_mark.column),
+                    end=(v.end_mark.line, v.end_mark.column),
+                )
+            )
+    return found
+
+
 def install_config(
     text: str | None,
     target: HookTarget,
@@ -118,6 +200,18 @@ def install_config(
     lines = source.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
+    # paneward's entry of an event already there (an older release's, a moved executable, or
+    # the one Hermes wrote back in its own style): its command is rewritten in place, bottom up
+    # so the positions above stay right.
+    placed: dict[str, _Ours] = {}
+    for found in _our_items(source, label):
+        placed.setdefault(found.event, found)
+    for found in sorted(placed.values(), key=lambda o: o.start, reverse=True):
+        if found.command == command:
+            continue
+        (l0, c0), (l1, c1) = found.start, found.end
+        tail = lines[l1][c1:] if c1 > 0 else "\n" + lines[l1]
+        lines[l0 : l1 + 1] = [lines[l0][:c0] + f"command: {json.dumps(command)}" + tail]
     hooks_at = _find_key(lines, "hooks", 0, 0, len(lines))
     if hooks_at is None:
         block = [f"hooks:  {HOOKS_MARKER}\n"]
@@ -138,6 +232,8 @@ def install_config(
         children = [i for i in range(hooks_at + 1, end) if _content(lines[i])]
         child = _indent(lines[children[0]]) if children else 2
         for event in events:
+            if event in placed:
+                continue
             end = _block_end(lines, hooks_at + 1, 0)
             at = _find_key(lines, event, child, hooks_at + 1, end)
             if at is None:
@@ -155,15 +251,6 @@ def install_config(
                 )
             event_end = _block_end(lines, at + 1, child)
             items = [i for i in range(at + 1, event_end) if _ITEM.match(lines[i])]
-            ours = [i for i in items if is_paneward_command(_command_of(lines[i]))]
-            if ours:
-                # Rewrite a stale entry (older release, moved executable) in place.
-                first = ours[0]
-                dash = _ITEM.match(lines[first])
-                assert dash is not None
-                new = _item(dash["indent"], command)[0]
-                lines[first] = new
-                continue
             dash_indent = (
                 _ITEM.match(lines[items[0]])["indent"]  # type: ignore[index]
                 if items
@@ -175,15 +262,6 @@ def install_config(
         return None, "paneward's hooks are already installed; nothing to do"
     _verify(before, _load(result, label), events, command, label)
     return result, None
-
-
-def _command_of(line: str) -> str:
-    value = line.split("- command:", 1)[1].strip() if "- command:" in line else ""
-    try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
-        return value
-    return parsed if isinstance(parsed, str) else value
 
 
 def _verify(
@@ -224,59 +302,76 @@ def _verify(
 
 
 def uninstall_config(text: str | None, label: str = "config.yaml") -> tuple[str | None, str]:
-    """The config.yaml text without paneward's hooks, or ``None`` when there are none."""
+    """The config.yaml text without paneward's hooks, or ``None`` when there are none.
+
+    paneward's items are found by parsing (:func:`_our_items`) and exactly their lines are
+    removed; then the events they leave empty, and a ``hooks:`` left empty that paneward added
+    (its marker) or that held paneward's entries alone. Raises :class:`InstallError` for text
+    that is not YAML or an item of paneward's written inline.
+    """
     if text is None:
         return None, "does not exist; nothing to do"
-    _load(text, label)
-    lines = text.splitlines(keepends=True)
-    drop: set[int] = set()
-    for i, line in enumerate(lines):
-        match = _ITEM.match(line)
-        if match and is_paneward_command(_command_of(line)):
-            drop.add(i)
-            depth = len(match["indent"])
-            for j in range(i + 1, len(lines)):
-                if _content(lines[j]) and _indent(lines[j]) <= depth:
-                    break
-                if _content(lines[j]):
-                    drop.add(j)
-    if not drop:
+    hooks = _load(text, label).get("hooks")
+    ours = _our_items(text, label)
+    if not ours:
         return None, "no paneward hooks; nothing to do"
+    # Hermes rewrites config.yaml itself (`hermes config set`: a YAML dump, comments and
+    # paneward's marker gone): a `hooks:` that held paneward's entries alone is paneward's too.
+    only_ours = isinstance(hooks, dict) and all(
+        isinstance(items, list)
+        and all(isinstance(e, dict) and is_paneward_command(e.get("command")) for e in items)
+        for items in hooks.values()
+    )
+    emptied = {
+        event
+        for event, items in (hooks or {}).items()
+        if isinstance(items, list)
+        and all(isinstance(e, dict) and is_paneward_command(e.get("command")) for e in items)
+    }
+    drop = {i for found in ours for i in range(found.first, found.last + 1)}
+    lines = text.splitlines(keepends=True)
     kept = [line for i, line in enumerate(lines) if i not in drop]
-    kept = _drop_empty_keys(kept)
+    kept = _drop_empty_keys(kept, emptied, only_ours)
     result = "".join(kept)
     _load(result, label)
     return result, "removed paneward's hooks"
 
 
-def _drop_empty_keys(lines: list[str]) -> list[str]:
-    """Remove event keys under ``hooks:`` left with no content, and a ``hooks:`` block paneward
-    added that is now empty."""
-    hooks_at = _find_key(lines, "hooks", 0, 0, len(lines))
+def _empty_keys(text: str, wanted: set[str]) -> tuple[int | None, list[int]]:
+    """The line of the top-level ``hooks`` key, and the lines of its keys named in ``wanted``
+    whose value is now empty."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return None, []
+    for key, value in root.value:
+        if key.value != "hooks":
+            continue
+        empty: list[int] = []
+        if isinstance(value, yaml.MappingNode):
+            empty = [
+                k.start_mark.line
+                for k, v in value.value
+                if k.value in wanted and isinstance(v, yaml.ScalarNode) and v.tag == _NULL
+            ]
+        return key.start_mark.line, empty
+    return None, []
+
+
+def _drop_empty_keys(lines: list[str], emptied: set[str], only_ours: bool) -> list[str]:
+    """Remove the keys under ``hooks:`` of ``emptied`` (events that held paneward's entries
+    alone) now empty, and a ``hooks:`` left empty that paneward added (its marker) or that held
+    paneward's entries alone (``only_ours``)."""
+    hooks_at, empty = _empty_keys("".join(lines), emptied)
+    lines = [line for i, line in enumerate(lines) if i not in set(empty)]
+    hooks_at, _ = _empty_keys("".join(lines), set())
     if hooks_at is None:
         return lines
     end = _block_end(lines, hooks_at + 1, 0)
-    keep = list(range(len(lines)))
-    for i in range(hooks_at + 1, end):
-        match = _KEY.match(lines[i].rstrip("\n"))
-        if match is None or _content(match["rest"]) or not match["indent"]:
-            continue
-        if _block_end(lines, i + 1, len(match["indent"])) == i + 1:
-            keep.remove(i)
-    lines = [lines[i] for i in keep]
-    end = _block_end(lines, hooks_at + 1, 0)
-    if end == hooks_at + 1 and lines[hooks_at].rstrip("\n").endswith(HOOKS_MARKER):
+    if end == hooks_at + 1 and (only_ours or lines[hooks_at].rstrip("\n").endswith(HOOKS_MARKER)):
         del lines[hooks_at]
         if hooks_at > 0 and not lines[hooks_at - 1].strip() and hooks_at == len(lines):
             del lines[hooks_at - 1]  # the blank line paneward put before its block
     return lines
-
-
-def _same(after: str, original: str | None) -> bool:
-    try:
-        return _load(after, "after") == _load(original or "", "original")
-    except InstallError:
-        return False
 
 
 def edits(
@@ -291,7 +386,7 @@ def edits(
             path=path,
             install=lambda t: install_config(t, target, events=chosen, label=label),
             uninstall=lambda t: uninstall_config(t, label),
-            same=_same,
+            same=lines_same,
             has_ours=lambda content: "hook --harness hermes" in content,
         )
     ]
