@@ -17,7 +17,14 @@ import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 
 import messages
-from actors.core.notify import NotifySettings
+from actors.core.notify import (
+    Alert,
+    Client,
+    NotifySettings,
+    display_commands,
+    message_text,
+    osc_notification,
+)
 from actors.sinks.notify import DesktopNotifications, Notifier
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
 from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until
@@ -36,6 +43,27 @@ def needs(sid: str, since: int, reason: str = REASON) -> Activity:
         evidence=Evidence(source="claude_hook", at_ms=since),
         attention=Attention("needs_input", reason, since), pane="%3",
     )
+
+
+def test_c1_controls_never_reach_the_outer_terminal() -> None:
+    """A one-word command ``x ST OSC 52;c;… ST`` (C1 U+009C, U+009D) survives redaction; the
+    OSC 9 / 777 notification (passed to the outer terminal byte for byte) and the tmux
+    status-line message carry it escaped, so it cannot end the notification and write the
+    clipboard."""
+    from tests.test_hardening import C1_COMMAND
+
+    client = Client(False, "/dev/pts/5", "%1", "/dev/pts/7")
+    for full_text in (False, True):
+        alert = Alert(SessionKey("claude-code", "s"), "%3", "needs_input",
+                      f"approve Bash: {C1_COMMAND}", NOW, full_text)
+        sent = [osc_notification(channel, alert.title, alert.body("m\x9d:1.0"))
+                for channel in ("osc9", "osc777")]
+        sent += [c.encode() for c in display_commands(message_text(alert, "m\x9d:1.0"), [client])]
+        for data in sent:
+            # tmux reads the display-message command's quoted word with \\ as one backslash
+            text = data.decode().replace("\\\\", "\\")
+            assert not any("\x80" <= c <= "\x9f" for c in text), text
+            assert "\\x9c\\x9d52;c;" in text and "m\\x9d:1.0" in text
 
 
 async def test_desktop_notifications_through_a_real_session_bus(

@@ -28,6 +28,7 @@ import msgspec
 from actors.core.attention import ATTENTION_WORDS
 from actors.core.redact import shown_reason
 from actors.core.reducer import ATTENTION_PRIORITY
+from actors.core.text import printable
 from actors.core.tmux_protocol import quote
 from messages.activity import Activity, Snapshot, Transition
 from messages.common import AttentionKind, SessionKey
@@ -159,12 +160,13 @@ def location_command(pane: str) -> str:
 
 def message_text(alert: Alert, location: str | None) -> str:
     """The tmux status-line message: ``paneward: claude-code needs you in main:1.0 (%3):
-    permission: Bash``."""
+    permission: Bash``, every control character escaped (:func:`actors.core.text.printable`:
+    tmux draws the status line on the user's terminal)."""
     where = ""
     if alert.pane is not None:
         where = f" in {location} ({alert.pane})" if location else f" in {alert.pane}"
     reason = f": {alert.reason}" if alert.reason else ""
-    return f"paneward: {alert.title}{where}{reason}"
+    return printable(f"paneward: {alert.title}{where}{reason}")
 
 
 def display_commands(text: str, clients: Iterable[Client]) -> list[str]:
@@ -176,21 +178,21 @@ def display_commands(text: str, clients: Iterable[Client]) -> list[str]:
     ]
 
 
-_CONTROLS: Final = str.maketrans({chr(c): " " for c in (*range(0x20), 0x7F)})
-
-
 def osc_notification(channel: str, title: str, body: str) -> bytes:
     """The OSC notification for the outer terminal, wrapped for tmux passthrough.
 
     ``osc9``: ``ESC ] 9 ; title: body BEL`` (iTerm2, WezTerm, kitty, Ghostty, Windows
     Terminal); ``osc777``: ``ESC ] 777 ; notify ; title ; body BEL`` (urxvt, foot, Ghostty).
     Written to the tty of the pane a client shows, tmux passes it to that client's terminal
-    when ``allow-passthrough`` is on (``ESC P tmux ; ... ESC \\``, every ESC inside doubled).
-    Control characters in the texts become spaces (they would end the sequence); so do ``;``
-    in OSC 777's title, its field separator.
+    when ``allow-passthrough`` is on (``ESC P tmux ; ... ESC \\``, every ESC inside doubled),
+    byte for byte. Every control character in the texts is escaped
+    (:func:`actors.core.text.printable`): a C0 ``BEL`` or ``ESC`` or a C1 ``ST`` (U+009C)
+    would end the sequence, and what follows (a C1 ``OSC`` U+009D ``52;c;…``: a clipboard
+    write) would reach the terminal as its own sequence. ``;`` in OSC 777's title, its field
+    separator, becomes a space.
     """
-    title = title.translate(_CONTROLS)
-    body = body.translate(_CONTROLS)
+    title = printable(title)
+    body = printable(body)
     if channel == "osc9":
         inner = f"\x1b]9;{title}: {body}\x07"
     elif channel == "osc777":
