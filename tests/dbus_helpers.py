@@ -56,10 +56,13 @@ class Received(NamedTuple):
 
 
 class NotificationServer(ServiceInterface):
-    """``org.freedesktop.Notifications``: records each notification it is sent."""
+    """``org.freedesktop.Notifications``: records each notification it is sent; advertises
+    ``capabilities`` (``body-markup``: it would read bodies as markup, as GNOME, KDE and dunst
+    do)."""
 
-    def __init__(self) -> None:
+    def __init__(self, capabilities: tuple[str, ...] = ("body",)) -> None:
         super().__init__("org.freedesktop.Notifications")
+        self.capabilities = list(capabilities)
         self.received: list[Received] = []
         self.arrived: list[float] = []  # time.perf_counter() of each Notify
         self._changed = anyio.Event()
@@ -87,7 +90,7 @@ class NotificationServer(ServiceInterface):
 
     @dbus_method()
     def GetCapabilities(self) -> Annotated[list[str], DBusSignature("as")]:
-        return ["body"]
+        return self.capabilities
 
     @dbus_method()
     def GetServerInformation(
@@ -120,10 +123,12 @@ class NotificationServer(ServiceInterface):
 
 
 @contextlib.asynccontextmanager
-async def notification_server(address: str) -> AsyncIterator[NotificationServer]:
+async def notification_server(
+    address: str, capabilities: tuple[str, ...] = ("body",)
+) -> AsyncIterator[NotificationServer]:
     """The server, exported on the bus at ``address`` under its well-known name."""
     bus = await MessageBus(bus_address=address, bus_type=BusType.SESSION).connect()
-    server = NotificationServer()
+    server = NotificationServer(capabilities)
     bus.export("/org/freedesktop/Notifications", server)
     await bus.request_name("org.freedesktop.Notifications")
     try:

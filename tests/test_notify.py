@@ -103,6 +103,42 @@ async def test_desktop_notifications_through_a_real_session_bus(
                 )
 
 
+@pytest.mark.parametrize("markup", [True, False], ids=["body-markup", "plain"])
+async def test_desktop_bodies_are_never_markup(
+    markup: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that advertises ``body-markup`` reads the body as markup: an agent's one-word
+    command ``<b><u>…`` (it survives redaction) and, with full text, a link are sent with
+    ``&``, ``<``, ``>`` escaped, so they show as written; a server without it gets the text
+    as it is."""
+    capabilities = ("body", "body-markup") if markup else ("body",)
+    reasons = {False: "approve Bash: <b><u>PWNED&amp;", True: 'see <a href="https://x.test/">it</a>'}
+    with anyio.fail_after(30):
+        async with session_bus(tmp_path) as address, \
+                notification_server(address, capabilities) as server:
+            monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", address)
+            for full_text, reason in reasons.items():
+                before = len(server.received)
+                notifier = Notifier(
+                    NotifySettings(channels=("desktop",), full_text=full_text),
+                    desktop=DesktopNotifications(),
+                )
+                send, receive = anyio.create_memory_object_stream[object](10)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(notifier.serve, receive)
+                    send.send_nowait(Snapshot(seq=1, activities=()))
+                    item = needs("s", NOW, reason=reason)
+                    send.send_nowait(Transition(seq=2, key=item.key, after=item, cause="t"))
+                    await server.wait_for(before + 1)
+                    send.close()
+                receive.close()
+                [got] = server.received[before:]
+                shown = f"{reason} · %3"
+                if markup:
+                    shown = shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+                assert got.body == shown
+
+
 def test_no_session_bus_no_desktop_channel() -> None:
     assert not DesktopNotifications.available({"HOME": "/nonexistent"})
     env = {"XDG_RUNTIME_DIR": "/nonexistent-runtime"}

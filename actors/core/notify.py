@@ -39,9 +39,11 @@ __all__ = [
     "LIST_CLIENTS_COMMAND",
     "Alert",
     "Client",
+    "MARKUP_CAPABILITY",
     "NotifyBook",
     "NotifySettings",
     "NotifyStatistics",
+    "desktop_body",
     "display_commands",
     "location_command",
     "message_text",
@@ -200,6 +202,23 @@ def osc_notification(channel: str, title: str, body: str) -> bytes:
     else:
         raise ValueError(f"not an OSC channel: {channel!r}")
     return b"\x1bPtmux;" + inner.replace("\x1b", "\x1b\x1b").encode() + b"\x1b\\"
+
+
+#: The freedesktop notification capability of a server that reads bodies as markup (GNOME,
+#: KDE, dunst: ``<b>``, ``<i>``, ``<u>``, ``<a href>``, ``<img>``).
+MARKUP_CAPABILITY: Final = "body-markup"
+_MARKUP: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def desktop_body(body: str, capabilities: Iterable[str] | None) -> str:
+    """The desktop notification's body for a server with ``capabilities`` (its
+    ``GetCapabilities``; ``None``: not known): where the server reads markup, or may,
+    ``&``, ``<`` and ``>`` are escaped, so an agent's ``<b>`` or ``<a href>`` shows as
+    written instead of shaping the notification; a server without markup gets the text as
+    it is (an escape would show literally)."""
+    if capabilities is not None and MARKUP_CAPABILITY not in capabilities:
+        return body
+    return body.translate(_MARKUP)
 
 
 def parse_channels(text: str) -> tuple[str, ...]:

@@ -14,7 +14,9 @@ Who sends and handles what:
   client shows (tmux passes it to the outer terminal when ``allow-passthrough`` is on), and a
   desktop notification through :class:`DesktopNotifications` (the ``desktop-notifier``
   library: the freedesktop notification service over D-Bus with ``dbus-fast`` on Linux,
-  Notification Center on macOS).
+  Notification Center on macOS). Before each desktop notification the server's
+  capabilities are asked (``GetCapabilities``, on a D-Bus connection of its own): the body
+  is escaped where the server reads markup (:func:`~actors.core.notify.desktop_body`).
 - Delivery runs in its own task, oldest alert first, every send with a deadline: a slow tmux
   or D-Bus never blocks the subscription. At most one alert per session waits: a newer edge of
   the same session takes its place (``superseded``: the older one's attention item is no longer
@@ -41,6 +43,7 @@ from actors.core.notify import (
     NotifyBook,
     NotifySettings,
     NotifyStatistics,
+    desktop_body,
     display_commands,
     location_command,
     message_text,
@@ -81,7 +84,10 @@ class DesktopNotifications:
 
     On Linux it needs a session bus: :meth:`available` is false without one (then the channel
     is skipped, counted). The library connects lazily, on the running asyncio loop, at the
-    first send, and reconnects after a failure.
+    first send, and reconnects after a failure. The library does not say whether the server
+    reads bodies as markup (``body-markup``), so :meth:`send` asks ``GetCapabilities`` itself,
+    with ``dbus-fast`` (the library's own D-Bus client), before every notification: a desktop
+    can replace its notification server at any time.
     """
 
     def __init__(self, app_name: str = "paneward") -> None:
@@ -90,6 +96,7 @@ class DesktopNotifications:
         # The library logs every failed send with a traceback; the sink counts them instead.
         logging.getLogger("desktop_notifier").setLevel(logging.CRITICAL)
         self._notifier = DesktopNotifier(app_name=app_name, app_icon=None)
+        self._bus: Any = None  # dbus_fast.aio.MessageBus for GetCapabilities, made at first use
 
     @staticmethod
     def available(environ: dict[str, str] | None = None) -> bool:
@@ -110,12 +117,37 @@ class DesktopNotifications:
             return True
         return False
 
+    async def capabilities(self) -> list[str] | None:
+        """The notification server's ``GetCapabilities`` (``[]`` off Linux: Notification
+        Center reads no markup; ``None`` when the server answers with an error).
+
+        :raises OSError: (or a ``dbus-fast`` error) when the session bus cannot be reached.
+        """
+        if not sys.platform.startswith("linux"):
+            return []
+        from dbus_fast import Message, MessageType
+        from dbus_fast.aio import MessageBus
+
+        if self._bus is None or not self._bus.connected:
+            self._bus = await MessageBus().connect()
+        reply = await self._bus.call(Message(
+            destination="org.freedesktop.Notifications",
+            path="/org/freedesktop/Notifications",
+            interface="org.freedesktop.Notifications",
+            member="GetCapabilities",
+        ))
+        if reply.message_type != MessageType.METHOD_RETURN or reply.signature != "as":
+            return None
+        return [str(word) for word in reply.body[0]]
+
     async def send(self, title: str, body: str) -> bool:
         from desktop_notifier import Notification
 
         dispatched: list[bool] = []
         notification = Notification(
-            title, body, on_dispatched=lambda: dispatched.append(True)
+            title,
+            desktop_body(body, await self.capabilities()),
+            on_dispatched=lambda: dispatched.append(True),
         )
         # The library never raises for a failed send (it logs): dispatch is the proof.
         await self._notifier.send_notification(notification)
