@@ -10,6 +10,15 @@ frames arrive in order), each with a 0.5 s deadline; with no daemon the frame is
 ``paneward hook`` drops it. ``pwFlushed()`` is a promise for the exit events, which a harness
 may await before it exits.
 
+What waits for the connection is bounded in frames (:data:`MAX_QUEUE`) and in bytes
+(:data:`MAX_QUEUE_BYTES`, UTF-8): an agent whose events carry huge ids or titles while the
+daemon is away (stopped, or slow to read) keeps at most that much, and the batch being sent,
+in its own memory. The oldest frames are dropped first; a frame larger than the hook socket
+takes (:data:`actors.core.frames.MAX_FRAME_BYTES`) is dropped at once. Each drop is counted,
+and every later frame says how many this copy of the file dropped before it was made
+(:data:`DROPPED_KEY`; its serials skip the dropped ones too), so the loss is visible in the
+first frame that reaches the daemon again.
+
 Each payload carries :data:`SERIAL_KEY`, the number of the frame in its process (one count for
 every copy of the plugin the harness loads there): the ``HookHint``'s serial
 (:class:`messages.evidence.Numbered` says why; :func:`serial` reads it back).
@@ -27,14 +36,22 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
+from actors.core.frames import MAX_FRAME_BYTES
 from messages.common import Harness
 
-__all__ = ["MARKER", "MAX_QUEUE", "SERIAL_KEY", "prelude", "serial"]
+__all__ = [
+    "DROPPED_KEY", "MARKER", "MAX_QUEUE", "MAX_QUEUE_BYTES", "SERIAL_KEY", "prelude", "serial",
+]
 
 #: The first line of every file paneward writes this way (how install-hooks knows it is ours).
 MARKER: Final = "// paneward: forwards agent events to paneward's hook socket"
 #: Frames kept while no connection can be made (the oldest are dropped first).
 MAX_QUEUE: Final = 256
+#: Bytes of frames kept while no connection can be made (the oldest are dropped first): two
+#: frames of the largest size the hook socket takes.
+MAX_QUEUE_BYTES: Final = 2 * MAX_FRAME_BYTES
+#: The payload key of the count of frames dropped before this one (absent while none was).
+DROPPED_KEY: Final = "pw_dropped"
 #: The payload key of a frame's serial (see the module docstring).
 SERIAL_KEY: Final = "pw_serial"
 
@@ -42,6 +59,7 @@ _PRELUDE: Final = """\
 {marker} ({harness}).
 // Written by `paneward install-hooks {harness}`; `paneward install-hooks {harness} --uninstall`
 // removes it. Edits are overwritten by the next install-hooks.
+import {{ Buffer }} from "node:buffer";
 import {{ createConnection }} from "node:net";
 import {{ readFileSync }} from "node:fs";
 import {{ homedir }} from "node:os";
@@ -50,7 +68,10 @@ import {{ join }} from "node:path";
 const PW_HARNESS = {harness_json};
 const PW_EVENTS = new Set({events_json});
 const PW_MAX_QUEUE = {max_queue};
+const PW_MAX_QUEUE_BYTES = {max_queue_bytes};
+const PW_MAX_FRAME_BYTES = {max_frame_bytes};
 const PW_SERIAL_KEY = {serial_key_json};
+const PW_DROPPED_KEY = {dropped_key_json};
 
 // actors/core/paths.py socket_path(), in JavaScript.
 function pwDir(name) {{
@@ -82,7 +103,9 @@ function pwStartToken(pid) {{
 const PW_PID = process.pid;
 const PW_TOKEN = pwStartToken(PW_PID);
 
-const pwQueue = [];
+const pwQueue = [];  // [line, its UTF-8 bytes], oldest first
+let pwQueuedBytes = 0;
+let pwDropped = 0;  // frames this copy dropped: the queue was full, or the frame too large
 let pwBusy = false;
 let pwIdle = [];
 // One count per process, even when the harness loads the file twice.
@@ -91,12 +114,23 @@ const pwSerial = (globalThis.__panewardSerial ??= {{ last: 0 }});
 function pwSend(payload) {{
   const now = Date.now();
   payload[PW_SERIAL_KEY] = ++pwSerial.last;
+  if (pwDropped) payload[PW_DROPPED_KEY] = pwDropped;
   const frame = JSON.stringify({{
     type: "NotifyHook", harness: PW_HARNESS, payload, at_ms: now, observed_at_ms: now,
     pid: PW_PID, start_token: PW_TOKEN,
   }});
-  if (pwQueue.length >= PW_MAX_QUEUE) pwQueue.shift();
-  pwQueue.push(frame + "\\n");
+  const size = Buffer.byteLength(frame);
+  if (size > PW_MAX_FRAME_BYTES) {{
+    pwDropped++;  // the hook socket refuses it: not worth the memory
+    return;
+  }}
+  while (pwQueue.length &&
+         (pwQueue.length >= PW_MAX_QUEUE || pwQueuedBytes + size + 1 > PW_MAX_QUEUE_BYTES)) {{
+    pwQueuedBytes -= pwQueue.shift()[1];
+    pwDropped++;
+  }}
+  pwQueue.push([frame + "\\n", size + 1]);
+  pwQueuedBytes += size + 1;
   if (!pwBusy) pwFlush();
 }}
 
@@ -109,7 +143,8 @@ function pwFlush() {{
     return;
   }}
   pwBusy = true;
-  const batch = pwQueue.splice(0, pwQueue.length).join("");
+  const batch = pwQueue.splice(0, pwQueue.length).map((entry) => entry[0]).join("");
+  pwQueuedBytes = 0;
   let done = false;
   const next = () => {{
     if (done) return;
@@ -147,7 +182,10 @@ def prelude(harness: Harness, events: Sequence[str]) -> str:
         harness_json=json.dumps(harness),
         events_json=json.dumps(list(events)),
         max_queue=MAX_QUEUE,
+        max_queue_bytes=MAX_QUEUE_BYTES,
+        max_frame_bytes=MAX_FRAME_BYTES,
         serial_key_json=json.dumps(SERIAL_KEY),
+        dropped_key_json=json.dumps(DROPPED_KEY),
     )
 
 
