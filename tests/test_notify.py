@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -26,9 +27,11 @@ from actors.core.notify import (
     osc_notification,
 )
 from actors.sinks.notify import DesktopNotifications, Notifier
+from actors.sinks.tmux import TmuxBridge
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
 from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until
-from tests.dbus_helpers import notification_server, session_bus
+from tests.dbus_helpers import notification_server, session_bus, silent_notification_server
+from tests.tmux_helpers import TmuxServer, attached_client, eventually
 from tests.test_wait import blocked, spawned
 
 NOW = time.time_ns() // 1_000_000
@@ -281,3 +284,61 @@ async def test_an_item_that_closes_while_its_alert_waits_is_not_told_about() -> 
     stats = sink.notifier.statistics()
     assert (stats.opened, stats.closed, stats.alerts, stats.desktop_sent) == (2, 1, 1, 1)
     assert [body for _, body in sink.desktop.sent] == ["approve Bash: curl … · %3"]
+
+
+# ------------------------------------------------------------------------- independent channels
+
+
+async def test_a_hung_desktop_never_delays_the_tmux_channel(
+    server: TmuxServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session bus's notification server takes calls and never answers (a real
+    ``dbus-daemon``, tests/dbus_helpers.py's silent server); 20 agents need the user at once.
+    Every one of them is told on the tmux channel -- the status-line message and the OSC 9
+    tmux passes to the user's real attached terminal -- while the first desktop send is still
+    hanging: the desktop channel waits alone. (The deadline is longer than the test, so no
+    timeout can let the tmux channel through: only the channels' independence can.)"""
+    agents = 20
+    with anyio.fail_after(60):
+        async with session_bus(tmp_path) as address, \
+                silent_notification_server(address) as bus_server:
+            monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", address)
+            await server.arun("set-option", "-g", "allow-passthrough", "on")
+            await server.arun("set-option", "-g", "display-time", "1")
+            bridge = TmuxBridge(socket_name=server.name, badges=False, panes=False)
+            notifier = Notifier(
+                NotifySettings(channels=("tmux", "osc9", "desktop"), min_interval_ms=0),
+                tmux=bridge, desktop=DesktopNotifications(), send_timeout_s=600,
+            )
+            send, receive = anyio.create_memory_object_stream[object](2 * agents)
+            async with attached_client(server, "main") as user, \
+                    anyio.create_task_group() as tg:
+                tg.start_soon(bridge.serve, None, None)
+
+                async def connected() -> bool:
+                    return bridge.statistics().connected
+
+                await eventually(connected)
+                tg.start_soon(notifier.serve, receive)
+                send.send_nowait(Snapshot(seq=1, activities=()))
+                for n in range(agents):
+                    item = needs(f"s{n:02d}", NOW + n, reason=f"approve Bash: cmd{n:02d}")
+                    item = msgspec.structs.replace(item, pane=None)
+                    send.send_nowait(Transition(seq=2 + n, key=item.key, after=item, cause="t"))
+                osc = [f"\x1b]9;claude-code needs you: approve Bash: cmd{n:02d}\x07".encode()
+                       for n in range(agents)]
+                await user.wait_output(lambda out: all(o in out for o in osc), "20 OSC 9")
+
+                async def all_messages() -> bool:
+                    return notifier.statistics().tmux_messages == agents
+
+                await eventually(all_messages)
+                stats = notifier.statistics()
+                # The desktop channel is still on its first send, which the server holds.
+                assert bus_server.calls == ["GetCapabilities"]
+                assert (stats.desktop_sent, stats.desktop_failures) == (0, 0)
+                assert (stats.alerts, stats.osc_writes, stats.tmux_errors) == (agents, agents, 0)
+                assert stats.channels["desktop"].waiting == agents - 1
+                tg.cancel_scope.cancel()
+            send.close()
+            receive.close()

@@ -109,13 +109,29 @@ def counter_line(stats: Mapping[str, Any]) -> str:
 
 def actor_line(stats: Mapping[str, Any]) -> str:
     """Every long-running actor's state (``running``, ``restarting``, ``stopped``, ``done``),
-    a stopped one first and in capitals so it cannot be missed."""
+    a stopped one first and in capitals so it cannot be missed; a notification channel that
+    is paused (it kept timing out) follows its actor, in capitals too
+    (``notify running (desktop PAUSED 25 s after 2 timeouts)``)."""
     states: dict[str, str] = stats.get("supervisor", {}).get("actor_states") or {}
     if not states:
         return "actors: none"
     order = {"stopped": 0, "restarting": 1, "running": 2, "done": 3}
     parts = [
-        f"{name} {state.upper() if state == 'stopped' else state}"
+        f"{name} {state.upper() if state == 'stopped' else state}{_paused(stats.get(name))}"
         for name, state in sorted(states.items(), key=lambda kv: (order.get(kv[1], 9), kv[0]))
     ]
     return "actors: " + " · ".join(parts)
+
+
+def _paused(part: Any) -> str:
+    """`` (desktop PAUSED 25 s after 2 timeouts)`` for the paused channels of ``part``'s
+    statistics (the notifier's ``channels``), else nothing."""
+    channels = part.get("channels") if isinstance(part, Mapping) else None
+    if not isinstance(channels, Mapping):
+        return ""
+    paused = [
+        f"{name} PAUSED {round(c['paused_s'])} s after {c['timeouts_in_row']} timeouts"
+        for name, c in sorted(channels.items())
+        if isinstance(c, Mapping) and c.get("paused_s")
+    ]
+    return f" ({', '.join(paused)})" if paused else ""
