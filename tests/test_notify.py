@@ -7,6 +7,7 @@ stand-in backend that can hold a send open, which the real service does not do o
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +20,11 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 import messages
 from actors.core.notify import (
+    PAUSE_AFTER_TIMEOUTS,
+    PAUSE_FIRST_S,
+    PAUSE_MAX_S,
     Alert,
+    ChannelHealth,
     Client,
     NotifySettings,
     display_commands,
@@ -29,10 +34,10 @@ from actors.core.notify import (
 from actors.sinks.notify import DesktopNotifications, Notifier
 from actors.sinks.tmux import TmuxBridge
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until
+from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until, raw_send
 from tests.dbus_helpers import notification_server, session_bus, silent_notification_server
-from tests.tmux_helpers import TmuxServer, attached_client, eventually
 from tests.test_wait import blocked, spawned
+from tests.tmux_helpers import TmuxServer, attached_client, eventually
 
 NOW = time.time_ns() // 1_000_000
 
@@ -342,3 +347,74 @@ async def test_a_hung_desktop_never_delays_the_tmux_channel(
                 tg.cancel_scope.cancel()
             send.close()
             receive.close()
+
+
+def test_a_channel_that_keeps_timing_out_is_paused_with_growing_backoff() -> None:
+    """Two timeouts in a row pause a channel for 30 s; the probe after a pause that times out
+    pauses it again at once, twice as long, up to 10 min; an answer that failed keeps the
+    length (the channel answered, but nothing says it works); only a send that worked resets
+    it."""
+    health = ChannelHealth()
+    now = 0.0
+    for _ in range(PAUSE_AFTER_TIMEOUTS - 1):
+        health.timed_out(now)
+    assert not health.paused(now)
+    health.timed_out(now)
+    pauses = []
+    for _ in range(7):
+        assert health.paused(now)
+        left = health.statistics(now).paused_s
+        pauses.append(left)
+        now += left
+        assert not health.paused(now)  # the probe goes out ...
+        health.timed_out(now)  # ... and times out: paused again at once
+    assert pauses == [PAUSE_FIRST_S * 2**n for n in range(5)] + [PAUSE_MAX_S] * 2
+    now += health.statistics(now).paused_s
+    health.answered(ok=False)
+    assert not health.paused(now) and health.statistics(now).next_pause_s == PAUSE_MAX_S
+    health.timed_out(now)
+    assert not health.paused(now)  # a run of one timeout: the refusal ended the last run
+    health.answered(ok=True)
+    for _ in range(PAUSE_AFTER_TIMEOUTS):
+        health.timed_out(now)
+    stats = health.statistics(now)
+    assert (stats.paused_s, stats.pauses, stats.timeouts) == (PAUSE_FIRST_S, 9, 12)
+
+
+async def test_a_hung_desktop_is_paused_and_shown_in_status(tmp_path: Path) -> None:
+    """The daemon's desktop channel on a bus whose notification server never answers: after
+    two sends time out (5 s each) it is paused, the next alert is skipped without a call, and
+    ``paneward status`` says so."""
+    with anyio.fail_after(90):
+        async with session_bus(tmp_path) as address, \
+                silent_notification_server(address) as bus_server:
+            state = tmp_path / "state"
+            env = daemon_env(state, DBUS_SESSION_BUS_ADDRESS=address)
+            args = ["--notify-via", "desktop", "--notify-interval", "0"]
+            async with Daemon(state, env=env, extra_args=args) as daemon:
+                frames = b"".join(
+                    messages.encode(message) + b"\n"
+                    for n in range(3) for message in (spawned(f"s{n}"), blocked(f"s{n}"))
+                )
+                await raw_send(daemon.hook_socket, frames)
+
+                async def skipped() -> bool:
+                    desktop = (await daemon.counters())["notify"]["channels"]["desktop"]
+                    return int(desktop["skipped"]) == 1
+
+                await poll_until(skipped, "the third alert skipped", within=60)
+                counters = (await daemon.counters())["notify"]
+                code, table, _ = await _cli(env, "status")
+    assert code == 0
+    desktop = counters["channels"]["desktop"]
+    assert (desktop["timeouts"], desktop["pauses"], desktop["timeouts_in_row"]) == (2, 1, 2)
+    assert 0 < desktop["paused_s"] <= PAUSE_FIRST_S
+    assert (counters["desktop_sent"], counters["desktop_failures"]) == (0, 2)
+    assert bus_server.calls == ["GetCapabilities"] * 2  # none for the skipped alert
+    [actors] = [line for line in table.splitlines() if line.startswith("actors: ")]
+    assert re.search(r"notify running \(desktop PAUSED \d+ s after 2 timeouts\)", actors)
+
+
+async def _cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    done = await anyio.run_process([os.fspath(PANEWARD), *args], env=env, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
