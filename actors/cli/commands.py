@@ -387,7 +387,6 @@ def add_watch(parser: argparse.ArgumentParser) -> None:
 
 
 def run_watch(args: argparse.Namespace) -> int:
-    from actors.core.text import json_without_c1
     from actors.sources.control_client import request_chunks
 
     since = b"null" if args.since is None else str(args.since).encode()
@@ -396,6 +395,8 @@ def run_watch(args: argparse.Namespace) -> int:
         # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
         for chunk in request_chunks(_control_path(args), request):
             if args.json:
+                from actors.core.text import json_without_c1
+
                 sys.stdout.buffer.write(json_without_c1(chunk))  # chunks are whole lines
             else:
                 import json
