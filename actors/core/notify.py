@@ -100,6 +100,7 @@ class ChannelStatistics(msgspec.Struct, kw_only=True):
 
     waiting: int = 0  # alerts queued for it now
     superseded: int = 0  # waiting alerts a newer alert of their session replaced
+    closed: int = 0  # waiting alerts whose item closed before this channel could send them
     dropped: int = 0  # waiting alerts dropped, the oldest first, when too many waited
     timeouts: int = 0  # sends that did not finish within the deadline
     timeouts_in_row: int = 0

@@ -199,12 +199,10 @@ class _Channel:
         self,
         send: Callable[[Alert, Any], Awaitable[_Outcome]],
         still_open: Callable[[Alert], bool],
-        stats: NotifyStatistics,
     ) -> None:
         self.health = ChannelHealth()
         self._send = send
         self._still_open = still_open
-        self._stats = stats
         self._waiting: dict[SessionKey, tuple[_Handoff, Any]] = {}
         self._arrived: anyio.Event | None = None
         self.ended = False
@@ -253,7 +251,7 @@ class _Channel:
             health.stats.skipped += 1
             return
         if not self._still_open(alert):
-            self._stats.closed += 1  # answered while it waited for this channel
+            health.stats.closed += 1  # answered while it waited for this channel
             return
         outcome = await self._send(alert, work)
         if outcome == "timeout":
@@ -299,9 +297,9 @@ class Notifier:
         still_open = self._book.still_open
         self._channels: dict[str, _Channel] = {}
         if tmux is not None:
-            self._channels["tmux"] = _Channel(self._send_terminal, still_open, self._stats)
+            self._channels["tmux"] = _Channel(self._send_terminal, still_open)
         if desktop is not None:
-            self._channels["desktop"] = _Channel(self._send_desktop, still_open, self._stats)
+            self._channels["desktop"] = _Channel(self._send_desktop, still_open)
 
     async def run(self, host: Host) -> None:
         """Run under the supervisor (``Supervisor.start_actor``)."""
