@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -399,6 +400,47 @@ async def test_the_forwarders_queue_is_bounded_in_bytes_and_its_losses_reported(
     # At least every frame beyond what MAX_QUEUE_BYTES holds was dropped, and counted.
     assert count - 1 - MAX_QUEUE_BYTES // size <= dropped < count
     assert back[0].payload["pw_serial"] == count + 2
+
+
+async def test_the_daemon_counts_what_the_forwarders_dropped(tmp_path: Path) -> None:
+    """Frames of paneward's forwarders carry how many frames their process dropped so far
+    (``pw_dropped``); the daemon adds each process's growth to ``supervisor.forwarder_dropped``,
+    which the status line's ``drops`` includes. Frames arrive out of order across connections
+    of one process at most as a stale count: a smaller count adds nothing."""
+    from actors.core.forwarder_js import DROPPED_KEY
+    from tests.daemon_helpers import Daemon, raw_send
+
+    now = time.time_ns() // 1_000_000
+    def frame(pid: int, token: str, serial: int, dropped: int | None) -> bytes:
+        payload: dict[str, Any] = {"hook_event_name": "agent_start", "session_id": f"s{pid}",
+                                   "pw_serial": serial}
+        if dropped is not None:
+            payload[DROPPED_KEY] = dropped
+        at = now + serial
+        hook = NotifyHook(harness="pi", payload=payload, at_ms=at, observed_at_ms=at,
+                          pid=pid, start_token=token)
+        return messages.encode(hook) + b"\n"
+
+    other = PID + 1_000_000  # a process that is not running: its frames are counted all the same
+    frames = [frame(PID, TOKEN, 1, None), frame(PID, TOKEN, 5, 3), frame(PID, TOKEN, 4, 2),
+              frame(other, "7", 9, 4), frame(PID, TOKEN, 9, 6)]
+    with anyio.fail_after(60):
+        async with Daemon(tmp_path / "state") as daemon:
+            await raw_send(daemon.hook_socket, b"".join(frames))
+            await daemon.wait_delivered(len(frames))
+            counters = await daemon.counters()
+            code, table, _ = await _paneward(daemon.env, "status")
+    assert counters["supervisor"]["forwarder_dropped"] == 6 + 4
+    assert code == 0
+    [summary] = [line for line in table.splitlines() if line.startswith("messages ")]
+    assert " · drops 10 · " in summary
+
+
+async def _paneward(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    from tests.daemon_helpers import PANEWARD
+
+    done = await anyio.run_process([os.fspath(PANEWARD), *args], env=env, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
 @pytest.mark.parametrize(

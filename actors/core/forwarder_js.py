@@ -14,10 +14,11 @@ What waits for the connection is bounded in frames (:data:`MAX_QUEUE`) and in by
 (:data:`MAX_QUEUE_BYTES`, UTF-8): an agent whose events carry huge ids or titles while the
 daemon is away (stopped, or slow to read) keeps at most that much, and the batch being sent,
 in its own memory. The oldest frames are dropped first; a frame larger than the hook socket
-takes (:data:`actors.core.frames.MAX_FRAME_BYTES`) is dropped at once. Each drop is counted,
-and every later frame says how many this copy of the file dropped before it was made
-(:data:`DROPPED_KEY`; its serials skip the dropped ones too), so the loss is visible in the
-first frame that reaches the daemon again.
+takes (:data:`actors.core.frames.MAX_FRAME_BYTES`) is dropped at once. Each drop is counted
+(one count per process, like the serial), and every later frame says how many its process
+dropped before it was made (:data:`DROPPED_KEY`; its serials skip the dropped ones too): the
+first frame that reaches the daemon again carries the loss, and the supervisor adds it up
+(:class:`ForwarderDrops`, ``supervisor.forwarder_dropped``).
 
 Each payload carries :data:`SERIAL_KEY`, the number of the frame in its process (one count for
 every copy of the plugin the harness loads there): the ``HookHint``'s serial
@@ -40,7 +41,14 @@ from actors.core.frames import MAX_FRAME_BYTES
 from messages.common import Harness
 
 __all__ = [
-    "DROPPED_KEY", "MARKER", "MAX_QUEUE", "MAX_QUEUE_BYTES", "SERIAL_KEY", "prelude", "serial",
+    "DROPPED_KEY",
+    "MARKER",
+    "MAX_QUEUE",
+    "MAX_QUEUE_BYTES",
+    "SERIAL_KEY",
+    "ForwarderDrops",
+    "prelude",
+    "serial",
 ]
 
 #: The first line of every file paneward writes this way (how install-hooks knows it is ours).
@@ -105,29 +113,32 @@ const PW_TOKEN = pwStartToken(PW_PID);
 
 const pwQueue = [];  // [line, its UTF-8 bytes], oldest first
 let pwQueuedBytes = 0;
-let pwDropped = 0;  // frames this copy dropped: the queue was full, or the frame too large
 let pwBusy = false;
 let pwIdle = [];
-// One count per process, even when the harness loads the file twice.
+// One count per process, even when the harness loads the file twice: the frames' serial and
+// the frames dropped (the queue was full, or a frame too large).
 const pwSerial = (globalThis.__panewardSerial ??= {{ last: 0 }});
+function pwDrop() {{
+  pwSerial.dropped = (pwSerial.dropped || 0) + 1;
+}}
 
 function pwSend(payload) {{
   const now = Date.now();
   payload[PW_SERIAL_KEY] = ++pwSerial.last;
-  if (pwDropped) payload[PW_DROPPED_KEY] = pwDropped;
+  if (pwSerial.dropped) payload[PW_DROPPED_KEY] = pwSerial.dropped;
   const frame = JSON.stringify({{
     type: "NotifyHook", harness: PW_HARNESS, payload, at_ms: now, observed_at_ms: now,
     pid: PW_PID, start_token: PW_TOKEN,
   }});
   const size = Buffer.byteLength(frame);
   if (size > PW_MAX_FRAME_BYTES) {{
-    pwDropped++;  // the hook socket refuses it: not worth the memory
+    pwDrop();  // the hook socket refuses it: not worth the memory
     return;
   }}
   while (pwQueue.length &&
          (pwQueue.length >= PW_MAX_QUEUE || pwQueuedBytes + size + 1 > PW_MAX_QUEUE_BYTES)) {{
     pwQueuedBytes -= pwQueue.shift()[1];
-    pwDropped++;
+    pwDrop();
   }}
   pwQueue.push([frame + "\\n", size + 1]);
   pwQueuedBytes += size + 1;
@@ -187,6 +198,36 @@ def prelude(harness: Harness, events: Sequence[str]) -> str:
         serial_key_json=json.dumps(SERIAL_KEY),
         dropped_key_json=json.dumps(DROPPED_KEY),
     )
+
+
+# Processes whose drop count is remembered (the oldest forgotten first): memory follows the
+# forwarders that lost frames lately, not every process that ever did.
+_REMEMBERED: Final = 1024
+
+
+class ForwarderDrops:
+    """The frames paneward's forwarders say they dropped, added up (pure).
+
+    The supervisor shows it every ``NotifyHook`` (:meth:`seen`). A frame's
+    :data:`DROPPED_KEY` is its process's running count, so each process's growth is added once:
+    a frame that arrives with a smaller count than one seen before (a stale one) adds nothing.
+    """
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._counts: dict[tuple[int | None, str | None], int] = {}
+
+    def seen(self, pid: int | None, start_token: str | None, payload: dict[str, Any]) -> None:
+        """Account for one frame of process ``(pid, start_token)`` with ``payload``."""
+        count = payload.get(DROPPED_KEY)
+        if type(count) is not int or count <= 0:
+            return  # no drop (or not a count): the common case costs one lookup
+        key = (pid, start_token)
+        last = self._counts.pop(key, 0)
+        self._counts[key] = max(last, count)  # re-inserted: the newest is forgotten last
+        self.total += max(0, count - last)
+        if len(self._counts) > _REMEMBERED:
+            del self._counts[next(iter(self._counts))]
 
 
 def serial(payload: dict[str, Any]) -> int | None:

@@ -89,14 +89,18 @@ def format_table(
 def counter_line(stats: Mapping[str, Any]) -> str:
     """The table's summary line: the counters one looks at first (from ``statistics``).
     ``drops`` counts every message or row paneward lost on purpose -- the supervisor's
-    (crashing or refused messages) and the store's (rows it could not keep)."""
+    (crashing or refused messages), the store's (rows it could not keep) and the frames the
+    OpenCode/Pi forwarders dropped in the agent's process."""
     sup = stats.get("supervisor", {})
     hook = stats.get("hook_listener", {})
     store = stats.get("store", {})
     control = stats.get("control", {})
     rejected_frames = sum((hook.get("rejected") or {}).values())
     rejected = sup.get("rejected", 0) + rejected_frames + control.get("bad_requests", 0)
-    drops = sup.get("drops", 0) + store.get("dropped", 0) + store.get("gap_transitions", 0)
+    drops = (
+        sup.get("drops", 0) + sup.get("forwarder_dropped", 0)
+        + store.get("dropped", 0) + store.get("gap_transitions", 0)
+    )
     # Hub subscribers that fell behind, and watch clients (which share one subscription).
     overflows = sup.get("overflows", 0) + (control.get("watch") or {}).get("overflows", 0)
     return (
