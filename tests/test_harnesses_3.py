@@ -391,8 +391,9 @@ async def test_the_forwarders_queue_is_bounded_in_bytes_and_its_losses_reported(
                 await process.stdin.send(b"go\n")
                 assert await process.wait() == 0
                 await frames.wait_for(lambda items: len(items) >= 2)
-    # Far less than the 256 frames (25 MB) a count bound keeps.
-    assert retained <= MAX_QUEUE_BYTES + 2 * size, retained
+    # The queue, the batch in flight (the first frame) and the heap's own noise (~0.1 MB):
+    # far less than the 256 frames (26 MB) a bound by count alone keeps.
+    assert retained <= MAX_QUEUE_BYTES + 5 * size, retained
     back = [f for f in frames.items if isinstance(f, NotifyHook)
             and f.payload["session_id"] == "s-back"]
     assert [f.payload["hook_event_name"] for f in back] == ["agent_start", "session_shutdown"]
