@@ -42,6 +42,7 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from actors.core.clock import now_ms
+from actors.core.forwarder_js import ForwarderDrops
 from actors.core.reducer import (
     SessionState,
     Step,
@@ -69,6 +70,7 @@ from messages.codec import Inbound, SessionMessage, decode_inbound, revalidate
 from messages.common import SessionKey
 from messages.control import Acknowledge, Forget
 from messages.errors import MessageError, PanewardError
+from messages.evidence import NotifyHook
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS",
@@ -118,7 +120,9 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     ``sessions`` live session actors; ``inline`` messages applied at once by the task that
     delivered them (their actor waited on an empty mailbox: no wake-up of it); ``stopped``
     session actors stopped after repeated crashes; ``sessions_refused`` messages for a new
-    session refused because ``max_sessions`` actors were live; ``actors`` supervised
+    session refused because ``max_sessions`` actors were live; ``forwarder_dropped`` frames
+    paneward's OpenCode/Pi forwarders dropped in the agent's process (their frames say how
+    many: :class:`actors.core.forwarder_js.ForwarderDrops`); ``actors`` supervised
     long-running actors running; ``actor_states`` the state of each long-running actor by name
     (``running``, ``restarting``, ``stopped`` after too many crashes, ``done``); ``failed`` the
     essential actor that stopped, if one did; ``recent_rejected`` / ``recent_unmapped`` the last
@@ -136,6 +140,7 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     inline: int = 0
     stopped: int = 0
     sessions_refused: int = 0
+    forwarder_dropped: int = 0
     actors: int = 0
     actor_states: dict[str, ActorState] = msgspec.field(default_factory=dict)
     failed: str | None = None
@@ -197,6 +202,7 @@ class Supervisor:
         self._state: Literal["new", "running", "closing", "closed"] = "new"
         self._recent_rejected: deque[Rejected] = deque(maxlen=_RECENT_RECORDS)
         self._recent_unmapped: deque[Unmapped] = deque(maxlen=_RECENT_RECORDS)
+        self._forwarder_drops = ForwarderDrops()
         self._stats = SupervisorStatistics()
         self._mailbox_overflows = 0
         self._failure: EssentialActorStopped | None = None
@@ -359,6 +365,8 @@ class Supervisor:
         """Normalize a valid message, hand it to the listeners, return its deliveries."""
         self._check_running()
         self._stats.messages += 1
+        if type(valid) is NotifyHook:
+            self._forwarder_drops.seen(valid.pid, valid.start_token, valid.payload)
         normalized = normalize(valid)
         if isinstance(normalized, Unmapped):
             self._stats.unmapped += 1
@@ -688,6 +696,7 @@ class Supervisor:
             overflows=self._mailbox_overflows + hub.overflows,
             sessions=len(self._sessions),
             stopped=len(self._stopped),
+            forwarder_dropped=self._forwarder_drops.total,
             actor_states=dict(self._stats.actor_states),
             recent_rejected=tuple(self._recent_rejected),
             recent_unmapped=tuple(self._recent_unmapped),

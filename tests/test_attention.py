@@ -270,7 +270,7 @@ def test_message_texts() -> None:
         'display-message -c "/dev/pts/5" '
         '"paneward: claude-code failed in main:1.0 (%2): exited with code 2##1"'
     ]
-    assert osc_notification("osc9", "t\x07", "b") == b"\x1bPtmux;\x1b\x1b]9;t : b\x07\x1b\\"
+    assert osc_notification("osc9", "t\x07", "b") == b"\x1bPtmux;\x1b\x1b]9;t\\a: b\x07\x1b\\"
     assert osc_notification("osc777", "a;b", "c") == (
         b"\x1bPtmux;\x1b\x1b]777;notify;a b;c\x07\x1b\\"
     )

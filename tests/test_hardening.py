@@ -407,6 +407,60 @@ async def test_control_characters_in_ids_never_reach_the_terminal(tmp_path: Path
     assert counters["supervisor"]["unmapped"] == 1
 
 
+# A one-word command that ends an OSC at its C1 ST (U+009C) and starts an OSC 52 clipboard write
+# with a C1 OSC (U+009D), for a terminal that honours C1 in UTF-8 (xterm, VTE).
+C1_COMMAND = "x\x9c\x9d52;c;cHduZWQh\x9c"
+
+
+def no_c1(data: bytes) -> bool:
+    """No C1 control (U+0080..U+009F) in UTF-8 ``data``."""
+    return not any("\x80" <= c <= "\x9f" for c in data.decode())
+
+
+async def _watch_json(env: dict[str, str], until: bytes) -> bytes:
+    """``paneward watch --json --since 0`` until a line holding ``until``: what it printed."""
+    argv = [os.fspath(PANEWARD), "watch", "--json", "--since", "0"]
+    out = b""
+    async with await anyio.open_process(argv, env=env, stdin=subprocess.DEVNULL) as process:
+        assert process.stdout is not None
+        lines = BufferedByteReceiveStream(process.stdout)
+        try:
+            while until not in out:
+                out += await lines.receive_until(b"\n", 1 << 20) + b"\n"
+        finally:
+            process.terminate()
+    return out
+
+
+async def test_c1_controls_never_reach_the_terminal_from_json_output(tmp_path: Path) -> None:
+    """``wait``, ``status --json`` and ``watch --json`` (msgspec writes U+0080..U+009F raw)
+    print every C1 control as a JSON ``\\u00XX`` escape: the same value, nothing a terminal
+    acts on."""
+    from tests.test_wait import blocked, spawned
+
+    session = "s\x9b31m"
+    with anyio.fail_after(60):
+        async with Daemon(tmp_path / "state") as daemon:
+            for message in (spawned(session), blocked(session, f"approve Bash: {C1_COMMAND}")):
+                code, _, err = await cli(daemon.env, "inject", messages.encode(message).decode())
+                assert code == 0, err
+            code, waited, _ = await cli(
+                daemon.env, "wait", "--session", session, "--until", "needs_input"
+            )
+            assert code == 0
+            _, as_json, _ = await cli(daemon.env, "status", "--json")
+            watched = await _watch_json(daemon.env, b"needs_input")
+    reason = f"permission: Bash: {C1_COMMAND}"
+    for out in (waited.encode(), as_json.encode(), watched):
+        assert no_c1(out), out
+        assert b"\\u009c\\u009d52;c;" in out
+    assert json.loads(waited)["attention"]["reason"] == reason
+    [shown] = json.loads(as_json)
+    assert (shown["key"]["session_id"], shown["attention"]["reason"]) == (session, reason)
+    last = json.loads(watched.splitlines()[-1])
+    assert (last["key"]["session_id"], last["after"]["attention"]["reason"]) == (session, reason)
+
+
 # --------------------------------------------------------------------------------------------
 # 9. On a full disk the store dropped rows, the summary said "drops 0", no gap was recorded
 

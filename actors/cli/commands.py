@@ -359,7 +359,10 @@ def run_status(args: argparse.Namespace) -> int:
         message = json.loads(reply)["error"]
         print(f"paneward status: {printable(str(message))}", file=sys.stderr)
         return EXIT_INVALID
-    sys.stdout.buffer.write(reply)
+    from actors.core.text import json_without_c1
+
+    # The table is escaped by the daemon already; the JSON forms carry C1 controls raw.
+    sys.stdout.buffer.write(json_without_c1(reply))
     sys.stdout.flush()
     return EXIT_OK
 
@@ -392,7 +395,9 @@ def run_watch(args: argparse.Namespace) -> int:
         # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
         for chunk in request_chunks(_control_path(args), request):
             if args.json:
-                sys.stdout.buffer.write(chunk)
+                from actors.core.text import json_without_c1
+
+                sys.stdout.buffer.write(json_without_c1(chunk))  # chunks are whole lines
             else:
                 import json
 
@@ -825,7 +830,9 @@ def run_wait(args: argparse.Namespace) -> int:
                         elif isinstance(item, Overflow):
                             break
                         if found is not None:
-                            sys.stdout.buffer.write(messages.encode(found) + b"\n")
+                            from actors.core.text import json_without_c1
+
+                            sys.stdout.buffer.write(json_without_c1(messages.encode(found)) + b"\n")
                             sys.stdout.flush()
                             return EXIT_OK
     except TimeoutError:

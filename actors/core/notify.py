@@ -14,6 +14,9 @@ from here too: :func:`message_text` (tmux ``display-message``), :func:`osc_notif
 :attr:`Alert.body` (the desktop notification). Reasons are redacted (:mod:`actors.core.redact`)
 unless ``full_text``, when a text is made (:attr:`Alert.reason`).
 
+The sink delivers each alert on every channel independently; :class:`ChannelHealth` says
+whether a channel is worth a send now (one that keeps timing out is paused, with backoff).
+
 A snapshot (the daemon starting, the sink reconnecting) records what is open without
 alerting: only an edge seen live is news. Nothing here does I/O or reads a clock.
 """
@@ -28,6 +31,7 @@ import msgspec
 from actors.core.attention import ATTENTION_WORDS
 from actors.core.redact import shown_reason
 from actors.core.reducer import ATTENTION_PRIORITY
+from actors.core.text import printable
 from actors.core.tmux_protocol import quote
 from messages.activity import Activity, Snapshot, Transition
 from messages.common import AttentionKind, SessionKey
@@ -36,11 +40,18 @@ __all__ = [
     "CHANNELS",
     "DEFAULT_CHANNELS",
     "LIST_CLIENTS_COMMAND",
+    "PAUSE_AFTER_TIMEOUTS",
+    "PAUSE_FIRST_S",
+    "PAUSE_MAX_S",
     "Alert",
+    "ChannelHealth",
+    "ChannelStatistics",
     "Client",
+    "MARKUP_CAPABILITY",
     "NotifyBook",
     "NotifySettings",
     "NotifyStatistics",
+    "desktop_body",
     "display_commands",
     "location_command",
     "message_text",
@@ -76,6 +87,72 @@ class NotifySettings(msgspec.Struct, frozen=True, kw_only=True):
     full_text: bool = False
 
 
+#: A channel whose sends time out this many times in a row is paused.
+PAUSE_AFTER_TIMEOUTS: Final = 2
+#: Its first pause; each pause that ends in another timeout doubles it, up to PAUSE_MAX_S.
+PAUSE_FIRST_S: Final = 30.0
+PAUSE_MAX_S: Final = 600.0
+
+
+class ChannelStatistics(msgspec.Struct, kw_only=True):
+    """One delivery channel of the sink (``tmux``: messages and OSC writes; ``desktop``): its
+    entry in :attr:`NotifyStatistics.channels`."""
+
+    waiting: int = 0  # alerts queued for it now
+    superseded: int = 0  # waiting alerts a newer alert of their session replaced
+    closed: int = 0  # waiting alerts whose item closed before this channel could send them
+    dropped: int = 0  # waiting alerts dropped, the oldest first, when too many waited
+    timeouts: int = 0  # sends that did not finish within the deadline
+    timeouts_in_row: int = 0
+    pauses: int = 0  # times it was paused
+    skipped: int = 0  # alerts not sent to it because it was paused
+    paused_s: float = 0.0  # how long the current pause still lasts (0: not paused)
+    next_pause_s: float = PAUSE_FIRST_S  # the next pause's length
+
+
+class ChannelHealth:
+    """Whether one delivery channel is worth a send now (pure: the caller passes its monotonic
+    clock's ``now``, in seconds).
+
+    A channel whose sends time out :data:`PAUSE_AFTER_TIMEOUTS` times in a row (a session bus
+    that accepts calls and never answers them) is paused for :data:`PAUSE_FIRST_S`; the first
+    send after a pause is a probe: another timeout pauses it again at once, for twice as long
+    (up to :data:`PAUSE_MAX_S`). Only a send that worked resets the pause length; one the
+    channel refused at once (it answered) resets the run of timeouts only.
+    """
+
+    def __init__(self) -> None:
+        self.stats = ChannelStatistics()
+        self._until: float | None = None
+
+    def paused(self, now: float) -> bool:
+        """The channel is paused at ``now`` (when it is, the caller counts a skip)."""
+        if self._until is not None and now >= self._until:
+            self._until = None  # over: the next send is the probe
+        return self._until is not None
+
+    def answered(self, ok: bool) -> None:
+        """A send finished within its deadline: ``ok`` when it worked."""
+        self.stats.timeouts_in_row = 0
+        if ok:
+            self.stats.next_pause_s = PAUSE_FIRST_S
+
+    def timed_out(self, now: float) -> None:
+        """A send did not finish within its deadline."""
+        stats = self.stats
+        stats.timeouts += 1
+        stats.timeouts_in_row += 1
+        if stats.timeouts_in_row >= PAUSE_AFTER_TIMEOUTS:
+            self._until = now + stats.next_pause_s
+            stats.pauses += 1
+            stats.next_pause_s = min(PAUSE_MAX_S, 2 * stats.next_pause_s)
+
+    def statistics(self, now: float) -> ChannelStatistics:
+        """A copy of the counters, ``paused_s`` as of ``now``."""
+        left = 0.0 if self._until is None else max(0.0, self._until - now)
+        return msgspec.structs.replace(self.stats, paused_s=round(left, 1))
+
+
 class NotifyStatistics(msgspec.Struct, kw_only=True):
     """Counters of a :class:`NotifyBook` (decisions) and of the sink that uses it (deliveries):
     one record, copied by ``statistics()``."""
@@ -96,6 +173,8 @@ class NotifyStatistics(msgspec.Struct, kw_only=True):
     closed: int = 0  # waiting alerts whose item closed before they could be sent
     tmux_errors: int = 0
     last_error: str | None = None
+    #: Per delivery channel of the sink (filled in by its ``statistics()``).
+    channels: dict[str, ChannelStatistics] = msgspec.field(default_factory=dict)
 
 
 class Alert(NamedTuple):
@@ -159,12 +238,13 @@ def location_command(pane: str) -> str:
 
 def message_text(alert: Alert, location: str | None) -> str:
     """The tmux status-line message: ``paneward: claude-code needs you in main:1.0 (%3):
-    permission: Bash``."""
+    permission: Bash``, every control character escaped (:func:`actors.core.text.printable`:
+    tmux draws the status line on the user's terminal)."""
     where = ""
     if alert.pane is not None:
         where = f" in {location} ({alert.pane})" if location else f" in {alert.pane}"
     reason = f": {alert.reason}" if alert.reason else ""
-    return f"paneward: {alert.title}{where}{reason}"
+    return printable(f"paneward: {alert.title}{where}{reason}")
 
 
 def display_commands(text: str, clients: Iterable[Client]) -> list[str]:
@@ -176,21 +256,21 @@ def display_commands(text: str, clients: Iterable[Client]) -> list[str]:
     ]
 
 
-_CONTROLS: Final = str.maketrans({chr(c): " " for c in (*range(0x20), 0x7F)})
-
-
 def osc_notification(channel: str, title: str, body: str) -> bytes:
     """The OSC notification for the outer terminal, wrapped for tmux passthrough.
 
     ``osc9``: ``ESC ] 9 ; title: body BEL`` (iTerm2, WezTerm, kitty, Ghostty, Windows
     Terminal); ``osc777``: ``ESC ] 777 ; notify ; title ; body BEL`` (urxvt, foot, Ghostty).
     Written to the tty of the pane a client shows, tmux passes it to that client's terminal
-    when ``allow-passthrough`` is on (``ESC P tmux ; ... ESC \\``, every ESC inside doubled).
-    Control characters in the texts become spaces (they would end the sequence); so do ``;``
-    in OSC 777's title, its field separator.
+    when ``allow-passthrough`` is on (``ESC P tmux ; ... ESC \\``, every ESC inside doubled),
+    byte for byte. Every control character in the texts is escaped
+    (:func:`actors.core.text.printable`): a C0 ``BEL`` or ``ESC`` or a C1 ``ST`` (U+009C)
+    would end the sequence, and what follows (a C1 ``OSC`` U+009D ``52;c;…``: a clipboard
+    write) would reach the terminal as its own sequence. ``;`` in OSC 777's title, its field
+    separator, becomes a space.
     """
-    title = title.translate(_CONTROLS)
-    body = body.translate(_CONTROLS)
+    title = printable(title)
+    body = printable(body)
     if channel == "osc9":
         inner = f"\x1b]9;{title}: {body}\x07"
     elif channel == "osc777":
@@ -198,6 +278,23 @@ def osc_notification(channel: str, title: str, body: str) -> bytes:
     else:
         raise ValueError(f"not an OSC channel: {channel!r}")
     return b"\x1bPtmux;" + inner.replace("\x1b", "\x1b\x1b").encode() + b"\x1b\\"
+
+
+#: The freedesktop notification capability of a server that reads bodies as markup (GNOME,
+#: KDE, dunst: ``<b>``, ``<i>``, ``<u>``, ``<a href>``, ``<img>``).
+MARKUP_CAPABILITY: Final = "body-markup"
+_MARKUP: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def desktop_body(body: str, capabilities: Iterable[str] | None) -> str:
+    """The desktop notification's body for a server with ``capabilities`` (its
+    ``GetCapabilities``; ``None``: not known): where the server reads markup, or may,
+    ``&``, ``<`` and ``>`` are escaped, so an agent's ``<b>`` or ``<a href>`` shows as
+    written instead of shaping the notification; a server without markup gets the text as
+    it is (an escape would show literally)."""
+    if capabilities is not None and MARKUP_CAPABILITY not in capabilities:
+        return body
+    return body.translate(_MARKUP)
 
 
 def parse_channels(text: str) -> tuple[str, ...]:

@@ -89,14 +89,18 @@ def format_table(
 def counter_line(stats: Mapping[str, Any]) -> str:
     """The table's summary line: the counters one looks at first (from ``statistics``).
     ``drops`` counts every message or row paneward lost on purpose -- the supervisor's
-    (crashing or refused messages) and the store's (rows it could not keep)."""
+    (crashing or refused messages), the store's (rows it could not keep) and the frames the
+    OpenCode/Pi forwarders dropped in the agent's process."""
     sup = stats.get("supervisor", {})
     hook = stats.get("hook_listener", {})
     store = stats.get("store", {})
     control = stats.get("control", {})
     rejected_frames = sum((hook.get("rejected") or {}).values())
     rejected = sup.get("rejected", 0) + rejected_frames + control.get("bad_requests", 0)
-    drops = sup.get("drops", 0) + store.get("dropped", 0) + store.get("gap_transitions", 0)
+    drops = (
+        sup.get("drops", 0) + sup.get("forwarder_dropped", 0)
+        + store.get("dropped", 0) + store.get("gap_transitions", 0)
+    )
     # Hub subscribers that fell behind, and watch clients (which share one subscription).
     overflows = sup.get("overflows", 0) + (control.get("watch") or {}).get("overflows", 0)
     return (
@@ -109,13 +113,29 @@ def counter_line(stats: Mapping[str, Any]) -> str:
 
 def actor_line(stats: Mapping[str, Any]) -> str:
     """Every long-running actor's state (``running``, ``restarting``, ``stopped``, ``done``),
-    a stopped one first and in capitals so it cannot be missed."""
+    a stopped one first and in capitals so it cannot be missed; a notification channel that
+    is paused (it kept timing out) follows its actor, in capitals too
+    (``notify running (desktop PAUSED 25 s after 2 timeouts)``)."""
     states: dict[str, str] = stats.get("supervisor", {}).get("actor_states") or {}
     if not states:
         return "actors: none"
     order = {"stopped": 0, "restarting": 1, "running": 2, "done": 3}
     parts = [
-        f"{name} {state.upper() if state == 'stopped' else state}"
+        f"{name} {state.upper() if state == 'stopped' else state}{_paused(stats.get(name))}"
         for name, state in sorted(states.items(), key=lambda kv: (order.get(kv[1], 9), kv[0]))
     ]
     return "actors: " + " · ".join(parts)
+
+
+def _paused(part: Any) -> str:
+    """`` (desktop PAUSED 25 s after 2 timeouts)`` for the paused channels of ``part``'s
+    statistics (the notifier's ``channels``), else nothing."""
+    channels = part.get("channels") if isinstance(part, Mapping) else None
+    if not isinstance(channels, Mapping):
+        return ""
+    paused = [
+        f"{name} PAUSED {round(c['paused_s'])} s after {c['timeouts_in_row']} timeouts"
+        for name, c in sorted(channels.items())
+        if isinstance(c, Mapping) and c.get("paused_s")
+    ]
+    return f" ({', '.join(paused)})" if paused else ""
