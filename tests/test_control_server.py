@@ -233,6 +233,41 @@ async def test_at_the_cap_status_is_still_answered(control: Path) -> None:
     assert stats.admission.evicted >= 1 and stats.admission.cap == 4
 
 
+async def test_subscribers_have_their_own_cap_and_a_half_closed_one_still_reads(
+    control: Path,
+) -> None:
+    """Watches leave the request slots (one here) for their own cap (two): status is answered
+    with both held, a third watch is refused with the reason, and a subscriber that shut its
+    writing side (a client done with its request) is no hangup: it gets the transitions."""
+    with anyio.fail_after(30):
+        async with serving(control, cap=1, watch_cap=2, head_deadline=60) as (sup, server):
+            streams = [await anyio.connect_unix(control) for _ in range(2)]
+            try:
+                for stream in streams:
+                    await stream.send(b'{"op": "watch"}\n')
+                    await stream.send_eof()
+                await poll_until(lambda: server.statistics().subscribers == 2, "two subscribers")
+                refused = await anyio.to_thread.run_sync(_ask, control, b'{"op": "watch"}\n')
+                [answer] = await anyio.to_thread.run_sync(_ask, control, b'{"op": "status"}\n')
+                sup.inject_nowait(status(1, "busy"))
+                lines = [
+                    json.loads(await BufferedByteReceiveStream(s).receive_until(b"\n", 1 << 20))
+                    for s in streams
+                ]
+                stats = server.statistics()
+            finally:
+                for stream in streams:
+                    await stream.aclose()
+            await poll_until(lambda: server.statistics().subscribers == 0, "both gone")
+            gone = server.statistics()
+    assert json.loads(refused[0]) == {"error": "too many watchers: 2 (the cap); try again later"}
+    assert json.loads(answer)["seq"] == 0
+    assert [line["seq"] for line in lines] == [1, 1]
+    assert (stats.watch_cap, stats.watches_refused, stats.hangups) == (2, 1, 0)
+    assert stats.admission is not None and stats.admission.open == 0
+    assert gone.hangups == 2
+
+
 async def test_a_file_in_the_sockets_place_is_refused_and_kept(control: Path) -> None:
     path = anyio.Path(control)
     await path.write_text("precious")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -474,3 +475,61 @@ def _replay(control: Path, since: int, top: int) -> list[dict[str, Any]]:
                 if covered >= top:
                     break
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Control slots: 64 `paneward wait` held every control slot (`status` then timed out as "no
+# daemon"), and a killed wait kept its slot until a transition was written to it
+
+
+async def test_many_waits_leave_status_a_slot_and_a_killed_wait_is_closed_at_once(
+    tmp_path: Path,
+) -> None:
+    waits: list[anyio.abc.Process] = []
+    how_many = 70  # more than the control socket's 64 request slots
+    with anyio.fail_after(120):
+        async with Daemon(tmp_path / "state") as daemon:
+            try:
+                for n in range(how_many):
+                    waits.append(await anyio.open_process(
+                        [os.fspath(PANEWARD), "wait", "--session", f"never-{n}",
+                         "--until", "needs_input"],
+                        env=daemon.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    ))
+
+                def control(counters: dict[str, Any]) -> dict[str, Any]:
+                    part = counters["control"]
+                    assert isinstance(part, dict)
+                    return part
+
+                async def subscribed(count: int) -> bool:
+                    return int(control(await daemon.counters())["watches"]) >= count
+
+                await poll_until(lambda: subscribed(64), "64 waits subscribed", within=60)
+                code, table, err = await cli(daemon.env, "status", within=10)
+                assert code == 0, err
+                assert "actors:" in table
+                await poll_until(lambda: subscribed(how_many), "every wait subscribed")
+                before = await daemon.counters()
+                killed = waits.pop()
+                killed.kill()
+                await killed.aclose()
+
+                async def closed() -> bool:
+                    return bool(control(await daemon.counters())["subscribers"] == how_many - 1)
+
+                await poll_until(closed, "the killed wait's connection closed", within=10)
+                after = await daemon.counters()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    for process in waits:
+                        process.kill()
+                        await process.aclose()
+    assert control(before)["admission"]["cap"] == 64
+    assert control(before)["watch_cap"] > how_many
+    assert control(before)["admission"]["open"] <= 1  # the counters request itself
+    assert control(after)["hangups"] == 1
+    # Noticed with nothing written to it: no transition happened in between.
+    assert after["supervisor"]["transitions"] == before["supervisor"]["transitions"] == 0
+    assert control(after)["watch"]["watchers"] == how_many - 1

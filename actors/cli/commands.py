@@ -806,6 +806,14 @@ def run_wait(args: argparse.Namespace) -> int:
                         if not line:
                             print("paneward wait: the daemon went away", file=sys.stderr)
                             return EXIT_NO_DAEMON
+                        if line.startswith(b'{"error"'):  # e.g. too many watchers
+                            import json
+
+                            from actors.core.text import printable
+
+                            error = printable(str(json.loads(line)["error"]))
+                            print(f"paneward wait: {error}", file=sys.stderr)
+                            return EXIT_NO_DAEMON
                         item = messages.decode_outbound(line)
                         found = None
                         if isinstance(item, Snapshot):
