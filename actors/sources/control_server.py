@@ -128,6 +128,11 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
 
 
 Journal = Callable[[int, int], Awaitable[Sequence[Transition | Gap]]]
+Reserved = Callable[[int], Awaitable[None]]
+
+
+async def _always_reserved(seq: int) -> None:
+    """Without a store nothing outlives the process: every seq may be shown."""
 
 
 class ControlServer:
@@ -140,6 +145,10 @@ class ControlServer:
         flushed first).
     :param pane_note: why a pane showing an activity shows less than it could (the harness
         catalog's words, passed in by the daemon's wiring: this server knows no harness).
+    :param reserved: ``await reserved(seq)`` returns once ``seq`` may be shown -- no restart
+        will number another transition with it (the store's
+        :meth:`~actors.sinks.store.Store.wait_reserved`); awaited before every live write,
+        snapshot, overflow marker and status that names a seq.
     :param cap: the most connections open at once, subscribers aside (default: from the
         file-descriptor limit).
     :param watch_cap: the most subscribers at once (default: from the file-descriptor limit).
@@ -152,6 +161,7 @@ class ControlServer:
         statistics: Callable[[], dict[str, Any]],
         journal: Journal,
         pane_note: Callable[[messages.Activity], str | None] | None = None,
+        reserved: Reserved = _always_reserved,
         *,
         cap: int | None = None,
         watch_cap: int | None = None,
@@ -163,6 +173,7 @@ class ControlServer:
         self._host = host
         self._statistics = statistics
         self._journal = journal
+        self._reserved = reserved
         self._cap = cap
         self._watch_cap = watch_cap
         self._hangups = HangupWatch()
@@ -292,8 +303,10 @@ class ControlServer:
         if form == "table":
             await connection.send(table.encode() + b"\n")
             return
+        seq = self._host.seq
+        await self._reserved(seq)
         body = {
-            "seq": self._host.seq,
+            "seq": seq,
             "activities": msgspec.to_builtins(activities),
             "panes": msgspec.to_builtins(views),
             "statistics": statistics,
@@ -333,6 +346,7 @@ class ControlServer:
             if snapshot:
                 # Taken in the step that joined: the live lines are exactly those after it.
                 first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
+                await self._reserved(first.seq)
                 await connection.send(messages.encode(first) + b"\n")
             if since is not None and since < watcher.seq:
                 # Replay what happened before we joined: journal rows (and the gaps among
@@ -344,9 +358,12 @@ class ControlServer:
             # Everything queued goes out in one write: one system call per wake-up, not per
             # transition.
             while (write := await watcher.next_write()) is not None:
-                await connection.send(write[0])
+                data, _lines, last_seq = write
+                await self._reserved(last_seq)  # at once but at a block's end
+                await connection.send(data)
             marker = watcher.overflow()
             if marker is not None:
+                await self._reserved(marker.next_seq)
                 await connection.send(messages.encode(marker) + b"\n")
         finally:
             self._fanout.leave(watcher)
