@@ -391,6 +391,14 @@ def run_watch(args: argparse.Namespace) -> int:
     try:
         # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
         for chunk in request_chunks(_control_path(args), request):
+            if chunk.startswith(b'{"error"'):  # refused, e.g. too many watchers
+                import json
+
+                from actors.core.text import printable
+
+                error = printable(str(json.loads(chunk.splitlines()[0])["error"]))
+                print(f"paneward watch: {error}", file=sys.stderr)
+                return EXIT_NO_DAEMON
             if args.json:
                 sys.stdout.buffer.write(chunk)
             else:
