@@ -507,7 +507,7 @@ async def test_status_table_json_and_watch_since_without_gap_or_duplicate(
                 ]))
                 await since.wait_for(lambda items: len(items) >= 20, "the live transitions")
             code, out, err = await cli(daemon.env, "watch", "--since", "-1")
-            assert (code == 2 and out == "" and "--since" in err) or (code == 0 and "error" in out)
+            assert (code == 2 and out == "" and "since" in err) or (code == 0 and "error" in out)
     lines = table.splitlines()
     assert lines[0].split() == [
         "PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE"
