@@ -9,6 +9,7 @@ process (:func:`tests.daemon_helpers.limited`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -493,7 +494,7 @@ async def test_many_waits_leave_status_a_slot_and_a_killed_wait_is_closed_at_onc
             try:
                 for n in range(how_many):
                     waits.append(await anyio.open_process(
-                        [os.fspath(PANEWARD), "wait", "--session", f"never-{n}",
+                        [os.fspath(PANEWARD), "wait", "--session", f"never-{n}", "--for-new",
                          "--until", "needs_input"],
                         env=daemon.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
@@ -511,21 +512,25 @@ async def test_many_waits_leave_status_a_slot_and_a_killed_wait_is_closed_at_onc
                 code, table, err = await cli(daemon.env, "status", within=10)
                 assert code == 0, err
                 assert "actors:" in table
-                await poll_until(lambda: subscribed(how_many), "every wait subscribed")
+
+                async def holding(count: int) -> bool:
+                    return bool(control(await daemon.counters())["subscribers"] == count)
+
+                await poll_until(lambda: holding(how_many), "every wait subscribed")
                 before = await daemon.counters()
                 killed = waits.pop()
                 killed.kill()
                 await killed.aclose()
 
-                async def closed() -> bool:
-                    return bool(control(await daemon.counters())["subscribers"] == how_many - 1)
-
-                await poll_until(closed, "the killed wait's connection closed", within=10)
+                await poll_until(
+                    lambda: holding(how_many - 1), "the killed wait's connection closed", within=10
+                )
                 after = await daemon.counters()
             finally:
                 with anyio.CancelScope(shield=True):
                     for process in waits:
-                        process.kill()
+                        with contextlib.suppress(ProcessLookupError):  # it ended already
+                            process.kill()
                         await process.aclose()
     assert control(before)["admission"]["cap"] == 64
     assert control(before)["watch_cap"] > how_many
