@@ -140,7 +140,11 @@ class Gap(OutboundMessage, frozen=True, kw_only=True):
     history has a hole there and why: ``reason`` is ``overflow`` (the store's subscription fell
     behind), ``store_full`` (more rows waited than the store keeps: a stuck disk),
     ``write_failed`` (the batch could not be committed), ``shutdown`` (not flushed by the close
-    deadline) or ``retention`` (older than the journal keeps). ``noticed_ms`` is when.
+    deadline), ``retention`` (older than the journal keeps), ``not_committed`` (the last run
+    stopped -- ``kill -9``, power loss -- before committing them; the range is every seq it had
+    reserved, so some may never have been used) or ``lost_committed`` (committed, and no longer
+    in the database: a damaged write-ahead log, a file put back from a backup). ``noticed_ms``
+    is when.
     """
 
     next_seq: int

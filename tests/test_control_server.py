@@ -37,6 +37,7 @@ from actors.sources.control_server import (
 from actors.sources.watch_fanout import Watcher, WatchFanout
 from messages import Gap, RegistryStatus, SessionKey, Transition
 from supervisor import Supervisor
+from tests.daemon_helpers import PANEWARD
 from tests.polling import poll_until, settle_until
 
 # ------------------------------------------------------------------------------ the parser
@@ -231,6 +232,56 @@ async def test_at_the_cap_status_is_still_answered(control: Path) -> None:
     assert json.loads(lines[0])["seq"] == 0
     assert stats.admission is not None
     assert stats.admission.evicted >= 1 and stats.admission.cap == 4
+
+
+async def test_subscribers_have_their_own_cap_and_a_half_closed_one_still_reads(
+    control: Path,
+) -> None:
+    """Watches leave the request slots (one here) for their own cap (two): status is answered
+    with both held, a third watch is refused with the reason (real `paneward watch` and `wait`
+    print it and exit 2), and a subscriber that shut its writing side (a client done with its
+    request) is no hangup: it gets the transitions."""
+    with anyio.fail_after(30):
+        async with serving(control, cap=1, watch_cap=2, head_deadline=60) as (sup, server):
+            streams = [await anyio.connect_unix(control) for _ in range(2)]
+            try:
+                for stream in streams:
+                    await stream.send(b'{"op": "watch"}\n')
+                    await stream.send_eof()
+                await poll_until(lambda: server.statistics().subscribers == 2, "two subscribers")
+                refused = await anyio.to_thread.run_sync(_ask, control, b'{"op": "watch"}\n')
+                hook = os.fspath(control.with_name("hook.sock"))
+                clients = [
+                    await anyio.run_process(
+                        [os.fspath(PANEWARD), *argv, "--socket", hook], check=False
+                    )
+                    for argv in (["watch"], ["wait", "--session", "x", "--until", "needs_input"])
+                ]
+                [answer] = await anyio.to_thread.run_sync(_ask, control, b'{"op": "status"}\n')
+                sup.inject_nowait(status(1, "busy"))
+                lines = [
+                    json.loads(await BufferedByteReceiveStream(s).receive_until(b"\n", 1 << 20))
+                    for s in streams
+                ]
+                stats = server.statistics()
+            finally:
+                for stream in streams:
+                    await stream.aclose()
+            await poll_until(lambda: server.statistics().subscribers == 0, "both gone")
+            gone = server.statistics()
+    assert json.loads(refused[0]) == {"error": "too many watchers: 2 (the cap); try again later"}
+    # `paneward watch` and `wait` say so and exit 2, as when no daemon answers.
+    assert [(c.returncode, c.stdout) for c in clients] == [(2, b""), (2, b"")]
+    assert [c.stderr.decode() for c in clients] == [
+        f"paneward {word}: too many watchers: 2 (the cap); try again later\n"
+        for word in ("watch", "wait")
+    ]
+    assert stats.watches_refused == 3
+    assert json.loads(answer)["seq"] == 0
+    assert [line["seq"] for line in lines] == [1, 1]
+    assert (stats.watch_cap, stats.hangups) == (2, 0)
+    assert stats.admission is not None and stats.admission.open == 0
+    assert gone.hangups == 2
 
 
 async def test_a_file_in_the_sockets_place_is_refused_and_kept(control: Path) -> None:

@@ -9,6 +9,7 @@ process (:func:`tests.daemon_helpers.limited`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -37,6 +39,7 @@ from tests.daemon_helpers import (
     poll_until,
     raw_send,
     start_token,
+    watching,
 )
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -528,3 +531,173 @@ def _replay(control: Path, since: int, top: int) -> list[dict[str, Any]]:
                 if covered >= top:
                     break
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Control slots: 64 `paneward wait` held every control slot (`status` then timed out as "no
+# daemon"), and a killed wait kept its slot until a transition was written to it
+
+
+async def test_many_waits_leave_status_a_slot_and_a_killed_wait_is_closed_at_once(
+    tmp_path: Path,
+) -> None:
+    waits: list[anyio.abc.Process] = []
+    how_many = 70  # more than the control socket's 64 request slots
+    with anyio.fail_after(120):
+        async with Daemon(tmp_path / "state") as daemon:
+            try:
+                for n in range(how_many):
+                    waits.append(await anyio.open_process(
+                        [os.fspath(PANEWARD), "wait", "--session", f"never-{n}", "--for-new",
+                         "--until", "needs_input"],
+                        env=daemon.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    ))
+
+                def control(counters: dict[str, Any]) -> dict[str, Any]:
+                    part = counters["control"]
+                    assert isinstance(part, dict)
+                    return part
+
+                async def subscribed(count: int) -> bool:
+                    return int(control(await daemon.counters())["watches"]) >= count
+
+                await poll_until(lambda: subscribed(64), "64 waits subscribed", within=60)
+                code, table, err = await cli(daemon.env, "status", within=10)
+                assert code == 0, err
+                assert "actors:" in table
+
+                async def holding(count: int) -> bool:
+                    return bool(control(await daemon.counters())["subscribers"] == count)
+
+                await poll_until(lambda: holding(how_many), "every wait subscribed")
+                before = await daemon.counters()
+                killed = waits.pop()
+                killed.kill()
+                await killed.aclose()
+
+                await poll_until(
+                    lambda: holding(how_many - 1), "the killed wait's connection closed", within=10
+                )
+                after = await daemon.counters()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    for process in waits:
+                        with contextlib.suppress(ProcessLookupError):  # it ended already
+                            process.kill()
+                        await process.aclose()
+    assert control(before)["admission"]["cap"] == 64
+    assert control(before)["watch_cap"] > how_many
+    assert control(before)["admission"]["open"] <= 1  # the counters request itself
+    assert control(after)["hangups"] == 1
+    # Noticed with nothing written to it: no transition happened in between.
+    assert after["supervisor"]["transitions"] == before["supervisor"]["transitions"] == 0
+    assert control(after)["watch"]["watchers"] == how_many - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Seq numbers: after a kill -9 the daemon numbered from the journal's last committed seq + 1,
+# so seqs a watcher had seen live named new transitions, and `watch --since` found nothing
+
+
+async def _wait_flushed(daemon: Daemon, seq: int, *, marked: bool = False) -> None:
+    """Until the store has committed ``seq`` (and, with ``marked``, its seq mark says so)."""
+
+    async def done() -> bool:
+        store = (await daemon.counters())["store"]
+        if int(store["last_flushed_seq"]) < seq:
+            return False
+        return not marked or int(store.get("mark_committed", seq)) >= seq
+
+    await poll_until(done, f"seq {seq} committed" + (" and marked" if marked else ""))
+
+
+async def test_seqs_a_watcher_saw_are_never_reused_after_a_kill_9(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with anyio.fail_after(120):
+        async with Daemon(state) as daemon:
+            await raw_send(daemon.hook_socket, alternating("before", 4))
+            await _wait_flushed(daemon, 4)
+            async with watching(daemon) as watcher:
+                # Another process holds the database's write lock: the store's commits wait
+                # (busy), while the watcher is shown every transition live.
+                locker = sqlite3.connect(state / "paneward.db", isolation_level=None)
+                try:
+                    locker.execute("BEGIN IMMEDIATE")
+                    await raw_send(daemon.hook_socket, alternating("held", 6, 4))
+                    await watcher.wait_for(lambda _: len(watcher.seqs) == 6, "six live seqs")
+                    store = (await daemon.counters())["store"]
+                    await daemon.kill()
+                finally:
+                    locker.rollback()
+                    locker.close()
+                seen = watcher.seqs
+        assert store["last_flushed_seq"] == 4 and seen == list(range(5, 11))
+        async with Daemon(state) as again:
+            await raw_send(again.hook_socket, alternating("after", 1, 100))
+            await again.wait_delivered(1)
+            top = int((await again.status())["seq"])
+            # The numbering goes on past every seq the watcher saw...
+            assert top > seen[-1], f"seq {top} after the restart: seen already"
+            items = await anyio.to_thread.run_sync(_replay, again.control_socket, seen[-1], top)
+            store = (await again.counters())["store"]
+    [new] = [i for i in items if i["type"] == "Transition"]
+    assert new["seq"] == top
+    gaps = [i for i in items if i["type"] == "Gap"]
+    assert [g["reason"] for g in gaps] == ["not_committed"]
+    # ... and the reader resuming from its last seq is told what the journal lost.
+    assert gaps[0]["next_seq"] == 5 and gaps[0]["next_seq"] + gaps[0]["dropped"] > seen[-1]
+    assert gaps[0]["next_seq"] + gaps[0]["dropped"] <= new["seq"]
+    assert store["not_committed"] == gaps[0]["dropped"]
+    assert store["lost_committed"] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Lost committed rows: a damaged WAL (a flipped byte, a bad header) lost committed rows
+# without a word
+
+
+def _damage_wal(wal: Path, where: str) -> None:
+    data = bytearray(wal.read_bytes())
+    page_size = int.from_bytes(data[8:12], "big")
+    if where == "header":
+        data[0] ^= 0xFF  # the magic number: SQLite ignores the whole log
+    else:
+        data[len(data) - page_size // 2] ^= 0x01  # one bit of the last frame's page
+    wal.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("where", ["header", "last_frame"])
+async def test_committed_rows_a_damaged_wal_lost_show_in_status_and_as_a_gap(
+    tmp_path: Path, where: str
+) -> None:
+    state = tmp_path / "state"
+    with anyio.fail_after(120):
+        async with Daemon(state) as daemon:
+            for n in range(3):  # three batches at least: three transactions in the log
+                await raw_send(daemon.hook_socket, alternating(f"s{n}", 10, 10 * n))
+                await _wait_flushed(daemon, 10 * (n + 1))
+            await _wait_flushed(daemon, 30, marked=True)
+            await daemon.kill()
+        wal = state / "paneward.db-wal"
+        assert wal.stat().st_size > 0
+        _damage_wal(wal, where)
+        async with Daemon(state) as again:
+            store = (await again.counters())["store"]
+            code, table, _ = await cli(again.env, "status")
+            await raw_send(again.hook_socket, alternating("after", 1, 100))
+            await again.wait_delivered(1)
+            top = int((await again.status())["seq"])
+            items = await anyio.to_thread.run_sync(_replay, again.control_socket, 0, top)
+    held = [i["seq"] for i in items if i["type"] == "Transition"]
+    kept = [s for s in held if s <= 30]
+    lost = 30 - len(kept)
+    assert lost >= 1 and kept == list(range(1, len(kept) + 1))
+    assert store.get("lost_committed") == lost
+    assert code == 0 and f"LOST {lost} committed" in table
+    gaps = [(i["next_seq"], i["dropped"], i["reason"]) for i in items if i["type"] == "Gap"]
+    assert gaps[0] == (len(kept) + 1, lost, "lost_committed")
+    # `status` had shown seq 30, so seqs were reserved past it: those the kill left unused
+    # are the other gap (numbering goes on after them).
+    assert [(next_seq, reason) for next_seq, _, reason in gaps[1:]] == [(31, "not_committed")]
+    assert held[-1] == 31 + gaps[1][1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import shutil
 import signal
 import sqlite3
 import stat
@@ -28,6 +29,17 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 import messages as m
 from actors.cli.daemon import _probe_owners
 from actors.core.reducer import SessionState, from_activity, reprove
+from actors.core.seq_mark import (
+    MARK_BYTES,
+    SLOT_BYTES,
+    MarkDamaged,
+    Resume,
+    SeqMark,
+    decode_mark,
+    encode_slot,
+    resume,
+    slot_offset,
+)
 from actors.runtime.hub import StateSnapshot, StateTransition
 from actors.sinks.store import (
     APPLICATION_ID,
@@ -1090,3 +1102,71 @@ async def test_kill_9_inside_a_large_flush_commits_all_or_nothing(tmp_path: Path
     assert (count, top) in ((1000, 1000), (10_000, 10_000))
     newest = dict(db_query(db, "SELECT session_id, max(seq) FROM journal GROUP BY session_id"))
     assert dict(db_query(db, "SELECT session_id, seq FROM sessions")) == newest
+
+
+# --------------------------------------------------------------------------- the seq mark
+
+
+def test_the_seq_mark_survives_a_torn_slot_and_says_when_it_is_damaged() -> None:
+    older, newer = SeqMark(1, 2000, 10), SeqMark(2, 4000, 1500)
+    data = bytearray(MARK_BYTES)
+    for mark in (older, newer):
+        start = slot_offset(mark.generation)
+        data[start : start + SLOT_BYTES] = encode_slot(mark)
+    assert decode_mark(bytes(data)) == newer
+    torn = bytearray(data)
+    torn[slot_offset(newer.generation) + 20] ^= 0x01  # the newer write was torn
+    assert decode_mark(bytes(torn)) == older
+    assert decode_mark(b"") == decode_mark(bytes(MARK_BYTES)) == SeqMark()  # a new file
+    with pytest.raises(MarkDamaged):
+        decode_mark(b"not a mark" * 100)
+
+
+@pytest.mark.parametrize(
+    ("journal_max", "catalog_max", "mark", "expected"),
+    [
+        (0, 0, SeqMark(), Resume(0)),
+        (41, 41, SeqMark(3, 41, 41), Resume(41)),  # a clean stop: no gap
+        # kill -9 with seqs reserved past the journal: numbering goes on after them
+        (400, 400, SeqMark(3, 2400, 380), Resume(2400, ((401, 2000, "not_committed"),), 0, 2000)),
+        # the journal lost committed rows (a damaged WAL), and the reservation ran further
+        (500, 500, SeqMark(9, 3500, 1500),
+         Resume(3500, ((501, 1000, "lost_committed"), (1501, 2000, "not_committed")), 1000, 2000)),
+        (0, 0, SeqMark(2, 1500, 1500), Resume(1500, ((1, 1500, "lost_committed"),), 1500, 0)),
+        (7, 9, SeqMark(), Resume(9)),  # no mark yet (a store from before it): the old rule
+    ],
+)
+def test_resume_decides_where_numbering_goes_on_and_what_the_journal_misses(
+    journal_max: int, catalog_max: int, mark: SeqMark, expected: Resume
+) -> None:
+    assert resume(journal_max, catalog_max, mark) == expected
+
+
+async def test_a_seq_is_shown_once_reserved_and_a_crash_image_resumes_past_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.db"
+    crash = tmp_path / "crash"
+    crash.mkdir()
+    with anyio.fail_after(30):
+        async with open_store(path, seq_block=100) as store:
+            for seq in (1, 2, 3):
+                store.record(transition(seq, key(seq)))
+            await store.flush()
+            await store.wait_reserved(3)  # the control server does this before showing seq 3
+            shown = store.statistics()
+            # The files as a kill -9 would leave them now (the WAL holds the rows).
+            for suffix in ("", "-wal", "-seq"):
+                shutil.copy(path.with_name(path.name + suffix), crash / ("m.db" + suffix))
+        async with open_store(path) as store:
+            clean = await store.load(), await store.gaps_between(0, 1000), store.statistics()
+        async with open_store(crash / "m.db") as store:
+            killed = await store.load(), await store.gaps_between(0, 1000), store.statistics()
+    assert (shown.mark_reserved, shown.mark_writes) == (103, 2)  # at open, then the block
+    assert stat.S_IMODE(path.with_name("m.db-seq").stat().st_mode) == 0o600
+    # A clean close brings the reservation back to what was used: no gap, numbering at 4.
+    assert clean[0].last_seq == 3 and clean[1] == [] and clean[2].not_committed == 0
+    # After the kill, numbering goes on past the reserved seqs, and they are a gap.
+    assert killed[0].last_seq == 103
+    assert [(g.next_seq, g.dropped, g.reason) for g in killed[1]] == [(4, 100, "not_committed")]
+    assert (killed[2].not_committed, killed[2].lost_committed) == (100, 0)

@@ -394,6 +394,14 @@ def run_watch(args: argparse.Namespace) -> int:
     try:
         # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
         for chunk in request_chunks(_control_path(args), request):
+            if chunk.startswith(b'{"error"'):  # refused, e.g. too many watchers
+                import json
+
+                from actors.core.text import printable
+
+                error = printable(str(json.loads(chunk.splitlines()[0])["error"]))
+                print(f"paneward watch: {error}", file=sys.stderr)
+                return EXIT_NO_DAEMON
             if args.json:
                 from actors.core.text import json_without_c1
 
@@ -810,6 +818,14 @@ def run_wait(args: argparse.Namespace) -> int:
                         line = reader.readline()
                         if not line:
                             print("paneward wait: the daemon went away", file=sys.stderr)
+                            return EXIT_NO_DAEMON
+                        if line.startswith(b'{"error"'):  # e.g. too many watchers
+                            import json
+
+                            from actors.core.text import printable
+
+                            error = printable(str(json.loads(line)["error"]))
+                            print(f"paneward wait: {error}", file=sys.stderr)
                             return EXIT_NO_DAEMON
                         item = messages.decode_outbound(line)
                         found = None

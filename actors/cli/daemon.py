@@ -429,7 +429,8 @@ def _start_actors(
     )
     parts["hook_listener"] = listener
     control = ControlServer(
-        config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note
+        config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note,
+        reserved=store.wait_reserved,
     )
     parts["control"] = control
     # Essential: without them the daemon is deaf (hooks) or mute (status, watch); one that

@@ -14,7 +14,10 @@ server) ask these questions; the daemon raises its file-descriptor limit with
 - at the cap, the unproven connection idle the longest is closed to make room once it has been
   idle :data:`EVICT_IDLE_S`; a connection that proved itself is never evicted; with nothing to
   evict, new connections wait in the kernel's backlog (briefly: unproven ones time out) instead
-  of being refused.
+  of being refused;
+- a control connection that subscribes (``watch``, ``paneward wait``) leaves the control cap
+  for the subscribers' own, much higher one (:func:`watch_cap`), so however many subscribers
+  are held open, requests (``status``, ``next``, ``pick``) keep the control cap's slots.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ __all__ = [
     "HEAD_DEADLINE_S",
     "KEEPALIVE_IDLE_S",
     "MAX_FD_LIMIT",
+    "MAX_WATCHERS",
     "ConnectionCaps",
     "accept_backoff",
     "connection_caps",
     "eviction_victim",
     "raised_fd_limit",
     "spread_deadline",
+    "watch_cap",
 ]
 
 #: A connection must prove itself this soon after it was accepted (a hook takes milliseconds).
@@ -78,6 +83,20 @@ def connection_caps(fd_limit: int) -> ConnectionCaps:
         http=min(max(spare // 16, 2), 64),
         control=min(max(spare // 16, 2), 64),
     )
+
+
+#: The most control-socket subscribers at once, whatever the file-descriptor limit.
+MAX_WATCHERS: Final = 4096
+
+
+def watch_cap(fd_limit: int) -> int:
+    """The most subscribers (``watch`` and ``paneward wait`` connections) the control socket
+    holds at once for a process allowed ``fd_limit`` open files: a quarter of what is left
+    after :data:`DAEMON_RESERVED_FDS`, at most :data:`MAX_WATCHERS`, never fewer than 2 -- with
+    :func:`connection_caps`' shares, seven eighths of the spare descriptors at most. At the
+    usual limit of 1,024: 240; from a limit of 16,448 on: 4,096."""
+    spare = max(fd_limit - DAEMON_RESERVED_FDS, 0)
+    return min(max(spare // 4, 2), MAX_WATCHERS)
 
 
 def raised_fd_limit(soft: int, hard: int, infinity: int = -1) -> int:

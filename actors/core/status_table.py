@@ -90,7 +90,9 @@ def counter_line(stats: Mapping[str, Any]) -> str:
     """The table's summary line: the counters one looks at first (from ``statistics``).
     ``drops`` counts every message or row paneward lost on purpose -- the supervisor's
     (crashing or refused messages), the store's (rows it could not keep) and the frames the
-    OpenCode/Pi forwarders dropped in the agent's process."""
+    OpenCode/Pi forwarders dropped in the agent's process; ``LOST N committed rows`` ends it
+    when the store found, at start, committed rows its database no longer holds
+    (``store.lost_committed``)."""
     sup = stats.get("supervisor", {})
     hook = stats.get("hook_listener", {})
     store = stats.get("store", {})
@@ -103,11 +105,14 @@ def counter_line(stats: Mapping[str, Any]) -> str:
     )
     # Hub subscribers that fell behind, and watch clients (which share one subscription).
     overflows = sup.get("overflows", 0) + (control.get("watch") or {}).get("overflows", 0)
+    # Committed rows the database lost (a damaged write-ahead log): in capitals, never missed.
+    lost = store.get("lost_committed", 0)
     return (
         f"messages {sup.get('messages', 0)} · transitions {sup.get('transitions', 0)} · "
         f"rejected {rejected} · unmapped {sup.get('unmapped', 0)}"
         f" · drops {drops} · overflows {overflows}"
         f" · restarts {sup.get('restarts', 0)}"
+        + (f" · LOST {lost} committed rows" if lost else "")
     )
 
 

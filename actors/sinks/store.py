@@ -37,6 +37,13 @@ counted in :meth:`Store.statistics`, and every journal row dropped (over the cap
 repeated failed commits) is recorded in the ``gaps`` log, which ``paneward watch --since``
 reports (:meth:`Store.gaps_between`).
 
+The seq mark (:mod:`actors.core.seq_mark`, the file ``<db>-seq`` beside the database, outside
+SQLite's WAL): seqs are reserved on disk ahead of what is shown (:meth:`Store.wait_reserved`,
+awaited by the control server), and the last committed seq is recorded, so at open the store
+numbers past every seq anyone may have seen (after a ``kill -9`` too) and logs the gaps:
+``not_committed`` (published, never committed) and ``lost_committed`` (committed, then lost by
+the database: a damaged WAL), counted in :class:`StoreStatistics`.
+
 Contract for the caller: ``seq`` must keep growing across daemon restarts -- the
 supervisor starts numbering after :attr:`Restored.last_seq`. A ``seq`` that does
 not grow is still stored (the newest *recorded* row wins in the catalog) but is
@@ -52,6 +59,7 @@ import logging
 import math
 import os
 import sqlite3
+import stat
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -72,6 +80,15 @@ import msgspec
 import messages
 from actors.core.clock import now_ms
 from actors.core.reducer import ENDED_RETENTION_MS, SessionState, from_activity, settled
+from actors.core.seq_mark import (
+    MARK_BYTES,
+    MarkDamaged,
+    SeqMark,
+    decode_mark,
+    encode_slot,
+    resume,
+    slot_offset,
+)
 from actors.runtime.hub import (
     StateItem,
     StateSnapshot,
@@ -129,6 +146,15 @@ MAX_FLUSH_ATTEMPTS: Final = 3
 GAP_RETENTION_ROWS: Final = 1_000
 #: Default upper bound on ``journal_since`` results.
 DEFAULT_JOURNAL_LIMIT: Final = 10_000
+#: Seqs the seq mark reserves at a time (raised again when what was shown comes within half of
+#: it): one ``fsync`` per block, and after a ``kill -9`` a ``not_committed`` gap of at most a
+#: block more than was really published.
+DEFAULT_SEQ_BLOCK: Final = 2_000
+#: The seq mark's ``committed`` is rewritten at most this often while commits go on.
+MARK_INTERVAL_S: Final = 1.0
+#: After a failed write of the seq mark, wait this long, doubling up to the maximum.
+MARK_RETRY_S: Final = 0.05
+MARK_RETRY_MAX_S: Final = 2.0
 #: A store that has neither committed nor dropped anything for this long while rows wait is
 #: stuck (a locked or failing disk): backpressure then lets intake go on (rows beyond
 #: ``max_pending`` are dropped as gaps) rather than stall the daemon.
@@ -342,6 +368,22 @@ class StoreStatistics(msgspec.Struct, kw_only=True):
     backpressure_stalls: int = 0
     """Times intake stopped waiting for this store because it made no progress for
     ``BACKPRESSURE_STALL_S`` (a stuck disk): see :meth:`Store.backpressure`."""
+    lost_committed: int = 0
+    """Rows the seq mark says were committed that the journal no longer held at open (SQLite
+    dropped them with a damaged WAL, or the file was put back from a backup): recorded as a
+    ``lost_committed`` gap. ``paneward status`` shows it."""
+    not_committed: int = 0
+    """Seqs the last run reserved (a watcher may have seen them) that no committed row held at
+    open: it stopped (``kill -9``, power loss, the close deadline) before committing them, or
+    never used them. Recorded as a ``not_committed`` gap; numbering continues after them."""
+    mark_reserved: int = 0
+    """The seq mark on disk: no seq above it was shown to anyone."""
+    mark_committed: int = 0
+    """The seq mark on disk: every seq up to it was committed."""
+    mark_writes: int = 0
+    """Records written to the seq mark (each one ``fsync``-ed)."""
+    mark_errors: int = 0
+    """Seq-mark writes that failed (retried with backoff), and a mark file found damaged."""
 
     @property
     def unflushed(self) -> int:
@@ -357,7 +399,8 @@ class Restored:
     """The reducer state of every session kept (rows written before schema 3 are rebuilt from
     their activity, :func:`actors.core.reducer.from_activity`)."""
     last_seq: int
-    """Max of the journal's and the catalog's seq: number new transitions after it."""
+    """Max of the journal's and the catalog's seq and of the seq mark (what the last run
+    reserved, :mod:`actors.core.seq_mark`): number new transitions after it."""
     skipped: int = 0
     """Catalog rows that did not decode (counted in StoreStatistics.decode_errors)."""
     ended_pruned: int = 0
@@ -636,6 +679,40 @@ def _open_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     return conn
 
 
+def _open_mark_file(path: Path) -> int:
+    """Open the seq mark (blocking), creating it 0600 -- and its directory entry durable --
+    when missing; never through a link, never anything but a regular file.
+
+    :raises OSError: it cannot be opened, or is not a regular file.
+    """
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    created = True
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        created = False
+        fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if created:
+            directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_mark_record(fd: int, mark: SeqMark) -> None:
+    """One record into its slot, on disk before this returns (blocking)."""
+    os.pwrite(fd, encode_slot(mark), slot_offset(mark.generation))
+    os.fsync(fd)
+
+
 # --------------------------------------------------------------------------- the store
 
 
@@ -648,6 +725,8 @@ class Store:
         path: Path,
         *,
         writer: sqlite3.Connection,
+        mark_fd: int,
+        seq_block: int,
         batch_ms: int,
         batch_rows: int,
         retention_rows: int,
@@ -657,6 +736,19 @@ class Store:
     ) -> None:
         self._db = db
         self._writer = writer
+        # The seq mark (actors.core.seq_mark): the record on disk, the seq numbering continues
+        # after (set at open), the highest seq shown through wait_reserved, whether anything
+        # was, and the events of its writer task.
+        self._mark_fd = mark_fd
+        self._seq_block = seq_block
+        self._mark = SeqMark()
+        self._floor = 0
+        self._shown = 0
+        self._asked = False
+        self._mark_lock = anyio.Lock()
+        self._mark_wake = anyio.Event()
+        self._mark_moved = anyio.Event()
+        self._mark_written_at = -math.inf
         self._path = path
         self._batch_s = batch_ms / 1000
         self._batch_rows = batch_rows
@@ -695,7 +787,10 @@ class Store:
     def statistics(self) -> StoreStatistics:
         """A point-in-time copy of the counters (never blocks)."""
         return msgspec.structs.replace(
-            self._stats, pending=len(self._pending) + len(self._pending_gaps)
+            self._stats,
+            pending=len(self._pending) + len(self._pending_gaps),
+            mark_reserved=self._mark.reserved,
+            mark_committed=self._mark.committed,
         )
 
     # ------------------------------------------------------------------ recording (sync)
@@ -986,6 +1081,8 @@ class Store:
         self._stats.batches += 1
         self._stats.last_flushed_seq = max(self._stats.last_flushed_seq, max_seq)
         self._advanced(max_seq)
+        if self._stats.last_flushed_seq > self._mark.committed:
+            self._mark_wake.set()  # the mark's committed seq follows, at most once a second
 
     def _advanced(self, seq: int) -> None:
         """Rows up to ``seq`` are committed or given up on: wake whoever waits for that."""
@@ -1083,7 +1180,9 @@ class Store:
                     return
 
     async def _close(self, deadline_s: float) -> None:
-        """Final flush (shielded, bounded), then no more records."""
+        """Final flush (shielded, bounded), then no more records; then the seq mark's last
+        record: ``committed`` what was, ``reserved`` brought down to the highest seq recorded
+        or shown (nothing above it was handed out), so a clean stop leaves no gap."""
         with anyio.move_on_after(deadline_s, shield=True):
             errors = self._stats.flush_errors
             while (self._pending or self._pending_gaps) and self._stats.flush_errors == errors:
@@ -1094,6 +1193,129 @@ class Store:
             self._stats.dropped += left
             _log.error("store %s: %d rows not flushed before the close deadline", self._path, left)
             self._pending, self._pending_gaps = [], []
+        used = max(self._floor, self._shown, self._last_recorded_seq, self._stats.last_flushed_seq)
+        with anyio.move_on_after(deadline_s, shield=True):
+            await self._write_mark(used, self._committed_mark(), final=True)
+        self._mark_moved.set()  # nobody waits for a reservation of a closed store
+
+    # ------------------------------------------------------------------ the seq mark
+
+    async def wait_reserved(self, seq: int) -> None:
+        """Return once ``seq`` may be shown: the seq mark on disk reserves it, so no restart
+        (``kill -9`` included) numbers a new transition ``seq`` or lower.
+
+        Called by the control server before it writes a transition, a snapshot, an overflow
+        marker or a status naming ``seq``. At once while ``seq`` is within the reserved block;
+        the block is raised ahead (by ``seq_block``) once what is shown comes within half of
+        its end, so a watcher waits for an ``fsync`` only at the first seq it is shown, or when
+        the disk does not keep up. A store whose mark cannot be written keeps waiters waiting
+        (``mark_errors`` counts the tries) rather than show a seq a restart could reuse.
+        """
+        self._asked = True
+        if seq > self._shown:
+            self._shown = seq
+        if self._shown + self._seq_block // 2 > self._mark.reserved:
+            self._mark_wake.set()
+        while seq > self._mark.reserved and not self._closed:
+            moved = self._mark_moved
+            await moved.wait()
+
+    def _committed_mark(self) -> int:
+        return max(self._mark.committed, self._stats.last_flushed_seq)
+
+    async def _open_mark(self, path: Path) -> None:
+        """Read the seq mark at open, decide where numbering continues and which gaps the
+        journal has (:func:`actors.core.seq_mark.resume`), queue those gaps for the first
+        transaction (once: a gap already logged is not logged again), and write the mark.
+
+        :raises StoreError: the mark file cannot be read (not a regular file, a link).
+        """
+        try:
+            data = await anyio.to_thread.run_sync(os.pread, self._mark_fd, MARK_BYTES, 0)
+        except OSError as exc:
+            raise StoreError(f"cannot read the seq mark {path}: {exc}") from exc
+        try:
+            mark = decode_mark(data)
+        except MarkDamaged as exc:
+            self._stats.mark_errors += 1
+            _log.error("store %s: the seq mark is damaged (%s); numbering continues after the "
+                       "journal", path, exc)
+            mark = SeqMark()
+        rows = list(await self._db.execute_fetchall("SELECT max(seq) FROM sessions"))
+        catalog_max = rows[0][0] or 0
+        decided = resume(self._last_recorded_seq, catalog_max, mark)
+        known = set(
+            await self._db.execute_fetchall(
+                "SELECT next_seq, dropped, reason FROM gaps "
+                "WHERE reason IN ('lost_committed', 'not_committed')"
+            )
+        )
+        now = self._clock()
+        for next_seq, dropped, reason in decided.gaps:
+            if (next_seq, dropped, reason) not in known:
+                self._pending_gaps.append(_Gap(next_seq, dropped, reason, now))
+        self._stats.lost_committed = decided.lost
+        self._stats.not_committed = decided.not_committed
+        if decided.lost:
+            _log.error(
+                "store %s: the journal ends at seq %d but seqs up to %d were committed: %d "
+                "committed rows are lost (a damaged write-ahead log, or an older copy of the "
+                "database); recorded as a gap", self._path, self._last_recorded_seq,
+                mark.committed, decided.lost,
+            )
+        self._mark = mark
+        self._floor = decided.start_seq
+        await self._write_mark(decided.start_seq, max(mark.committed, self._last_recorded_seq))
+
+    async def _write_mark(self, reserved: int, committed: int, *, final: bool = False) -> bool:
+        """Write (and ``fsync``) the next record of the seq mark; False if that failed. Once
+        the store is closed only the ``final`` record (from ``_close``) is written."""
+        async with self._mark_lock:
+            if self._closed and not final:
+                return True
+            mark = SeqMark(self._mark.generation + 1, reserved, committed)
+            try:
+                await anyio.to_thread.run_sync(_write_mark_record, self._mark_fd, mark)
+            except OSError as exc:
+                self._stats.mark_errors += 1
+                _log.error("store %s: cannot write the seq mark: %s", self._path, exc)
+                return False
+            self._mark = mark
+            self._stats.mark_writes += 1
+            self._mark_written_at = anyio.current_time()
+            self._mark_moved.set()
+            self._mark_moved = anyio.Event()
+            return True
+
+    async def _run_marker(self) -> None:
+        """The seq mark's writer task (started by open_store): raises the reservation a block
+        ahead as soon as what is shown needs it; follows the committed seq at most once every
+        :data:`MARK_INTERVAL_S`; a failed write is retried with a growing delay."""
+        retry = MARK_RETRY_S
+        while not self._closed:
+            mark = self._mark
+            reserved = mark.reserved
+            if self._asked and self._shown + self._seq_block // 2 > reserved:
+                reserved = self._shown + self._seq_block
+            committed = self._committed_mark()
+            if reserved == mark.reserved and committed == mark.committed:
+                self._mark_wake = anyio.Event()
+                await self._mark_wake.wait()
+                continue
+            if reserved == mark.reserved:
+                # Only the committed seq moved: it may wait for the interval (a reservation
+                # asked for meanwhile does not).
+                due = self._mark_written_at + MARK_INTERVAL_S - anyio.current_time()
+                if due > 0:
+                    self._mark_wake = anyio.Event()
+                    with anyio.move_on_after(due):
+                        await self._mark_wake.wait()
+                    continue
+            if await self._write_mark(reserved, committed):
+                retry = MARK_RETRY_S
+            else:
+                await anyio.sleep(retry)
+                retry = min(retry * 2, MARK_RETRY_MAX_S)
 
     # ------------------------------------------------------------------ reading
 
@@ -1149,6 +1371,7 @@ class Store:
                 self._stats.ended_pruned += len(expired)
         for (journal_max,) in top:
             last_seq = max(last_seq, journal_max or 0)
+        last_seq = max(last_seq, self._floor)  # what the last run reserved: maybe seen
         return Restored(tuple(states), last_seq, skipped, len(expired))
 
     def _decode_state(self, text: str | None, activity: Activity) -> SessionState:
@@ -1334,8 +1557,14 @@ async def open_store(
     close_timeout_s: float = 5.0,
     busy_timeout_ms: int = 5_000,
     clock: Callable[[], int] = now_ms,
+    seq_block: int = DEFAULT_SEQ_BLOCK,
 ) -> AsyncIterator[Store]:
     """Open (creating or migrating) the store at ``path`` and run its writer task.
+
+    The seq mark (:mod:`actors.core.seq_mark`) is the file ``<path>-seq`` beside it (0600,
+    created if missing): at open it decides where numbering continues and which gaps the
+    journal has (``lost_committed``, ``not_committed``); ``seq_block`` seqs are reserved at a
+    time (:meth:`Store.wait_reserved`).
 
     Parent directories are created 0700 and the file 0600. Leaving the context
     flushes everything still pending (shielded from cancellation, bounded by
@@ -1350,7 +1579,7 @@ async def open_store(
         newer schema version.
     """
     for name, value in (("batch_rows", batch_rows), ("retention_rows", retention_rows),
-                        ("max_pending", max_pending)):
+                        ("max_pending", max_pending), ("seq_block", seq_block)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, not {value}")
     if not (batch_ms > 0 and math.isfinite(batch_ms)):
@@ -1361,12 +1590,23 @@ async def open_store(
         raise ValueError(f"ended_retention_ms must be >= 0, not {ended_retention_ms}")
     db = await _connect(Path(path), busy_timeout_ms)
     writer: sqlite3.Connection | None = None
+    mark_fd: int | None = None
+    mark_path = Path(path).with_name(Path(path).name + "-seq")
     try:
         writer = await anyio.to_thread.run_sync(_open_writer, Path(path), busy_timeout_ms)
+        try:
+            mark_fd = await anyio.to_thread.run_sync(_open_mark_file, mark_path)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open the seq mark {mark_path} ({exc}); "
+                "move it aside and paneward will start a new one"
+            ) from exc
         store = Store(
             db,
             Path(path),
             writer=writer,
+            mark_fd=mark_fd,
+            seq_block=seq_block,
             batch_ms=batch_ms,
             batch_rows=batch_rows,
             retention_rows=retention_rows,
@@ -1381,9 +1621,11 @@ async def open_store(
                 f"{path} is not a usable paneward store ({exc}); "
                 "move it aside and paneward will start a new one"
             ) from exc
+        await store._open_mark(mark_path)
         body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(store._run_writer)
+            tg.start_soon(store._run_marker)
             try:
                 yield store
             except BaseException as exc:
@@ -1400,3 +1642,5 @@ async def open_store(
             if writer is not None:
                 await anyio.to_thread.run_sync(writer.close)
             await db.close()
+            if mark_fd is not None:
+                os.close(mark_fd)

@@ -17,7 +17,10 @@ rules are :mod:`actors.core.limits`; this is their I/O shell:
 - Each connection gets a :class:`Connection` (its raw non-blocking socket); its handler calls
   :meth:`~Connection.prove` once it sent something valid, and reads under
   :meth:`Connection.deadline` (the head deadline while unproven, then whatever idle deadline
-  the handler asks for).
+  the handler asks for). A handler that keeps its connection long (a control subscriber) may
+  :meth:`~Admission.release` its slot: the connection is then counted by whoever holds it.
+- :class:`HangupWatch`: one epoll set that notices a peer's hangup on connections whose
+  handlers wait for something else (a subscriber waits for transitions, not for its peer).
 
 Counters: :class:`AdmissionStatistics`, one record per socket, copied by ``statistics()``.
 """
@@ -47,7 +50,7 @@ from actors.core.limits import (
     spread_deadline,
 )
 
-__all__ = ["Admission", "AdmissionStatistics", "Connection", "Handler"]
+__all__ = ["Admission", "AdmissionStatistics", "Connection", "Handler", "HangupWatch"]
 
 logger = logging.getLogger("paneward.admission")
 
@@ -268,6 +271,58 @@ class _IdlePool:
             self._epoll.close()
 
 
+class HangupWatch:
+    """Notices at once when the peer of a watched connection hangs up (``EPOLLHUP``: it closed
+    its end, or was killed), while the connection's handler waits for something else.
+
+    One epoll set and one task (:meth:`run`) for all of them, registered for no event but the
+    hangup and errors epoll always reports: data the peer sends wakes nothing, and a peer that
+    only shut its writing side (``socat``, a client done with its request) is still a reader.
+    :meth:`add` registers a connection with the callback to run on its hangup (once);
+    :meth:`remove` must come before its socket is closed. Without epoll (not Linux) nothing is
+    noticed here: a dead peer is found at the next write.
+    """
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll() if hasattr(select, "epoll") else None
+        self._by_fd: dict[int, Callable[[], None]] = {}
+        #: Hangups noticed (callbacks run).
+        self.hangups = 0
+
+    def add(self, connection: Connection, on_hangup: Callable[[], None]) -> None:
+        if self._epoll is None:
+            return
+        fd = connection.sock.fileno()
+        self._epoll.register(fd, 0)  # EPOLLHUP and EPOLLERR only: epoll reports them always
+        self._by_fd[fd] = on_hangup
+
+    def remove(self, connection: Connection) -> None:
+        fd = connection.sock.fileno()
+        if self._by_fd.pop(fd, None) is not None and self._epoll is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._epoll.unregister(fd)
+
+    async def run(self) -> None:
+        """Until cancelled: run the callback of each connection whose peer hangs up."""
+        epoll = self._epoll
+        if epoll is None:
+            await anyio.sleep_forever()
+            return
+        try:
+            while True:
+                await anyio.wait_readable(epoll.fileno())
+                for fd, _events in epoll.poll(0):
+                    on_hangup = self._by_fd.pop(fd, None)
+                    with contextlib.suppress(OSError, ValueError):
+                        epoll.unregister(fd)
+                    if on_hangup is not None:
+                        self.hangups += 1
+                        on_hangup()
+        finally:
+            self._by_fd.clear()
+            epoll.close()
+
+
 class Admission:
     """The accept loop of one listening socket (see the module docstring).
 
@@ -412,6 +467,12 @@ class Admission:
         """A pooled connection reached its head deadline without a byte."""
         self.stats.timeouts += 1
         connection.sock.close()
+        self._release(connection)
+
+    def release(self, connection: Connection) -> None:
+        """Give up ``connection``'s slot while its handler goes on (it no longer counts against
+        ``cap`` and is never evicted). Called by a handler that holds its connection for long
+        and counts it under a cap of its own (the control server's subscribers). Idempotent."""
         self._release(connection)
 
     def _release(self, connection: Connection) -> None:

@@ -28,7 +28,13 @@ Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anyt
 Connections go through the same admission as the hook socket (:mod:`actors.sources.admission`):
 at most ``cap`` at once, a request line within 2 s; the socket is created, and removed, only
 through its verified directory (:mod:`actors.runtime.files`), and only a stale *socket* is ever
-replaced.
+replaced. A watch request moves its connection out of the ``cap`` into the subscribers', much
+higher, ``watch_cap`` (:func:`actors.core.limits.watch_cap`): however many ``paneward wait``
+and ``watch`` clients are held open, ``status`` (``next``, ``pick``) finds a slot. Beyond
+``watch_cap`` a watch is answered ``{"error": ...}`` and counted (``watches_refused``). A
+subscriber whose peer hangs up (closed, killed) is closed at once
+(:class:`~actors.sources.admission.HangupWatch`, counted in ``hangups``), not at the next
+transition written to it.
 
 Sent by the CLI (:mod:`actors.cli.commands`); served by :class:`ControlServer`, an actor the
 daemon starts under the supervisor.
@@ -58,7 +64,7 @@ from actors.core.control_requests import (
     parse_request,
     take_request,
 )
-from actors.core.limits import HEAD_DEADLINE_S, connection_caps
+from actors.core.limits import HEAD_DEADLINE_S, connection_caps, watch_cap
 from actors.core.reducer import pane_views
 from actors.core.status_table import actor_line, counter_line, format_table
 from actors.core.text import printable
@@ -69,7 +75,7 @@ from actors.runtime.files import (
     prepare_socket,
     remove_socket,
 )
-from actors.sources.admission import Admission, AdmissionStatistics, Connection
+from actors.sources.admission import Admission, AdmissionStatistics, Connection, HangupWatch
 from actors.sources.control_client import request_lines
 from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics, WatchHost
 from messages.activity import Gap, Snapshot, Transition
@@ -102,12 +108,18 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
 
     ``bad_requests`` refused requests, by reason in ``rejected``
     (:data:`~actors.core.control_requests.BadRequestReason`); ``admission`` the socket's caps,
-    timeouts and accept errors.
+    timeouts and accept errors (subscribers are not in its ``open``: ``subscribers`` holds
+    them, at most ``watch_cap``); ``watches_refused`` watch requests beyond ``watch_cap``;
+    ``hangups`` subscribers closed because their peer hung up.
     """
 
     requests: int = 0
     status: int = 0
     watches: int = 0
+    subscribers: int = 0
+    watch_cap: int = 0
+    watches_refused: int = 0
+    hangups: int = 0
     bad_requests: int = 0
     rejected: dict[str, int] = msgspec.field(default_factory=dict)
     refused_peers: int = 0  # connections from another uid (only if the 0700 dir was opened)
@@ -116,6 +128,11 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
 
 
 Journal = Callable[[int, int], Awaitable[Sequence[Transition | Gap]]]
+Reserved = Callable[[int], Awaitable[None]]
+
+
+async def _always_reserved(seq: int) -> None:
+    """Without a store nothing outlives the process: every seq may be shown."""
 
 
 class ControlServer:
@@ -128,7 +145,13 @@ class ControlServer:
         flushed first).
     :param pane_note: why a pane showing an activity shows less than it could (the harness
         catalog's words, passed in by the daemon's wiring: this server knows no harness).
-    :param cap: the most connections open at once (default: from the file-descriptor limit).
+    :param reserved: ``await reserved(seq)`` returns once ``seq`` may be shown -- no restart
+        will number another transition with it (the store's
+        :meth:`~actors.sinks.store.Store.wait_reserved`); awaited before every live write,
+        snapshot, overflow marker and status that names a seq.
+    :param cap: the most connections open at once, subscribers aside (default: from the
+        file-descriptor limit).
+    :param watch_cap: the most subscribers at once (default: from the file-descriptor limit).
     """
 
     def __init__(
@@ -138,8 +161,10 @@ class ControlServer:
         statistics: Callable[[], dict[str, Any]],
         journal: Journal,
         pane_note: Callable[[messages.Activity], str | None] | None = None,
+        reserved: Reserved = _always_reserved,
         *,
         cap: int | None = None,
+        watch_cap: int | None = None,
         head_deadline: float = HEAD_DEADLINE_S,
         watch_buffer: int = WATCH_BUFFER,
     ) -> None:
@@ -148,7 +173,10 @@ class ControlServer:
         self._host = host
         self._statistics = statistics
         self._journal = journal
+        self._reserved = reserved
         self._cap = cap
+        self._watch_cap = watch_cap
+        self._hangups = HangupWatch()
         self._head_deadline = head_deadline
         self._listening = anyio.Event()
         self._stats = ControlStatistics()
@@ -159,6 +187,7 @@ class ControlServer:
         """A point-in-time copy of the counters."""
         return msgspec.structs.replace(
             self._stats,
+            hangups=self._hangups.hangups,
             rejected=dict(self._stats.rejected),
             watch=self._fanout.statistics(),
             admission=None if self._admission is None else self._admission.statistics(),
@@ -173,7 +202,9 @@ class ControlServer:
         :raises ControlServerError: see the class.
         """
         del sink
-        cap = self._cap or connection_caps(resource.getrlimit(resource.RLIMIT_NOFILE)[0]).control
+        fd_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        cap = self._cap or connection_caps(fd_limit).control
+        self._stats.watch_cap = self._watch_cap or watch_cap(fd_limit)
         shown = os.fspath(self._path)
         try:
             dir_fd = await anyio.to_thread.run_sync(open_private_dir, os.fspath(self._path.parent))
@@ -191,6 +222,7 @@ class ControlServer:
             self._listening.set()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._fanout.run)
+                tg.start_soon(self._hangups.run)
                 await self._admission.serve(sock, self._serve)
         finally:
             if sock is not None:
@@ -235,8 +267,7 @@ class ControlServer:
                 self._stats.status += 1
                 await self._status(connection, request.format, show_all=request.all)
             else:
-                self._stats.watches += 1
-                await self._watch(connection, request.since, snapshot=request.snapshot)
+                await self._subscribe(connection, request.since, snapshot=request.snapshot)
 
     async def _status(self, connection: Connection, form: str, *, show_all: bool) -> None:
         activities = self._host.snapshot()
@@ -272,14 +303,38 @@ class ControlServer:
         if form == "table":
             await connection.send(table.encode() + b"\n")
             return
+        seq = self._host.seq
+        await self._reserved(seq)
         body = {
-            "seq": self._host.seq,
+            "seq": seq,
             "activities": msgspec.to_builtins(activities),
             "panes": msgspec.to_builtins(views),
             "statistics": statistics,
             "table": table,
         }
         await connection.send(msgspec.json.encode(body) + b"\n")
+
+    async def _subscribe(
+        self, connection: Connection, since: int | None, *, snapshot: bool
+    ) -> None:
+        """A watch request: the connection leaves the request slots for the subscribers' (or
+        is refused, beyond ``watch_cap``), and is closed as soon as its peer hangs up."""
+        stats = self._stats
+        if stats.subscribers >= stats.watch_cap:
+            stats.watches_refused += 1
+            error = f"too many watchers: {stats.subscribers} (the cap); try again later"
+            await connection.send(json.dumps({"error": error}).encode() + b"\n")
+            return
+        assert self._admission is not None  # set before the first connection is served
+        self._admission.release(connection)
+        stats.subscribers += 1
+        self._hangups.add(connection, connection.scope.cancel)
+        try:
+            stats.watches += 1
+            await self._watch(connection, since, snapshot=snapshot)
+        finally:
+            self._hangups.remove(connection)
+            stats.subscribers -= 1
 
     async def _watch(
         self, connection: Connection, since: int | None, *, snapshot: bool = False
@@ -291,6 +346,7 @@ class ControlServer:
             if snapshot:
                 # Taken in the step that joined: the live lines are exactly those after it.
                 first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
+                await self._reserved(first.seq)
                 await connection.send(messages.encode(first) + b"\n")
             if since is not None and since < watcher.seq:
                 # Replay what happened before we joined: journal rows (and the gaps among
@@ -302,9 +358,12 @@ class ControlServer:
             # Everything queued goes out in one write: one system call per wake-up, not per
             # transition.
             while (write := await watcher.next_write()) is not None:
-                await connection.send(write[0])
+                data, _lines, last_seq = write
+                await self._reserved(last_seq)  # at once but at a block's end
+                await connection.send(data)
             marker = watcher.overflow()
             if marker is not None:
+                await self._reserved(marker.next_seq)
                 await connection.send(messages.encode(marker) + b"\n")
         finally:
             self._fanout.leave(watcher)

@@ -65,12 +65,13 @@ class Watcher:
         self._stats = stats
         self._writes: deque[bytes] = deque()
         self._lines = 0
+        self._last_seq = seq  # of the newest transition queued
         self._ready = anyio.Event()
         self._ended = False
         self._overflow_seq: int | None = None  # the first transition it missed
         self._dropped = 0
 
-    def _push(self, data: bytes, first_seq: int, count: int) -> None:
+    def _push(self, data: bytes, first_seq: int, count: int, last_seq: int) -> None:
         if self._overflow_seq is not None:
             self._dropped += count
             self._stats.dropped += count
@@ -83,6 +84,7 @@ class Watcher:
         else:
             self._writes.append(data)
             self._lines += count
+            self._last_seq = last_seq
             self._stats.writes += 1
             self._stats.lines += count
         self._ready.set()
@@ -100,9 +102,10 @@ class Watcher:
         self._ended = True
         self._ready.set()
 
-    async def next_write(self) -> tuple[bytes, int] | None:
-        """Wait for what is queued and return it as one write with its line count; ``None``
-        when nothing more will come (the hub closed, or it overflowed: see :meth:`overflow`)."""
+    async def next_write(self) -> tuple[bytes, int, int] | None:
+        """Wait for what is queued and return it as one write with its line count and the seq
+        of its last transition; ``None`` when nothing more will come (the hub closed, or it
+        overflowed: see :meth:`overflow`)."""
         while not self._writes:
             if self._ended or self._overflow_seq is not None:
                 return None
@@ -112,7 +115,7 @@ class Watcher:
         lines = self._lines
         self._writes.clear()
         self._lines = 0
-        return data, lines
+        return data, lines, self._last_seq
 
     def overflow(self) -> Overflow | None:
         """The marker to write last if it fell behind (``None`` if it did not)."""
@@ -219,4 +222,4 @@ class WatchFanout:
         self._stats.pumped += len(items)
         data = messages.encode_lines(items)
         for watcher in self._watchers:
-            watcher._push(data, item.seq, len(items))
+            watcher._push(data, item.seq, len(items), items[-1].seq)
