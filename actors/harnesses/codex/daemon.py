@@ -463,6 +463,8 @@ class DaemonStatistics(msgspec.Struct, kw_only=True):
     retry_delay: float = 0.0
     #: Waits for the socket that could not use inotify (the retry delay alone decides).
     watch_errors: int = 0
+    #: Epoch ms at which the current connection was up (handshake answered); 0 while none is.
+    connected_at_ms: int = 0
 
 
 class CodexDaemonSource:
@@ -545,6 +547,7 @@ class CodexDaemonSource:
             await rpc.open()
             self._stats.connects += 1
             self._backoff.connected(time.monotonic())
+            self._stats.connected_at_ms = self._clock()
             self._rpc = rpc
             queue_send, queue = anyio.create_memory_object_stream[dict[str, Any]](4096)
             try:
@@ -563,6 +566,7 @@ class CodexDaemonSource:
                 self._stats.bytes_in += rpc.bytes_in
                 self._rpc = None
                 self._stats.disconnects += 1
+                self._stats.connected_at_ms = 0
                 self._connected = anyio.Event()
 
     async def _serve(
@@ -777,9 +781,7 @@ class CodexDaemonSource:
                 # inotify on the event loop: no thread and no timer while nothing changes.
                 with fswatch.Inotify() as inotify:
                     while True:
-                        await anyio.to_thread.run_sync(self._arm, inotify, seen)
-                        now = await anyio.to_thread.run_sync(socket_state, self.socket_path)
-                        if now != seen:
+                        if await anyio.to_thread.run_sync(self._arm, inotify, seen) != seen:
                             return
                         # Something else changed (an ancestor got an entry, a directory on
                         # the way appeared): watch one level deeper and wait again.
@@ -788,11 +790,12 @@ class CodexDaemonSource:
                 self._stats.watch_errors += 1
                 await anyio.sleep_forever()  # no watching here: the delay decides
 
-    def _arm(self, inotify: fswatch.Inotify, seen: SocketState) -> None:
+    def _arm(self, inotify: fswatch.Inotify, seen: SocketState) -> SocketState:
         """Worker thread: watch each directory the socket may appear in, or its nearest
-        existing ancestor."""
+        existing ancestor; then (watches first, so nothing is missed) the socket's state."""
         for directory in self._watch_dirs(seen):
             fswatch.watch_nearest(inotify, directory, _DIR_CHANGES)
+        return socket_state(self.socket_path)
 
     def _watch_dirs(self, seen: SocketState) -> list[Path]:
         # The link's target as the last try saw it: a link changed since then is caught by
