@@ -52,7 +52,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.core.tmux_protocol import TmuxTarget, quote
-from actors.harnesses.codex.daemon import _Rpc, control_socket
+from actors.harnesses.codex.daemon import DaemonProtocolError, _Rpc, control_socket
 from actors.sinks.tmux_client import ControlClient
 from tests.daemon_helpers import Daemon, daemon_env
 from tests.mock_apis.servers import openai_server
@@ -312,8 +312,9 @@ async def _earliest_handshake(link: Path, out: list[float]) -> None:
         async with stream:
             try:
                 await _Rpc(stream).open()
-            except (OSError, anyio.EndOfStream, anyio.BrokenResourceError):
-                await anyio.sleep(0.001)
+            except (OSError, anyio.EndOfStream, anyio.BrokenResourceError,
+                    DaemonProtocolError):
+                await anyio.sleep(0.001)  # bound, not yet listening or answering: again
                 continue
             out.append(time.time() * 1000)
             return
