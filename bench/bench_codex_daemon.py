@@ -17,7 +17,19 @@ loopback OpenAI mock, with ``paneward run --tmux`` (discovery on, no hooks insta
    (discovery, rollouts, tmux). The source's own counters (frames and bytes received) over the
    window are printed too.
 
+3. First daemon (``--first-homes N``): N fresh Codex homes (a ``config.toml`` for the mock and
+   nothing else: no ``app-server-control/`` directory, as in a home that never ran a daemon),
+   each with ``paneward run --tmux`` started first and waiting (its first try failed), then the
+   real TUI started in a pane, which starts the daemon. Latency = the source's
+   ``connected_at_ms`` (the handshake answered) minus the later of the control socket's and
+   its link's creation (their ctime); p50/p99 over the homes. Baseline: the earliest any
+   client can be connected -- a second client that, from the moment the TUI starts, tries the
+   same connect and WebSocket handshake every millisecond (no waiting on files at all), timed
+   the same way (handshake answered, epoch ms); its figure is the daemon's own start-up
+   between its socket's creation and its first answer, which no client can beat.
+
 Run: .venv/bin/python bench/bench_codex_daemon.py --rounds 50 --idle-s 30
+     .venv/bin/python bench/bench_codex_daemon.py --first-homes 20
 (needs the real CLI: $PANEWARD_AGENT_PREFIX or ~/.cache/paneward-npm)
 """
 
@@ -40,7 +52,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.core.tmux_protocol import TmuxTarget, quote
-from actors.harnesses.codex.daemon import _Rpc, control_socket
+from actors.harnesses.codex.daemon import DaemonProtocolError, _Rpc, control_socket
 from actors.sinks.tmux_client import ControlClient
 from tests.daemon_helpers import Daemon, daemon_env
 from tests.mock_apis.servers import openai_server
@@ -231,11 +243,100 @@ async def _edge(edges: Edges, mark: int, want: str) -> float:
             await edges.changed.wait()
 
 
+async def first_daemons(homes: int) -> tuple[list[float], list[float]]:
+    """Socket (or link) creation -> source connected, ms, one fresh home per round; and the
+    baseline, a handshake with no wait, ms."""
+    codex = _codex()
+    mock = openai_server()
+    out: list[float] = []
+    floor: list[float] = []
+    try:
+        for n in range(homes):
+            tmp = Path(tempfile.mkdtemp(prefix="pw-bench-cxd1-"))
+            home, work, state = tmp / "home", tmp / "work", tmp / "state"
+            for d in (home / ".codex", work, tmp / "tmp"):
+                d.mkdir(parents=True)
+            (home / ".codex" / "config.toml").write_text(
+                CODEX_CONFIG.format(url=mock.url, cwd=work))
+            tmux = Tmux(tmp)
+            try:
+                tmux.start(["sh", "-c", "exec sleep 3600"], {"PATH": "/usr/bin:/bin"})
+                env = daemon_env(state, HOME=str(home), CODEX_HOME=str(home / ".codex"))
+                async with Daemon(state, discovery=True, env=env,
+                                  extra_args=["--tmux", "-L", tmux.name]) as daemon:
+                    with anyio.fail_after(30):
+                        while True:  # the source's first look, then its wait
+                            if (await daemon.counters())["codex_daemon"]["connect_failures"]:
+                                break
+                            await anyio.sleep(0.01)
+                    assert not control_socket(home / ".codex").parent.exists()
+                    agent_env = base_env(daemon.hook_socket) | {
+                        "HOME": str(home), "TMPDIR": str(tmp / "tmp"),
+                        "MOCK_OPENAI_API_KEY": "dummy"}
+                    link = control_socket(home / ".codex")
+                    async with anyio.create_task_group() as tg:
+                        earliest: list[float] = []
+                        tg.start_soon(_earliest_handshake, link, earliest)
+                        tmux.start([str(codex)], agent_env, width=160, height=50, cwd=work)
+                        with anyio.fail_after(60):
+                            while True:  # the timestamp says when; polling only collects it
+                                counters = (await daemon.counters())["codex_daemon"]
+                                if counters["connected_at_ms"] and earliest:
+                                    break
+                                await anyio.sleep(0.05)
+                    created_ms = max(os.lstat(link).st_ctime_ns,
+                                     os.stat(link).st_ctime_ns) / 1e6
+                    out.append(counters["connected_at_ms"] - created_ms)
+                    floor.append(earliest[0] - created_ms)
+                    print(f"home {n + 1}: {out[-1]:.1f} ms, earliest possible {floor[-1]:.1f} ms "
+                          f"({counters['connect_failures']} failed tries)", flush=True)
+            finally:
+                _stop_codex_leftovers(home)
+                tmux.kill()
+                shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        mock.close()
+    return out, floor
+
+
+async def _earliest_handshake(link: Path, out: list[float]) -> None:
+    """Try to connect and shake hands every millisecond until it works; append the epoch ms
+    at which the handshake was answered (what ``connected_at_ms`` records)."""
+    while True:
+        try:
+            target = await anyio.to_thread.run_sync(os.path.realpath, link)
+            stream = await anyio.connect_unix(target)
+        except OSError:
+            await anyio.sleep(0.001)
+            continue
+        async with stream:
+            try:
+                await _Rpc(stream).open()
+            except (OSError, anyio.EndOfStream, anyio.BrokenResourceError,
+                    DaemonProtocolError):
+                await anyio.sleep(0.001)  # bound, not yet listening or answering: again
+                continue
+            out.append(time.time() * 1000)
+            return
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--idle-s", type=float, default=30.0)
+    parser.add_argument("--first-homes", type=int, default=0,
+                        help="measure only the first daemon in this many fresh homes")
     args = parser.parse_args()
+    if args.first_homes:
+        found, floor = anyio.run(first_daemons, args.first_homes)
+        lat = sorted(found)
+        p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+        print(f"first codex daemon: socket created -> source connected, {len(lat)} fresh "
+              f"homes: min {lat[0]:.1f} ms, p50 {statistics.median(lat):.1f} ms, "
+              f"p99 {p99:.1f} ms, max {lat[-1]:.1f} ms; baseline, the earliest possible: "
+              f"min {min(floor):.1f} ms, p50 {statistics.median(floor):.1f} ms, "
+              f"max {max(floor):.1f} ms")
+        return
     r = anyio.run(run, args.rounds, args.idle_s)
     lat = sorted(r["latencies_ms"])
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]

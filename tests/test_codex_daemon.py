@@ -391,6 +391,52 @@ async def test_a_daemon_that_links_before_it_binds_is_found_when_it_binds(
             assert source.statistics().connect_failures == 2
 
 
+async def test_a_home_that_never_ran_a_daemon_is_followed_from_its_first_daemon(
+    tmp_path: Path,
+) -> None:
+    """Neither the home nor its control directory exist when the source starts: the wait
+    watches the nearest existing ancestor, so the first daemon is found when it appears, not
+    when the retry delay (far beyond the deadline here) runs out."""
+    home = tmp_path / "fresh" / "codex-home"
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
+            tg.start_soon(source.run, ListSink())
+            await poll_until(lambda: source.statistics().connect_failures >= 1, "a first look")
+            assert not home.exists()
+            async with fake_daemon(home, link_first=False):  # makes the directories, then binds
+                await source.wait_connected()
+            assert source.statistics().watch_errors == 0
+            tg.cancel_scope.cancel()
+
+
+async def test_a_daemon_that_breaks_every_connection_is_retried_ever_more_slowly(
+    tmp_path: Path,
+) -> None:
+    """A socket that answers the handshake and then sends a bad frame: each connection ends
+    before it worked for a while, so each one doubles the delay (no reset to the minimum)."""
+    home = tmp_path / "codex-home"
+    with anyio.fail_after(30):
+        async with fake_daemon(home) as fake, anyio.create_task_group() as tg:
+            source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=0.01,
+                                       retry_max=100)
+            tg.start_soon(source.run, ListSink())
+            delays = []
+            for n in range(1, 5):
+                await source.wait_connected()
+                if n > 1:
+                    delays.append(source.statistics().retry_delay)
+                await fake.send("this is not JSON")
+                while fake.connections <= n:
+                    await fake.changed.wait()
+            assert delays == [0.01, 0.02, 0.04]
+            # Stopped once connected and quiet: a receive cancelled in the loop iteration in
+            # which the fake's answer arrives trips a race inside anyio's unix socket stream.
+            await source.wait_connected()
+            assert source.statistics().protocol_errors == 4
+            tg.cancel_scope.cancel()
+
+
 async def test_a_socket_bound_before_the_wait_watches_ends_the_wait_at_once(
     tmp_path: Path,
 ) -> None:

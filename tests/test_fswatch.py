@@ -9,7 +9,14 @@ from pathlib import Path
 import anyio
 
 from actors.sources import fswatch
-from actors.sources.fswatch import FsEvent, Inotify, wait_for_directory
+from actors.sources.fswatch import (
+    APPEARS,
+    CREATE,
+    FsEvent,
+    Inotify,
+    wait_for_directory,
+    watch_nearest,
+)
 
 MASK = (
     fswatch.CREATE
@@ -104,6 +111,26 @@ async def test_wait_for_directory_follows_nested_creation(tmp_path: Path) -> Non
             (tmp_path / "home" / ".claude" / "sessions").unlink()
             target.mkdir()
             await done.wait()
+
+
+async def test_a_missing_directory_is_watched_through_its_nearest_existing_ancestor(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "codex-home" / "app-server-control"
+    with Inotify() as notify, anyio.fail_after(10):
+        assert watch_nearest(notify, target, CREATE) == tmp_path
+        assert notify.watched == [str(tmp_path)]
+        (tmp_path / "codex-home").mkdir()
+        events = await notify.wait()  # the next component's creation: one event
+        assert [(e.path, e.is_dir) for e in events] == [(str(tmp_path / "codex-home"), True)]
+        assert watch_nearest(notify, target, CREATE) == tmp_path / "codex-home"
+        target.mkdir()
+        events = await notify.wait()
+        assert events[0].path == str(target) and events[0].mask & APPEARS
+        # once it exists, the directory itself is watched for what the caller asked
+        assert watch_nearest(notify, target, CREATE) == target
+        (target / "sock").touch()
+        assert [e.path for e in await notify.wait()] == [str(target / "sock")]
 
 
 async def test_wait_for_an_existing_directory_returns_at_once(tmp_path: Path) -> None:

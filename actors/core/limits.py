@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from actors.core.backoff import retry_delay
+
 __all__ = [
     "ACCEPT_BACKOFF_MAX_S",
     "ACCEPT_BACKOFF_S",
@@ -116,8 +118,7 @@ def spread_deadline(deadline: float, sequence: int) -> float:
 
 def accept_backoff(errors_in_a_row: int) -> float:
     """Seconds to wait after the ``errors_in_a_row``-th consecutive accept() error (from 1)."""
-    exponent = min(max(errors_in_a_row - 1, 0), 32)
-    return min(ACCEPT_BACKOFF_S * float(2**exponent), ACCEPT_BACKOFF_MAX_S)
+    return retry_delay(errors_in_a_row, ACCEPT_BACKOFF_S, ACCEPT_BACKOFF_MAX_S)
 
 
 C = TypeVar("C")

@@ -29,6 +29,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from actors.core.attention import ATTENTION_WORDS
+from actors.core.backoff import retry_delay
 from actors.core.redact import shown_reason
 from actors.core.reducer import ATTENTION_PRIORITY
 from actors.core.text import printable
@@ -124,6 +125,7 @@ class ChannelHealth:
     def __init__(self) -> None:
         self.stats = ChannelStatistics()
         self._until: float | None = None
+        self._pauses_in_row = 0  # pauses since the last send that worked
 
     def paused(self, now: float) -> bool:
         """The channel is paused at ``now`` (when it is, the caller counts a skip)."""
@@ -135,6 +137,7 @@ class ChannelHealth:
         """A send finished within its deadline: ``ok`` when it worked."""
         self.stats.timeouts_in_row = 0
         if ok:
+            self._pauses_in_row = 0
             self.stats.next_pause_s = PAUSE_FIRST_S
 
     def timed_out(self, now: float) -> None:
@@ -143,9 +146,11 @@ class ChannelHealth:
         stats.timeouts += 1
         stats.timeouts_in_row += 1
         if stats.timeouts_in_row >= PAUSE_AFTER_TIMEOUTS:
-            self._until = now + stats.next_pause_s
+            # The one retry curve (actors/core/backoff.py): doubling per pause in a row.
+            self._pauses_in_row += 1
+            self._until = now + retry_delay(self._pauses_in_row, PAUSE_FIRST_S, PAUSE_MAX_S)
             stats.pauses += 1
-            stats.next_pause_s = min(PAUSE_MAX_S, 2 * stats.next_pause_s)
+            stats.next_pause_s = retry_delay(self._pauses_in_row + 1, PAUSE_FIRST_S, PAUSE_MAX_S)
 
     def statistics(self, now: float) -> ChannelStatistics:
         """A copy of the counters, ``paused_s`` as of ``now``."""

@@ -22,11 +22,12 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import anyio
 
 __all__ = [
+    "APPEARS",
     "AVAILABLE",
     "CLOSE_WRITE",
     "CREATE",
@@ -43,7 +44,9 @@ __all__ = [
     "Q_OVERFLOW",
     "FsEvent",
     "Inotify",
+    "nearest_existing",
     "wait_for_directory",
+    "watch_nearest",
 ]
 
 # The kernel's event bits (linux/inotify.h): stable ABI, spelled out so that importing this
@@ -185,16 +188,41 @@ class Inotify:
         self.close()
 
 
-def _deepest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
+def nearest_existing(path: str | os.PathLike[str]) -> Path:
+    """``path`` if it is a directory, else its nearest ancestor that is (blocking: stats)."""
+    target = Path(path)
+    for candidate in (target, *target.parents):
         if candidate.is_dir():
             return candidate
-    return Path(path.anchor or "/")
+    return Path(target.anchor or "/")
+
+
+#: What makes a missing path appear under its nearest existing ancestor.
+APPEARS: Final = CREATE | MOVED_TO
+
+
+def watch_nearest(notify: Inotify, path: str | os.PathLike[str], mask: int) -> Path:
+    """Watch ``path`` for ``mask`` if it is a directory; while it is not, watch its nearest
+    existing ancestor for :data:`APPEARS`, so the creation of the next missing component wakes
+    the watcher at once (blocking: a path lookup per level). Returns the directory watched.
+
+    This is how every source waits for a directory that does not exist yet (a fresh home, a
+    first daemon's control directory, a first day of sessions): one inotify event, no timer.
+    A caller woken by an event under an ancestor looks again and calls this again, one level
+    deeper.
+
+    :raises OSError: the kernel refused the watch (``ENOSPC``: watch limit reached).
+    """
+    while True:
+        directory = nearest_existing(path)
+        watch_mask = mask if directory == Path(path) else APPEARS
+        if notify.add(directory, watch_mask):
+            return directory
+        # Gone between the look and the watch: look again, one level higher.
 
 
 async def wait_for_directory(path: str | os.PathLike[str]) -> None:
-    """Return once ``path`` is a directory, without polling: inotify on its deepest existing
-    ancestor wakes this only when an entry is created or moved in there.
+    """Return once ``path`` is a directory, without polling (:func:`watch_nearest`).
 
     :raises OSError: inotify is unavailable or refused the watch.
     """
@@ -205,11 +233,10 @@ async def wait_for_directory(path: str | os.PathLike[str]) -> None:
             def arm() -> bool:
                 if target.is_dir():
                     return True
-                notify.add(_deepest_existing(target), CREATE | MOVED_TO)
+                watch_nearest(notify, target, APPEARS)
                 return target.is_dir()
 
             if await anyio.to_thread.run_sync(arm):
                 return
             await notify.wait()
         # Something appeared (or the ancestor itself went): look again, one level deeper.
-

@@ -42,6 +42,7 @@ import json
 import os
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,7 @@ import wsproto.utilities
 from anyio.streams.memory import MemoryObjectSendStream
 
 import messages
+from actors.core.backoff import Backoff
 from actors.core.clock import now_ms
 from actors.core.hints import permission_reason
 from actors.harnesses.codex import approvals, paths
@@ -456,6 +458,13 @@ class DaemonStatistics(msgspec.Struct, kw_only=True):
     ambiguous_clients: int = 0
     rejected: int = 0
     bytes_in: int = 0
+    #: The wait before the next try after the last try or connection ended (seconds; 0 before
+    #: the first): it grows until a connection works for a while (:mod:`actors.core.backoff`).
+    retry_delay: float = 0.0
+    #: Waits for the socket that could not use inotify (the retry delay alone decides).
+    watch_errors: int = 0
+    #: Epoch ms at which the current connection was up (handshake answered); 0 while none is.
+    connected_at_ms: int = 0
 
 
 class CodexDaemonSource:
@@ -477,8 +486,7 @@ class CodexDaemonSource:
     ) -> None:
         self._home = Path(codex_home) if codex_home is not None else paths.home()
         self._clock = clock
-        self._retry_min = retry_min
-        self._retry_max = retry_max
+        self._backoff = Backoff(retry_min, retry_max)
         self._resolve = resolve
         self._view = DaemonView()
         self._stats = DaemonStatistics()
@@ -505,20 +513,21 @@ class CodexDaemonSource:
 
     async def run(self, sink: EvidenceSink) -> None:
         """Connect, follow, reconnect, until cancelled."""
-        delay = self._retry_min
         while True:
             # Taken before each try: whatever changes after it wakes the wait below, even a
             # change made before the wait's watches were in place.
             seen = await anyio.to_thread.run_sync(socket_state, self.socket_path)
             try:
                 await self._follow(sink)
-                delay = self._retry_min  # it was up: the next daemon may come at once
             except OSError:
                 self._stats.connect_failures += 1
             except (DaemonProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
                 self._stats.protocol_errors += 1
+            # Only a connection that worked for a while resets the delay: a daemon that
+            # answers the handshake and then sends a bad frame is retried ever more slowly.
+            delay = self._backoff.ended(time.monotonic())
+            self._stats.retry_delay = delay
             await self._wait_for_daemon(delay, seen)
-            delay = min(delay * 2, self._retry_max)
 
     async def _follow(self, sink: EvidenceSink) -> None:
         path = self.socket_path
@@ -537,6 +546,8 @@ class CodexDaemonSource:
             rpc = _Rpc(stream)
             await rpc.open()
             self._stats.connects += 1
+            self._backoff.connected(time.monotonic())
+            self._stats.connected_at_ms = self._clock()
             self._rpc = rpc
             queue_send, queue = anyio.create_memory_object_stream[dict[str, Any]](4096)
             try:
@@ -555,6 +566,7 @@ class CodexDaemonSource:
                 self._stats.bytes_in += rpc.bytes_in
                 self._rpc = None
                 self._stats.disconnects += 1
+                self._stats.connected_at_ms = 0
                 self._connected = anyio.Event()
 
     async def _serve(
@@ -757,25 +769,33 @@ class CodexDaemonSource:
 
     async def _wait_for_daemon(self, delay: float, seen: SocketState) -> None:
         """Until the control socket may be there again: a change in its directory (or the
-        directory of the link's target), or ``delay`` seconds, whichever comes first.
+        directory of the link's target) that leaves the socket other than ``seen``, or
+        ``delay`` seconds, whichever comes first. A directory that does not exist yet (a home
+        that never ran a daemon) is watched through its nearest existing ancestor
+        (:func:`~actors.sources.fswatch.watch_nearest`): the first daemon wakes this at once.
         Returns at once if the socket is no longer as ``seen`` (before the last try): what
         changed between that try and the watches (a daemon that makes its link, then binds
         while the try fails) would wake nothing else until ``delay``."""
-        watched = [p for p in self._watch_dirs(seen) if p.is_dir()]
         with anyio.move_on_after(delay):
-            if not watched:
-                await anyio.sleep_forever()
             try:
                 # inotify on the event loop: no thread and no timer while nothing changes.
                 with fswatch.Inotify() as inotify:
-                    for directory in watched:
-                        inotify.add(directory, _DIR_CHANGES)
-                    now = await anyio.to_thread.run_sync(socket_state, self.socket_path)
-                    if now != seen:
-                        return
-                    await inotify.wait()
+                    while True:
+                        if await anyio.to_thread.run_sync(self._arm, inotify, seen) != seen:
+                            return
+                        # Something else changed (an ancestor got an entry, a directory on
+                        # the way appeared): watch one level deeper and wait again.
+                        await inotify.wait()
             except OSError:
+                self._stats.watch_errors += 1
                 await anyio.sleep_forever()  # no watching here: the delay decides
+
+    def _arm(self, inotify: fswatch.Inotify, seen: SocketState) -> SocketState:
+        """Worker thread: watch each directory the socket may appear in, or its nearest
+        existing ancestor; then (watches first, so nothing is missed) the socket's state."""
+        for directory in self._watch_dirs(seen):
+            fswatch.watch_nearest(inotify, directory, _DIR_CHANGES)
+        return socket_state(self.socket_path)
 
     def _watch_dirs(self, seen: SocketState) -> list[Path]:
         # The link's target as the last try saw it: a link changed since then is caught by

@@ -688,10 +688,7 @@ def _watch_homes(notify: fswatch.Inotify, root: Path) -> None:
 
     :raises OSError: the kernel refused a watch.
     """
-    if not root.is_dir():
-        for ancestor in root.parents:
-            if notify.add(ancestor, fswatch.CREATE | fswatch.MOVED_TO):
-                return
+    if fswatch.watch_nearest(notify, root, _HOME_MASK) != root:
         return
     notify.add(root / "profiles", fswatch.CREATE | fswatch.MOVED_TO)
     for home in hermes_homes(root):
