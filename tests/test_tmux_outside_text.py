@@ -26,6 +26,7 @@ import pytest
 import messages
 from actors.cli.commands import _tmux
 from actors.core.notify import NotifySettings
+from actors.core.text import printable
 from actors.core.tmux_protocol import TmuxTarget
 from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge
@@ -278,7 +279,8 @@ async def test_reasons_reach_pane_options_and_messages_as_written(
 ) -> None:
     """A reason goes to tmux in a pane option (a command string over control mode) and in a
     notification (``display-message``, a format): stored and shown as written, never run or
-    expanded (control characters become spaces, as a border or status line needs)."""
+    expanded (control characters become spaces in the option, as a border or status line
+    needs, and escapes in the message, as every text paneward writes to a terminal)."""
     reason = HOSTILE + "\nnext line"
     shown = reason.replace("\n", " ")
     with anyio.fail_after(30):
@@ -314,9 +316,9 @@ async def test_reasons_reach_pane_options_and_messages_as_written(
 
                 async def told() -> bool:
                     [reply] = await control.run_batch([f'show-messages -t "{user.name}"'])
-                    return any(line.endswith(f"message: paneward: terminal needs you in "
-                                             f"main:1.0 ({pane}): {shown}")
-                               for line in reply.lines)
+                    told = printable(f"paneward: terminal needs you in main:1.0 ({pane}): "
+                                     f"{reason}")  # a message escapes every control
+                    return any(line.endswith(f"message: {told}") for line in reply.lines)
 
                 await poll_until(told, "the message as written")
                 tg.cancel_scope.cancel()
