@@ -174,3 +174,64 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
     # The dead agent's pane was gone before its options could be removed: tmux's refusal is
     # counted as a vanished pane, not as an error.
     assert tmux["missing_panes"] >= 1
+
+
+async def test_no_tmux_server_is_said_on_stderr_and_in_status_until_it_comes(
+    tmp_path: Path,
+) -> None:
+    """`paneward run --tmux -L NAME` before the server exists: the daemon says it is waiting
+    (stderr, once per state change) and `status` shows the bridge WAITING with the reason; once
+    the server starts, both say connected and the old error is gone."""
+    srv = TmuxServer()  # not started yet
+    state = tmp_path / "state"
+    try:
+        with anyio.fail_after(60):
+            daemon = Daemon(state, extra_args=["--tmux", "-L", srv.name])
+            async with daemon:
+
+                async def said(text: str) -> bool:
+                    return text in daemon.stderr()
+
+                async def waiting() -> bool:
+                    return await said("waiting")
+
+                await eventually(waiting, interval=0.02)
+                assert f"tmux: tmux -L {srv.name}: " in daemon.stderr()
+                footer = (await daemon.status())["table"].splitlines()[-1]
+                assert f"tmux WAITING: tmux -L {srv.name}: " in footer, footer
+                tmux = await daemon.counters()
+                assert tmux["tmux"]["state"] == "waiting"
+                failures = tmux["tmux"]["connect_failures"]
+
+                async def failed_again() -> bool:
+                    stats = (await daemon.counters())["tmux"]
+                    return int(stats["connect_failures"]) > int(failures) + 1
+
+                await eventually(failed_again, interval=0.02)
+                # Said once, not once per attempt.
+                assert daemon.stderr().count("waiting") == 1, daemon.stderr()
+
+                await srv.arun("-f", "/dev/null", "new-session", "-d", "-s", "main")
+
+                async def connected() -> bool:
+                    return bool((await daemon.counters())["tmux"]["state"] == "connected")
+
+                await eventually(connected, interval=0.02)
+                stats = (await daemon.counters())["tmux"]
+                assert stats["connected"] and stats["last_error"] is None, stats
+                assert f"tmux: connected to tmux -L {srv.name}" in daemon.stderr()
+                footer = (await daemon.status())["table"].splitlines()[-1]
+                assert "tmux running" in footer and "WAITING" not in footer, footer
+
+                await srv.arun("kill-server")
+
+                async def lost() -> bool:
+                    return bool((await daemon.counters())["tmux"]["state"] == "disconnected")
+
+                await eventually(lost, interval=0.02)
+                footer = (await daemon.status())["table"].splitlines()[-1]
+                assert "tmux DISCONNECTED: " in footer, footer
+                assert f"tmux: connection to tmux -L {srv.name} lost" in daemon.stderr()
+            assert await daemon.stop() == 0
+    finally:
+        srv.kill()

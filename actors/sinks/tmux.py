@@ -31,6 +31,7 @@ Who sends and handles what:
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
@@ -84,6 +85,8 @@ __all__ = [
     "tmux_config_snippet",
 ]
 
+logger = logging.getLogger("paneward.tmux")
+
 _LIST_BADGED_COMMAND: Final = f"list-panes -a -F {quote('#{pane_id}|#{' + BADGE_OPTION + '}')}"
 _LIST_MARKED_COMMAND: Final = (
     f"list-windows -a -F {quote('#{window_id}|#{' + WINDOW_OPTION + '}')}"
@@ -107,9 +110,14 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
 
     ``connected``, the control-client totals (``batches``, ``commands``, ``notifications``,
     summed over every connection) and the nested ``badges`` / ``panes`` are filled in then.
+    ``state`` is where the connection is: ``connecting`` (the first attempt has not ended),
+    ``connected``, ``waiting`` (no connection yet: no server, no session), ``disconnected``
+    (a connection ended and none is back yet); ``last_error`` says why while it is not
+    ``connected`` and is cleared when a connection is made.
     """
 
     connected: bool = False
+    state: str = "connecting"
     connections: int = 0
     connect_failures: int = 0
     last_error: str | None = None
@@ -275,6 +283,25 @@ class TmuxBridge:
 
     # -- connection --------------------------------------------------------------------------
 
+    def _set_state(self, state: str, error: str | None) -> None:
+        """Record where the connection is; say it on the log (the daemon's stderr) when that
+        changed, so that a daemon that cannot reach tmux is never silent about it."""
+        stats = self._stats
+        before = stats.state
+        stats.state = state
+        stats.last_error = error
+        if state == before:
+            return
+        where = self._target.describe()
+        if state == "connected":
+            # The first connection of a daemon that never had trouble is no news.
+            log = logger.info if before == "connecting" else logger.warning
+            log("tmux: connected to %s", where)
+        elif state == "waiting":
+            logger.warning("tmux: %s; waiting", error)
+        elif state == "disconnected":
+            logger.warning("tmux: connection to %s lost (%s); reconnecting", where, error)
+
     async def _connection_loop(self, sink: EvidenceSink | None) -> None:
         attempt = 0
         while True:
@@ -287,6 +314,7 @@ class TmuxBridge:
                 ) as client:
                     self._client = client
                     self._stats.connections += 1
+                    self._set_state("connected", None)
                     attempt = 0
                     try:
                         await self._serve_client(client, sink)
@@ -297,9 +325,12 @@ class TmuxBridge:
                     finally:
                         self._client = self._ready = None
                         self._old_client_stats.append(client.statistics())
+            except TmuxConnectionLost as exc:
+                self._set_state("disconnected", str(exc))
             except TmuxError as exc:
                 self._stats.connect_failures += 1
-                self._stats.last_error = str(exc)
+                connected_before = self._stats.state in ("connected", "disconnected")
+                self._set_state("disconnected" if connected_before else "waiting", str(exc))
             delay = min(self._backoff_max, self._backoff_initial * 2**attempt)
             attempt += 1
             await anyio.sleep(delay)
@@ -526,7 +557,7 @@ class TmuxBridge:
             clients.append(self._client.statistics())
         return msgspec.structs.replace(
             self._stats,
-            connected=self._client is not None,
+            connected=self._client is not None and self._stats.state == "connected",
             batches=sum(c.batches for c in clients),
             commands=sum(c.commands for c in clients),
             notifications=sum(c.notifications for c in clients),
