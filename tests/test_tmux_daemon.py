@@ -21,7 +21,7 @@ import pytest
 
 from actors.sources import procfs
 from tests.daemon_helpers import Daemon, daemon_env
-from tests.tmux_helpers import TmuxServer, eventually
+from tests.tmux_helpers import TmuxServer, attached_client, eventually
 
 FAKE_CLAUDE = Path(__file__).parent / "fixtures" / "claude_registry" / "fake_claude.py"
 THREAD = "01a229ab-bacd-7422-95f3-108794d72fbf"
@@ -235,3 +235,62 @@ async def test_no_tmux_server_is_said_on_stderr_and_in_status_until_it_comes(
             assert await daemon.stop() == 0
     finally:
         srv.kill()
+
+
+async def test_a_turn_done_in_the_pane_the_user_looks_at_opens_nothing_also_after_a_restart(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """A user attached to the session splits a pane (focus moves there) and starts the agent in
+    it: a finished turn there opens no `done` (they watched it end). After a daemon restart,
+    focus is taken from what the attached client shows, not from a focus change that never
+    comes: the next turn opens nothing either."""
+    state = tmp_path / "state"
+    env = daemon_env(state)
+    claude_home = Path(env["CLAUDE_CONFIG_DIR"])
+    (claude_home / "sessions").mkdir(parents=True)
+    python = shlex.quote(sys.executable)
+    command = f"{python} {shlex.quote(str(FAKE_CLAUDE))} {shlex.quote(str(claude_home))} s-seen"
+
+    async def option(pane: str, name: str) -> str | None:
+        return await server.show(pane, name)
+
+    async def turn(pane: str, line: str, want: str) -> None:
+        await server.arun("send-keys", "-t", pane, "-l", line)
+        await server.arun("send-keys", "-t", pane, "Enter")
+
+        async def reached() -> bool:
+            return await option(pane, "@paneward_turn") == want
+
+        await eventually(reached, interval=0.02)
+
+    with anyio.fail_after(90):
+        async with attached_client(server, "main"):
+            args = ["--tmux", "-L", server.name, "--notify", "none"]
+            async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+                # Split in front of the user (no -d): the new pane is the one they look at.
+                out = await server.arun("split-window", "-t", "main", "-P", "-F", "#{pane_id}",
+                                        command)
+                agent = out.strip()
+
+                async def bound() -> bool:
+                    return await option(agent, "@paneward_badge") == "? unknown"
+
+                await eventually(bound, interval=0.02)
+                await turn(agent, "status busy", "working")
+                await turn(agent, "status idle", "idle")
+                # Turn and attention are written together: idle without turn_done.
+                assert await option(agent, "@paneward_attention") == ""
+                assert await option(agent, "@paneward_badge") == "○ idle"
+                assert await daemon.stop() == 0
+            # Another session nobody is attached to has an active pane too (a later id): it is
+            # not where the user looks.
+            await server.arun("new-session", "-d", "-s", "other")
+            async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+                await turn(agent, "status busy", "working")
+                await turn(agent, "status idle", "idle")
+                assert await option(agent, "@paneward_attention") == ""
+                assert await option(agent, "@paneward_badge") == "○ idle"
+                [seen] = [a for a in (await daemon.status())["activities"]
+                          if a["key"]["session_id"] == "s-seen"]
+                assert seen["attention"] is None, seen
+                assert await daemon.stop() == 0

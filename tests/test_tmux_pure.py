@@ -22,7 +22,13 @@ from actors.core.badges import (
     window_badge,
     window_command,
 )
-from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows, unescape_path
+from actors.core.tmux_panes import (
+    PaneRow,
+    PaneTable,
+    parse_pane_rows,
+    unescape_path,
+    viewed_pane,
+)
 from actors.core.tmux_protocol import (
     ControlParser,
     Notification,
@@ -461,3 +467,29 @@ def test_the_snippet_binds_next_and_pick_to_this_paneward() -> None:
     assert 'bind-key A run-shell -b "/opt/pw/bin/paneward pick -q --client \'#{client_name}\'' \
         ' || true"' in lines
     assert any("#{@paneward_age}" in line for line in lines)
+
+
+def test_the_pane_the_users_client_shows_is_focused_last_and_once() -> None:
+    # paneward's own control client and malformed rows never count; the client touched last
+    # wins.
+    lines = ["1|1800000009|%9", "0|1800000001|%1", "0|1800000005|%2", "0|x|%3", "0|7|pane"]
+    assert viewed_pane(lines) == "%2"
+    assert viewed_pane(["1|1800000009|%9"]) is None
+    table = PaneTable()
+    t = 1_800_000_000_000
+    # At start-up every session has an active pane (%0 and %1 here); the user looks at %0.
+    rows = [_row("%0", focused=True), _row("%1", 200, focused=True), _row("%3", 300)]
+    first = table.update("s1", rows, t, viewed="%0")
+    assert [type(m) for m in first] == [PaneOpened] * 3 + [PaneFocused]
+    assert first[-1] == PaneFocused(pane="%0", at_ms=t)
+    assert table.update("s1", rows, t, viewed="%0") == []  # the same view: nothing
+    # The user's client moves to %1 (another session, whose active pane did not change).
+    assert table.update("s1", rows, t, viewed="%1") == [PaneFocused(pane="%1", at_ms=t)]
+    # %3 becomes active in %1's session as the user's client shows it: focused once.
+    rows = [_row("%0", focused=True), _row("%1", 200), _row("%3", 300, focused=True)]
+    assert table.update("s1", rows, t, viewed="%3") == [PaneFocused(pane="%3", at_ms=t)]
+    # A client gone (viewed None), then back on the same pane: focused again.
+    assert table.update("s1", rows, t, viewed=None) == []
+    assert table.update("s1", rows, t, viewed="%3") == [PaneFocused(pane="%3", at_ms=t)]
+    # A viewed pane the listing does not have is no focus.
+    assert table.update("s1", rows, t, viewed="%7") == []

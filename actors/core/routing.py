@@ -64,7 +64,9 @@ class Delivery(msgspec.Struct, frozen=True, gc=False):
 class RoutingIndex:
     """Who owns which pid, which sessions each pane shows, which pane has focus.
 
-    Kept up to date from session states by :meth:`update`; plain mutable data.
+    Kept up to date from session states by :meth:`update`; plain mutable data. The focused
+    pane is the one named by the last :class:`PaneFocused`, or by a :class:`PaneOpened` that
+    says it opened focused; a session bound to it (:class:`PaneBound`) is told at once.
     """
 
     owners: dict[int, set[SessionKey]] = field(default_factory=dict)
@@ -97,7 +99,8 @@ class RoutingIndex:
     def route(self, message: Inbound) -> list[Delivery]:
         """:meth:`deliveries` as a list; a message for its own key alone (the hot path: hook
         hints, registry and rollout evidence) without the generator and the type match."""
-        if type(message) in _OWN_KEY:
+        kind = type(message)
+        if kind in _OWN_KEY and kind is not PaneBound:
             return [_own(message)]
         return list(self.deliveries(message))
 
@@ -108,6 +111,10 @@ class RoutingIndex:
         """
         if type(message) in _OWN_KEY:
             yield _own(message)
+            if isinstance(message, PaneBound) and message.pane == self.focused_pane:
+                # Bound to the pane the user already looks at: no focus change will come to
+                # tell the session, so it is told now (after the binding, which it needs).
+                yield Delivery(message.key, PaneFocused(message.pane, message.at_ms), False)
             return
         match message:
             case PaneUnbound() | Forget():
@@ -130,12 +137,11 @@ class RoutingIndex:
                     for key in _sorted(self.panes.get(message.pane)):
                         yield Delivery(key, message, False)
             case PaneFocused():
-                previous, self.focused_pane = self.focused_pane, message.pane
-                targets = set(self.panes.get(message.pane, ()))
-                if previous is not None and previous != message.pane:
-                    targets |= self.panes.get(previous, set())
-                for key in _sorted(targets):
-                    yield Delivery(key, message, False)
+                yield from self._focus(message)
+            case PaneOpened(focused=True):
+                # A pane that opens in front of the user (a split, a new window) has the focus
+                # without a focus change; the pane mapper gets the opening as it always does.
+                yield from self._focus(PaneFocused(message.pane, message.at_ms))
             case PaneClosed():
                 # Without a pane mapper the host's close still unbinds what the pane showed.
                 if self.focused_pane == message.pane:
@@ -144,6 +150,15 @@ class RoutingIndex:
                     yield Delivery(key, PaneUnbound(key, message.pane, message.at_ms), False)
             case PaneOpened() | NotifyHook() | ClientAttached():
                 return  # for the listeners (pane mapper, pid watcher) only
+
+
+    def _focus(self, message: PaneFocused) -> Iterator[Delivery]:
+        previous, self.focused_pane = self.focused_pane, message.pane
+        targets = set(self.panes.get(message.pane, ()))
+        if previous is not None and previous != message.pane:
+            targets |= self.panes.get(previous, set())
+        for key in _sorted(targets):
+            yield Delivery(key, message, False)
 
 
 #: The messages that concern exactly their own ``key`` and may create its session.

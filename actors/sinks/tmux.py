@@ -59,9 +59,11 @@ from actors.core.tmux_panes import (
     SUBSCRIPTION_COMMAND,
     SUBSCRIPTION_NAME,
     TRIGGER_NOTIFICATIONS,
+    VIEWS_COMMAND,
     PaneTable,
     PaneTableStatistics,
     parse_pane_rows,
+    viewed_pane,
 )
 from actors.core.tmux_protocol import (
     Notification,
@@ -490,7 +492,7 @@ class TmuxBridge:
             if not reap:
                 await self._refresh.wait()
             self._refresh = anyio.Event()
-            commands = [SERVER_ID_COMMAND, LIST_PANES_COMMAND]
+            commands = [SERVER_ID_COMMAND, LIST_PANES_COMMAND, VIEWS_COMMAND]
             if reap:
                 # A dead pane without exit status: tmux may have lost its SIGCHLD (see
                 # actors.core.tmux_panes); make it reap, then list again in the same batch.
@@ -498,7 +500,7 @@ class TmuxBridge:
                 self._stats.reap_requests += 1
             reap = False
             try:
-                *reaped, server, listing = await client.run_batch(commands)
+                *reaped, server, listing, views = await client.run_batch(commands)
             except TmuxConnectionLost:
                 return
             for reply in reaped:
@@ -512,7 +514,9 @@ class TmuxBridge:
             self._stats.pane_listings += 1
             rows, errors = parse_pane_rows(listing.lines)
             self._stats.bad_pane_rows += len(errors)
-            for message in self._table.update(server.lines[0], rows, self._clock()):
+            # Without an answer about clients, focus goes by the listing alone.
+            viewed = viewed_pane(views.lines) if views.ok else None
+            for message in self._table.update(server.lines[0], rows, self._clock(), viewed):
                 try:
                     sink.inject_nowait(message)
                 except MessageError as exc:
