@@ -166,9 +166,9 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
             assert await server.pane_option_names(shell) == []
             counters = await daemon.counters()
         assert await daemon.stop() == 0
-    # Daemon shutdown removed every option it set.
-    assert await server.pane_option_names(codex) == []
-    assert await server.pane_option_names(failing) == []
+    # Daemon shutdown left the badges, and tmux's hook marked them stale.
+    with anyio.fail_after(20):
+        await server.wait_down({codex: "✔ done", failing: "✖ failed"})
     tmux = counters["tmux"]
     assert tmux["command_errors"] == 0 and tmux["rejected"] == 0, tmux
     # The dead agent's pane was gone before its options could be removed: tmux's refusal is
@@ -294,3 +294,112 @@ async def test_a_turn_done_in_the_pane_the_user_looks_at_opens_nothing_also_afte
                           if a["key"]["session_id"] == "s-seen"]
                 assert seen["attention"] is None, seen
                 assert await daemon.stop() == 0
+
+
+async def _fake_claude_pane(server: TmuxServer, env: dict[str, str], session: str) -> str:
+    claude_home = Path(env["CLAUDE_CONFIG_DIR"])
+    (claude_home / "sessions").mkdir(parents=True, exist_ok=True)
+    python = shlex.quote(sys.executable)
+    return await server.new_pane(
+        f"{python} {shlex.quote(str(FAKE_CLAUDE))} {shlex.quote(str(claude_home))} {session}"
+    )
+
+
+async def _type(server: TmuxServer, pane: str, line: str) -> None:
+    await server.arun("send-keys", "-t", pane, "-l", line)
+    await server.arun("send-keys", "-t", pane, "Enter")
+
+
+async def test_a_second_daemon_on_the_same_tmux_server_touches_nothing(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """Two daemons with their own state dirs on one tmux server: the second one refuses the
+    server (stderr and `status` name the first's pid) and writes nothing there -- the first's
+    badges are not wiped while it runs, nor when it exits -- and takes over once the first is
+    gone."""
+    first_state, second_state = tmp_path / "a" / "state", tmp_path / "b" / "state"
+    env = daemon_env(first_state)
+    args = ["--tmux", "-L", server.name, "--notify", "none"]
+    with anyio.fail_after(90):
+        agent = await _fake_claude_pane(server, env, "s-first")
+        first = Daemon(first_state, discovery=True, env=env, extra_args=args)
+        async with first:
+            await _type(server, agent, "waiting permission prompt")
+
+            async def needs_you() -> bool:
+                return await server.show(agent, "@paneward_badge") == "▲ needs you"
+
+            await eventually(needs_you, interval=0.02)
+            second = Daemon(second_state, extra_args=args)
+            async with second:
+
+                async def refused() -> bool:
+                    return bool((await second.counters())["tmux"]["state"] == "refused")
+
+                await eventually(refused, interval=0.02)
+                why = (f"tmux -L {server.name} is driven by another paneward daemon "
+                       f"(pid {first.pid}, state dir {first_state}); leaving it alone")
+                assert f"tmux: {why}; waiting" in second.stderr()
+                footer = (await second.status())["table"].splitlines()[-1]
+                assert f"tmux REFUSED: {why}" in footer, footer
+                tmux = (await second.counters())["tmux"]
+                assert tmux["badge_batches"] == 0 and tmux["stale_cleared"] == 0, tmux
+                assert await server.show(agent, "@paneward_badge") == "▲ needs you"
+                assert await second.stop() == 0
+            # The second one's end changed nothing of the first's.
+            assert await server.show(agent, "@paneward_badge") == "▲ needs you"
+            summary = await server.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
+            assert summary.strip() == "1 need you"
+            assert "[7501]" in await server.arun("show-hooks", "-g")
+            assert (await first.counters())["tmux"]["command_errors"] == 0
+
+            # The first one ends: a second daemon started now takes the server over (and,
+            # without that session in its store, removes the badge it cannot prove).
+            assert await first.stop() == 0
+        await server.wait_down({agent: "▲ needs you"})
+        async with Daemon(second_state, extra_args=args) as second:
+
+            async def cleared() -> bool:
+                return await server.pane_option_names(agent) == []
+
+            await eventually(cleared, interval=0.02)
+            assert (await second.counters())["tmux"]["state"] == "connected"
+            assert await second.stop() == 0
+
+
+async def test_a_killed_daemon_shows_in_tmux_and_a_restart_replaces_the_stale_badges(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """kill -9 of the daemon: tmux itself (the hook on the daemon's control client) marks the
+    badge stale and the summary `paneward: down`; the next daemon replaces the stale badge
+    with the re-proved one, never removing it in between."""
+    state = tmp_path / "state"
+    env = daemon_env(state)
+    args = ["--tmux", "-L", server.name, "--notify", "none"]
+    with anyio.fail_after(90):
+        agent = await _fake_claude_pane(server, env, "s-killed")
+        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+            await _type(server, agent, "waiting permission prompt")
+
+            async def needs_you() -> bool:
+                return await server.show(agent, "@paneward_badge") == "▲ needs you"
+
+            await eventually(needs_you, interval=0.02)
+            await daemon.kill()
+        await server.wait_down({agent: "▲ needs you"})
+        assert await server.show(agent, "@paneward_attention") == "needs_input"
+
+        seen: list[str | None] = []
+        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+
+            async def replaced() -> bool:
+                seen.append(await server.show(agent, "@paneward_badge"))
+                return seen[-1] == "▲ needs you"
+
+            await eventually(replaced, interval=0.005)
+            tmux = (await daemon.counters())["tmux"]
+            assert tmux["stale_cleared"] == 0, tmux
+            summary = await server.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
+            assert summary.strip() == "1 need you"
+            assert await daemon.stop() == 0
+        assert set(seen) <= {"▲ needs you (stale)", "▲ needs you"}, seen

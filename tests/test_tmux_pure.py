@@ -493,3 +493,39 @@ def test_the_pane_the_users_client_shows_is_focused_last_and_once() -> None:
     assert table.update("s1", rows, t, viewed="%3") == [PaneFocused(pane="%3", at_ms=t)]
     # A viewed pane the listing does not have is no focus.
     assert table.update("s1", rows, t, viewed="%7") == []
+
+
+def test_the_daemon_claim_and_the_down_hook_texts() -> None:
+    from actors.core.tmux_owner import (
+        DOWN_HOOK,
+        Holder,
+        claim_commands,
+        down_hook_commands,
+        format_literal,
+        parse_holder,
+        refusal,
+    )
+
+    assert parse_holder("123 4567") == Holder(123, "4567")
+    for bad in ("", "x 1", "0 1", "123", "123 4 5", f"{2**31} 1"):
+        assert parse_holder(bad) is None, bad
+    assert format_literal("a,b}#{c") == "a#,b#}##{c"
+    # One compare-and-swap command: the value only changes when it reads what was expected.
+    cas, *reads = claim_commands(Holder(7, "8"), "1 2")
+    assert cas == (
+        'set-option -s -F @paneward_daemon '
+        '"#{?#{==:#{@paneward_daemon},1 2},7 8,#{@paneward_daemon}}"'
+    )
+    assert reads == ["show-options -sqv @paneward_daemon",
+                     "show-options -sqv @paneward_daemon_state"]
+    assert refusal("tmux -L w", Holder(7, "8"), "/s") == (
+        "tmux -L w is driven by another paneward daemon (pid 7, state dir /s); leaving it alone"
+    )
+    state, hook = down_hook_commands("client-9", '/a "$b"', badges=True)
+    assert state == 'set-option -s @paneward_daemon_state "/a \\"\\$b\\""'
+    assert hook.startswith(f'set-hook -g "{DOWN_HOOK}" "if-shell -F ')
+    assert "#{==:#{hook_client},client-9}" in hook and "paneward: down" in hook
+    # Without badges the hook only releases the claim and removes itself.
+    _, bare = down_hook_commands("client-9", "/s", badges=False)
+    assert "paneward: down" not in bare and "run-shell" not in bare
+    assert "set-option -su @paneward_daemon" in bare
