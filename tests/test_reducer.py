@@ -1282,21 +1282,18 @@ def test_the_hot_path_makes_untracked_values() -> None:
     assert not gc.is_tracked(deliveries[0])
 
 
-@pytest.mark.parametrize(
-    "focus",
-    [PaneFocused("%1", T), PaneOpened(pane="%1", root_pid=5, at_ms=T, focused=True)],
-    ids=["focused-before", "opened-focused"],
-)
-def test_a_session_bound_to_the_pane_already_focused_is_focused(focus: object) -> None:
-    """Routing: the focus a pane had before its session bound (a focus change, or a pane that
-    opened focused) reaches the session as it binds; a finished turn there opens nothing."""
+def test_a_session_bound_to_the_pane_already_focused_is_focused() -> None:
+    """Routing: the focus a pane had before its session bound reaches the session as it binds;
+    a finished turn there opens nothing. A pane that merely opens (even as its session's
+    active pane) is no focus change."""
     from actors.harnesses.catalog import PROOFS, normalize
     from actors.runtime.table import SessionTable
 
     table = SessionTable(normalize, PROOFS)
-    for message in (focus, PaneBound(key=K, pane="%1", at_ms=T), reg("busy", 0),
+    for message in (PaneFocused("%1", T), PaneOpened(pane="%2", root_pid=5, at_ms=T, focused=True),
+                    PaneBound(key=K, pane="%1", at_ms=T), reg("busy", 0),
                     hook("Stop", "completed", 5)):
-        table.apply(message)  # type: ignore[arg-type]
+        table.apply(message)
     shown = table.states[K].activity
     assert shown is not None and shown.attention is None and shown.turn == "idle"
     # Focus elsewhere: the next finished turn opens turn_done.

@@ -65,8 +65,8 @@ class RoutingIndex:
     """Who owns which pid, which sessions each pane shows, which pane has focus.
 
     Kept up to date from session states by :meth:`update`; plain mutable data. The focused
-    pane is the one named by the last :class:`PaneFocused`, or by a :class:`PaneOpened` that
-    says it opened focused; a session bound to it (:class:`PaneBound`) is told at once.
+    pane is the one named by the last :class:`PaneFocused`; a session that binds to it
+    (:class:`PaneBound`) is told at once.
     """
 
     owners: dict[int, set[SessionKey]] = field(default_factory=dict)
@@ -137,11 +137,12 @@ class RoutingIndex:
                     for key in _sorted(self.panes.get(message.pane)):
                         yield Delivery(key, message, False)
             case PaneFocused():
-                yield from self._focus(message)
-            case PaneOpened(focused=True):
-                # A pane that opens in front of the user (a split, a new window) has the focus
-                # without a focus change; the pane mapper gets the opening as it always does.
-                yield from self._focus(PaneFocused(message.pane, message.at_ms))
+                previous, self.focused_pane = self.focused_pane, message.pane
+                targets = set(self.panes.get(message.pane, ()))
+                if previous is not None and previous != message.pane:
+                    targets |= self.panes.get(previous, set())
+                for key in _sorted(targets):
+                    yield Delivery(key, message, False)
             case PaneClosed():
                 # Without a pane mapper the host's close still unbinds what the pane showed.
                 if self.focused_pane == message.pane:
@@ -150,15 +151,6 @@ class RoutingIndex:
                     yield Delivery(key, PaneUnbound(key, message.pane, message.at_ms), False)
             case PaneOpened() | NotifyHook() | ClientAttached():
                 return  # for the listeners (pane mapper, pid watcher) only
-
-
-    def _focus(self, message: PaneFocused) -> Iterator[Delivery]:
-        previous, self.focused_pane = self.focused_pane, message.pane
-        targets = set(self.panes.get(message.pane, ()))
-        if previous is not None and previous != message.pane:
-            targets |= self.panes.get(previous, set())
-        for key in _sorted(targets):
-            yield Delivery(key, message, False)
 
 
 #: The messages that concern exactly their own ``key`` and may create its session.

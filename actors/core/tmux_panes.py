@@ -14,8 +14,8 @@ to :meth:`PaneTable.update`, which returns the messages to inject:
   window, and when the pane an attached client shows (:data:`VIEWS_COMMAND`: the client the
   user touched last) is another than at the last listing -- so the first listing after a
   (re)connect focuses the pane the user looks at, whatever other sessions' active panes are,
-- :class:`~messages.PaneOpened` with ``focused`` for a new pane that opened active (a split
-  in front of the user): the focus it has without a focus change,
+  and a split in front of the user focuses the new pane (a new pane is otherwise never a focus
+  change: the first pane of a detached session is no pane the user looks at),
 - :class:`~messages.PtyExit` (``pane=``, ``code=pane_dead_status``, ``signal=pane_dead_signal``)
   when a pane's program exits and ``remain-on-exit`` keeps the pane.
 
