@@ -378,14 +378,21 @@ async def test_a_killed_daemon_shows_in_tmux_and_a_restart_replaces_the_stale_ba
     args = ["--tmux", "-L", server.name, "--notify", "none"]
     with anyio.fail_after(90):
         agent = await _fake_claude_pane(server, env, "s-killed")
-        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+        # The snippet's status line, never redrawn by a timer: what the user's terminal shows.
+        await server.arun("set-option", "-g", "status-interval", "0")
+        await server.arun("set-option", "-g", "status-right",
+                          "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M ")
+        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon, \
+                attached_client(server, "main") as user:
             await _type(server, agent, "waiting permission prompt")
 
             async def needs_you() -> bool:
                 return await server.show(agent, "@paneward_badge") == "▲ needs you"
 
             await eventually(needs_you, interval=0.02)
+            await user.wait_output(lambda out: b"1 need you |" in out, "the summary")
             await daemon.kill()
+            await user.wait_output(lambda out: b"paneward: down |" in out, "paneward: down")
         await server.wait_down({agent: "▲ needs you"})
         assert await server.show(agent, "@paneward_attention") == "needs_input"
 
