@@ -175,9 +175,8 @@ class TmuxBridge:
     client attaches to (default: tmux's choice); it only matters for which notifications
     arrive first — panes of every session are followed. ``full_text`` shows attention reasons
     unredacted in ``@paneward_reason`` (default: redacted, :mod:`actors.core.redact`).
-    ``owner`` names this daemon in another one's refusal (its state directory); ``holder``
-    is this process's claim and ``alive`` tells whether another claim's process still runs
-    (defaults: this process's pid and start token, :func:`actors.sources.procfs.probe`).
+    ``owner`` names this daemon in another one's refusal (its state directory); the claim is
+    this process's pid and start token (:mod:`actors.core.tmux_owner`).
     """
 
     def __init__(
@@ -194,15 +193,10 @@ class TmuxBridge:
         clock: Callable[[], int] = now_ms,
         full_text: bool = False,
         owner: str = "",
-        holder: Holder | None = None,
-        alive: Callable[[Holder], bool] | None = None,
     ) -> None:
         self._target = TmuxTarget(socket_name, socket_path)
         self._owner = owner
-        if holder is None:
-            holder = Holder(os.getpid(), procfs.start_token(os.getpid()) or "0")
-        self._holder = holder
-        self._alive = alive or _holder_alive
+        self._holder = Holder(os.getpid(), procfs.start_token(os.getpid()) or "0")
         self._target.argv()  # reject -L together with -S now, not at the first connect
         self._session = session
         self._badges_on = badges
@@ -397,7 +391,7 @@ class TmuxBridge:
                     self._stats.takeovers += 1
                 return
             other = parse_holder(value)
-            if other is not None and await anyio.to_thread.run_sync(self._alive, other):
+            if other is not None and await anyio.to_thread.run_sync(_holder_alive, other):
                 state_dir = state.lines[0] if state.ok and state.lines else ""
                 raise TmuxRefused(refusal(self._target.describe(), other, state_dir))
             expected = value  # gone (or unreadable): the next try replaces it
