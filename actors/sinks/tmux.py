@@ -678,6 +678,8 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
             "# and on each window with an agent @paneward_window, the most urgent badge of its",
             "# panes (needs you > failed > done > working > unknown > idle > exited).",
             "# A pane without an agent has none of them, so its border shows no badge.",
+            "# When the daemon is gone, tmux itself sets the summary to 'paneward: down' and",
+            "# appends ' (stale)' to each badge and window marker, until paneward runs again.",
             "set -g pane-border-status top",
             f'set -g pane-border-format " {badge}{pane_label} "',
             "# For durations on the badge ('▲ needs you 2m'), use instead:",
