@@ -136,7 +136,7 @@ def actor_line(stats: Mapping[str, Any]) -> str:
         where = bridge.get("state")
         if isinstance(where, str) and where not in ("connected", "connecting"):
             reason = bridge.get("last_error")
-            label = where.upper() + (f": {clip(printable(str(reason)), 300)}" if reason else "")
+            label = where.upper() + (f": {clip(str(reason), 300)}" if reason else "")
             labels["tmux"] = (1, label)
     parts = [
         f"{name} {label}"
