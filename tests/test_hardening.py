@@ -244,6 +244,23 @@ def test_a_stopped_actor_leads_the_status_line_in_capitals() -> None:
     assert actor_line(stats) == "actors: tmux STOPPED · hermes-ledger restarting · control running"
 
 
+def test_a_running_tmux_bridge_without_a_connection_shows_where_it_is_and_why() -> None:
+    from actors.core.status_table import actor_line
+
+    states = {"tmux": "running", "control": "running", "notify": "stopped"}
+    for where, word in (("waiting", "WAITING"), ("disconnected", "DISCONNECTED"),
+                        ("refused", "REFUSED")):
+        stats = {"supervisor": {"actor_states": states},
+                 "tmux": {"state": where, "last_error": "tmux -L w: no server\x1b[2J"}}
+        assert actor_line(stats) == (
+            f"actors: notify STOPPED · tmux {word}: tmux -L w: no server\\x1b[2J · control running"
+        )
+    for where in ("connecting", "connected"):
+        stats = {"supervisor": {"actor_states": states},
+                 "tmux": {"state": where, "last_error": "old"}}
+        assert actor_line(stats) == "actors: notify STOPPED · control running · tmux running"
+
+
 # --------------------------------------------------------------------------------------------
 # 4. Malformed requests crashed the control server ("no daemon" while it ran)
 

@@ -30,6 +30,7 @@ from messages import (
     LifecycleBoundary,
     PaneBound,
     PaneFocused,
+    PaneOpened,
     PaneUnbound,
     ProcessGone,
     ProcessSeen,
@@ -1279,3 +1280,26 @@ def test_the_hot_path_makes_untracked_values() -> None:
     deliveries = RoutingIndex().route(hook("Stop", "completed", 3))
     assert len(deliveries) == 1
     assert not gc.is_tracked(deliveries[0])
+
+
+def test_a_session_bound_to_the_pane_already_focused_is_focused() -> None:
+    """Routing: the focus a pane had before its session bound reaches the session as it binds;
+    a finished turn there opens nothing. A pane that merely opens (even as its session's
+    active pane) is no focus change."""
+    from actors.harnesses.catalog import PROOFS, normalize
+    from actors.runtime.table import SessionTable
+
+    table = SessionTable(normalize, PROOFS)
+    for message in (PaneFocused("%1", T), PaneOpened(pane="%2", root_pid=5, at_ms=T, focused=True),
+                    PaneBound(key=K, pane="%1", at_ms=T), reg("busy", 0),
+                    hook("Stop", "completed", 5)):
+        table.apply(message)
+    shown = table.states[K].activity
+    assert shown is not None and shown.attention is None and shown.turn == "idle"
+    # Focus elsewhere: the next finished turn opens turn_done.
+    for message in (PaneFocused("%2", T + 6), reg("busy", 7),
+                    hook("Stop", "completed", 9, prompt="p2")):
+        table.apply(message)
+    shown = table.states[K].activity
+    assert shown is not None and shown.attention is not None
+    assert shown.attention.kind == "turn_done"

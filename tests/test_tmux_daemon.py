@@ -21,7 +21,7 @@ import pytest
 
 from actors.sources import procfs
 from tests.daemon_helpers import Daemon, daemon_env
-from tests.tmux_helpers import TmuxServer, eventually
+from tests.tmux_helpers import TmuxServer, attached_client, eventually
 
 FAKE_CLAUDE = Path(__file__).parent / "fixtures" / "claude_registry" / "fake_claude.py"
 THREAD = "01a229ab-bacd-7422-95f3-108794d72fbf"
@@ -166,11 +166,247 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
             assert await server.pane_option_names(shell) == []
             counters = await daemon.counters()
         assert await daemon.stop() == 0
-    # Daemon shutdown removed every option it set.
-    assert await server.pane_option_names(codex) == []
-    assert await server.pane_option_names(failing) == []
+    # Daemon shutdown left the badges, and tmux's hook marked them stale.
+    with anyio.fail_after(20):
+        await server.wait_down({codex: "✔ done", failing: "✖ failed"})
     tmux = counters["tmux"]
     assert tmux["command_errors"] == 0 and tmux["rejected"] == 0, tmux
     # The dead agent's pane was gone before its options could be removed: tmux's refusal is
     # counted as a vanished pane, not as an error.
     assert tmux["missing_panes"] >= 1
+
+
+async def test_no_tmux_server_is_said_on_stderr_and_in_status_until_it_comes(
+    tmp_path: Path,
+) -> None:
+    """`paneward run --tmux -L NAME` before the server exists: the daemon says it is waiting
+    (stderr, once per state change) and `status` shows the bridge WAITING with the reason; once
+    the server starts, both say connected and the old error is gone."""
+    srv = TmuxServer()  # not started yet
+    state = tmp_path / "state"
+    try:
+        with anyio.fail_after(60):
+            daemon = Daemon(state, extra_args=["--tmux", "-L", srv.name])
+            async with daemon:
+
+                async def said(text: str) -> bool:
+                    return text in daemon.stderr()
+
+                async def waiting() -> bool:
+                    return await said("waiting")
+
+                await eventually(waiting, interval=0.02)
+                assert f"tmux: tmux -L {srv.name}: " in daemon.stderr()
+                footer = (await daemon.status())["table"].splitlines()[-1]
+                assert f"tmux WAITING: tmux -L {srv.name}: " in footer, footer
+                tmux = await daemon.counters()
+                assert tmux["tmux"]["state"] == "waiting"
+                failures = tmux["tmux"]["connect_failures"]
+
+                async def failed_again() -> bool:
+                    stats = (await daemon.counters())["tmux"]
+                    return int(stats["connect_failures"]) > int(failures) + 1
+
+                await eventually(failed_again, interval=0.02)
+                # Said once, not once per attempt.
+                assert daemon.stderr().count("waiting") == 1, daemon.stderr()
+
+                await srv.arun("-f", "/dev/null", "new-session", "-d", "-s", "main")
+
+                async def connected() -> bool:
+                    return bool((await daemon.counters())["tmux"]["state"] == "connected")
+
+                await eventually(connected, interval=0.02)
+                stats = (await daemon.counters())["tmux"]
+                assert stats["connected"] and stats["last_error"] is None, stats
+                assert f"tmux: connected to tmux -L {srv.name}" in daemon.stderr()
+                footer = (await daemon.status())["table"].splitlines()[-1]
+                assert "tmux running" in footer and "WAITING" not in footer, footer
+
+                await srv.arun("kill-server")
+
+                async def lost() -> bool:
+                    return bool((await daemon.counters())["tmux"]["state"] == "disconnected")
+
+                await eventually(lost, interval=0.02)
+                footer = (await daemon.status())["table"].splitlines()[-1]
+                assert "tmux DISCONNECTED: " in footer, footer
+                assert f"tmux: connection to tmux -L {srv.name} lost" in daemon.stderr()
+            assert await daemon.stop() == 0
+    finally:
+        srv.kill()
+
+
+async def test_a_turn_done_in_the_pane_the_user_looks_at_opens_nothing_also_after_a_restart(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """A user attached to the session splits a pane (focus moves there) and starts the agent in
+    it: a finished turn there opens no `done` (they watched it end). After a daemon restart,
+    focus is taken from what the attached client shows, not from a focus change that never
+    comes: the next turn opens nothing either."""
+    state = tmp_path / "state"
+    env = daemon_env(state)
+    claude_home = Path(env["CLAUDE_CONFIG_DIR"])
+    (claude_home / "sessions").mkdir(parents=True)
+    python = shlex.quote(sys.executable)
+    command = f"{python} {shlex.quote(str(FAKE_CLAUDE))} {shlex.quote(str(claude_home))} s-seen"
+
+    async def option(pane: str, name: str) -> str | None:
+        return await server.show(pane, name)
+
+    async def turn(pane: str, line: str, want: str) -> None:
+        await server.arun("send-keys", "-t", pane, "-l", line)
+        await server.arun("send-keys", "-t", pane, "Enter")
+
+        async def reached() -> bool:
+            return await option(pane, "@paneward_turn") == want
+
+        await eventually(reached, interval=0.02)
+
+    with anyio.fail_after(90):
+        async with attached_client(server, "main"):
+            args = ["--tmux", "-L", server.name, "--notify", "none"]
+            async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+                # Split in front of the user (no -d): the new pane is the one they look at.
+                out = await server.arun("split-window", "-t", "main", "-P", "-F", "#{pane_id}",
+                                        command)
+                agent = out.strip()
+
+                async def bound() -> bool:
+                    return await option(agent, "@paneward_badge") == "? unknown"
+
+                await eventually(bound, interval=0.02)
+                await turn(agent, "status busy", "working")
+                await turn(agent, "status idle", "idle")
+                # Turn and attention are written together: idle without turn_done.
+                assert await option(agent, "@paneward_attention") == ""
+                assert await option(agent, "@paneward_badge") == "○ idle"
+                assert await daemon.stop() == 0
+            # Another session nobody is attached to has an active pane too (a later id): it is
+            # not where the user looks.
+            await server.arun("new-session", "-d", "-s", "other")
+            async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+                await turn(agent, "status busy", "working")
+                await turn(agent, "status idle", "idle")
+                assert await option(agent, "@paneward_attention") == ""
+                assert await option(agent, "@paneward_badge") == "○ idle"
+                [seen] = [a for a in (await daemon.status())["activities"]
+                          if a["key"]["session_id"] == "s-seen"]
+                assert seen["attention"] is None, seen
+                assert await daemon.stop() == 0
+
+
+async def _fake_claude_pane(server: TmuxServer, env: dict[str, str], session: str) -> str:
+    claude_home = Path(env["CLAUDE_CONFIG_DIR"])
+    (claude_home / "sessions").mkdir(parents=True, exist_ok=True)
+    python = shlex.quote(sys.executable)
+    return await server.new_pane(
+        f"{python} {shlex.quote(str(FAKE_CLAUDE))} {shlex.quote(str(claude_home))} {session}"
+    )
+
+
+async def _type(server: TmuxServer, pane: str, line: str) -> None:
+    await server.arun("send-keys", "-t", pane, "-l", line)
+    await server.arun("send-keys", "-t", pane, "Enter")
+
+
+async def test_a_second_daemon_on_the_same_tmux_server_touches_nothing(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """Two daemons with their own state dirs on one tmux server: the second one refuses the
+    server (stderr and `status` name the first's pid) and writes nothing there -- the first's
+    badges are not wiped while it runs, nor when it exits -- and takes over once the first is
+    gone."""
+    first_state, second_state = tmp_path / "a" / "state", tmp_path / "b" / "state"
+    env = daemon_env(first_state)
+    args = ["--tmux", "-L", server.name, "--notify", "none"]
+    with anyio.fail_after(90):
+        agent = await _fake_claude_pane(server, env, "s-first")
+        first = Daemon(first_state, discovery=True, env=env, extra_args=args)
+        async with first:
+            await _type(server, agent, "waiting permission prompt")
+
+            async def needs_you() -> bool:
+                return await server.show(agent, "@paneward_badge") == "▲ needs you"
+
+            await eventually(needs_you, interval=0.02)
+            second = Daemon(second_state, extra_args=args)
+            async with second:
+
+                async def refused() -> bool:
+                    return bool((await second.counters())["tmux"]["state"] == "refused")
+
+                await eventually(refused, interval=0.02)
+                why = (f"tmux -L {server.name} is driven by another paneward daemon "
+                       f"(pid {first.pid}, state dir {first_state}); leaving it alone")
+                assert f"tmux: {why}; waiting" in second.stderr()
+                footer = (await second.status())["table"].splitlines()[-1]
+                assert f"tmux REFUSED: {why}" in footer, footer
+                tmux = (await second.counters())["tmux"]
+                assert tmux["badge_batches"] == 0 and tmux["stale_cleared"] == 0, tmux
+                assert await server.show(agent, "@paneward_badge") == "▲ needs you"
+                assert await second.stop() == 0
+            # The second one's end changed nothing of the first's.
+            assert await server.show(agent, "@paneward_badge") == "▲ needs you"
+            summary = await server.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
+            assert summary.strip() == "1 need you"
+            assert "[7501]" in await server.arun("show-hooks", "-g")
+            assert (await first.counters())["tmux"]["command_errors"] == 0
+
+            # The first one ends: a second daemon started now takes the server over (and,
+            # without that session in its store, removes the badge it cannot prove).
+            assert await first.stop() == 0
+        await server.wait_down({agent: "▲ needs you"})
+        async with Daemon(second_state, extra_args=args) as second:
+
+            async def cleared() -> bool:
+                return await server.pane_option_names(agent) == []
+
+            await eventually(cleared, interval=0.02)
+            assert (await second.counters())["tmux"]["state"] == "connected"
+            assert await second.stop() == 0
+
+
+async def test_a_killed_daemon_shows_in_tmux_and_a_restart_replaces_the_stale_badges(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """kill -9 of the daemon: tmux itself (the hook on the daemon's control client) marks the
+    badge stale and the summary `paneward: down`; the next daemon replaces the stale badge
+    with the re-proved one, never removing it in between."""
+    state = tmp_path / "state"
+    env = daemon_env(state)
+    args = ["--tmux", "-L", server.name, "--notify", "none"]
+    with anyio.fail_after(90):
+        agent = await _fake_claude_pane(server, env, "s-killed")
+        # The snippet's status line, never redrawn by a timer: what the user's terminal shows.
+        await server.arun("set-option", "-g", "status-interval", "0")
+        await server.arun("set-option", "-g", "status-right",
+                          "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M ")
+        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon, \
+                attached_client(server, "main") as user:
+            await _type(server, agent, "waiting permission prompt")
+
+            async def needs_you() -> bool:
+                return await server.show(agent, "@paneward_badge") == "▲ needs you"
+
+            await eventually(needs_you, interval=0.02)
+            await user.wait_output(lambda out: b"1 need you |" in out, "the summary")
+            await daemon.kill()
+            await user.wait_output(lambda out: b"paneward: down |" in out, "paneward: down")
+        await server.wait_down({agent: "▲ needs you"})
+        assert await server.show(agent, "@paneward_attention") == "needs_input"
+
+        seen: list[str | None] = []
+        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+
+            async def replaced() -> bool:
+                seen.append(await server.show(agent, "@paneward_badge"))
+                return seen[-1] == "▲ needs you"
+
+            await eventually(replaced, interval=0.005)
+            tmux = (await daemon.counters())["tmux"]
+            assert tmux["stale_cleared"] == 0, tmux
+            summary = await server.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
+            assert summary.strip() == "1 need you"
+            assert await daemon.stop() == 0
+        assert set(seen) <= {"▲ needs you (stale)", "▲ needs you"}, seen

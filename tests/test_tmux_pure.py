@@ -22,7 +22,13 @@ from actors.core.badges import (
     window_badge,
     window_command,
 )
-from actors.core.tmux_panes import PaneRow, PaneTable, parse_pane_rows, unescape_path
+from actors.core.tmux_panes import (
+    PaneRow,
+    PaneTable,
+    parse_pane_rows,
+    unescape_path,
+    viewed_pane,
+)
 from actors.core.tmux_protocol import (
     ControlParser,
     Notification,
@@ -461,3 +467,65 @@ def test_the_snippet_binds_next_and_pick_to_this_paneward() -> None:
     assert 'bind-key A run-shell -b "/opt/pw/bin/paneward pick -q --client \'#{client_name}\'' \
         ' || true"' in lines
     assert any("#{@paneward_age}" in line for line in lines)
+
+
+def test_the_pane_the_users_client_shows_is_focused_last_and_once() -> None:
+    # paneward's own control client and malformed rows never count; the client touched last
+    # wins.
+    lines = ["1|1800000009|%9", "0|1800000001|%1", "0|1800000005|%2", "0|x|%3", "0|7|pane"]
+    assert viewed_pane(lines) == "%2"
+    assert viewed_pane(["1|1800000009|%9"]) is None
+    table = PaneTable()
+    t = 1_800_000_000_000
+    # At start-up every session has an active pane (%0 and %1 here); the user looks at %0.
+    rows = [_row("%0", focused=True), _row("%1", 200, focused=True), _row("%3", 300)]
+    first = table.update("s1", rows, t, viewed="%0")
+    assert [type(m) for m in first] == [PaneOpened] * 3 + [PaneFocused]
+    assert first[-1] == PaneFocused(pane="%0", at_ms=t)
+    assert table.update("s1", rows, t, viewed="%0") == []  # the same view: nothing
+    # The user's client moves to %1 (another session, whose active pane did not change).
+    assert table.update("s1", rows, t, viewed="%1") == [PaneFocused(pane="%1", at_ms=t)]
+    # %3 becomes active in %1's session as the user's client shows it: focused once.
+    rows = [_row("%0", focused=True), _row("%1", 200), _row("%3", 300, focused=True)]
+    assert table.update("s1", rows, t, viewed="%3") == [PaneFocused(pane="%3", at_ms=t)]
+    # A client gone (viewed None), then back on the same pane: focused again.
+    assert table.update("s1", rows, t, viewed=None) == []
+    assert table.update("s1", rows, t, viewed="%3") == [PaneFocused(pane="%3", at_ms=t)]
+    # A viewed pane the listing does not have is no focus.
+    assert table.update("s1", rows, t, viewed="%7") == []
+
+
+def test_the_daemon_claim_and_the_down_hook_texts() -> None:
+    from actors.core.tmux_owner import (
+        DOWN_HOOK,
+        Holder,
+        claim_commands,
+        down_hook_commands,
+        format_literal,
+        parse_holder,
+        refusal,
+    )
+
+    assert parse_holder("123 4567") == Holder(123, "4567")
+    for bad in ("", "x 1", "0 1", "123", "123 4 5", f"{2**31} 1"):
+        assert parse_holder(bad) is None, bad
+    assert format_literal("a,b}#{c") == "a#,b#}##{c"
+    # One compare-and-swap command: the value only changes when it reads what was expected.
+    cas, *reads = claim_commands(Holder(7, "8"), "1 2")
+    assert cas == (
+        'set-option -s -F @paneward_daemon '
+        '"#{?#{==:#{@paneward_daemon},1 2},7 8,#{@paneward_daemon}}"'
+    )
+    assert reads == ["show-options -sqv @paneward_daemon",
+                     "show-options -sqv @paneward_daemon_state"]
+    assert refusal("tmux -L w", Holder(7, "8"), "/s") == (
+        "tmux -L w is driven by another paneward daemon (pid 7, state dir /s); leaving it alone"
+    )
+    state, hook = down_hook_commands("client-9", '/a "$b"', badges=True)
+    assert state == 'set-option -s @paneward_daemon_state "/a \\"\\$b\\""'
+    assert hook.startswith(f'set-hook -g "{DOWN_HOOK}" "if-shell -F ')
+    assert "#{==:#{hook_client},client-9}" in hook and "paneward: down" in hook
+    # Without badges the hook only releases the claim and removes itself.
+    _, bare = down_hook_commands("client-9", "/s", badges=False)
+    assert "paneward: down" not in bare and "run-shell" not in bare
+    assert "set-option -su @paneward_daemon" in bare

@@ -68,6 +68,23 @@ class TmuxServer:
         out = await self.arun(*verb, "-P", "-F", "#{pane_id}", command)
         return out.strip()
 
+    async def wait_down(self, badges: dict[str, str]) -> None:
+        """Until tmux's hook has shown paneward's end: each pane of ``badges`` shows its badge
+        marked stale, the summary says so, and the claim and the hook are gone (callers bound
+        it with ``fail_after``)."""
+
+        async def down() -> bool:
+            for pane, badge in badges.items():
+                if await self.show(pane, "@paneward_badge") != f"{badge} (stale)":
+                    return False
+            summary = await self.arun("show-options", "-g", "-q", "-v", "@paneward_summary")
+            claim = await self.arun("show-options", "-s", "-q", "-v", "@paneward_daemon")
+            hooks = await self.arun("show-hooks", "-g")
+            return (summary.strip() == "paneward: down" and claim == ""
+                    and "[7501]" not in hooks)
+
+        await eventually(down)
+
     def kill(self) -> None:
         subprocess.run(self.argv("kill-server"), capture_output=True, check=False)
 

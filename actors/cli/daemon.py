@@ -468,6 +468,7 @@ def _start_actors(
             socket_name=config.tmux_socket_name,
             socket_path=config.tmux_socket_path,
             full_text=config.full_text,
+            owner=str(config.state_dir),
         )
         parts["tmux"] = bridge
         sup.start_actor(bridge, name="tmux")

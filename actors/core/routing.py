@@ -64,7 +64,9 @@ class Delivery(msgspec.Struct, frozen=True, gc=False):
 class RoutingIndex:
     """Who owns which pid, which sessions each pane shows, which pane has focus.
 
-    Kept up to date from session states by :meth:`update`; plain mutable data.
+    Kept up to date from session states by :meth:`update`; plain mutable data. The focused
+    pane is the one named by the last :class:`PaneFocused`; a session that binds to it
+    (:class:`PaneBound`) is told at once.
     """
 
     owners: dict[int, set[SessionKey]] = field(default_factory=dict)
@@ -97,7 +99,8 @@ class RoutingIndex:
     def route(self, message: Inbound) -> list[Delivery]:
         """:meth:`deliveries` as a list; a message for its own key alone (the hot path: hook
         hints, registry and rollout evidence) without the generator and the type match."""
-        if type(message) in _OWN_KEY:
+        kind = type(message)
+        if kind in _OWN_KEY and kind is not PaneBound:
             return [_own(message)]
         return list(self.deliveries(message))
 
@@ -108,6 +111,10 @@ class RoutingIndex:
         """
         if type(message) in _OWN_KEY:
             yield _own(message)
+            if isinstance(message, PaneBound) and message.pane == self.focused_pane:
+                # Bound to the pane the user already looks at: no focus change will come to
+                # tell the session, so it is told now (after the binding, which it needs).
+                yield Delivery(message.key, PaneFocused(message.pane, message.at_ms), False)
             return
         match message:
             case PaneUnbound() | Forget():

@@ -120,14 +120,27 @@ def actor_line(stats: Mapping[str, Any]) -> str:
     """Every long-running actor's state (``running``, ``restarting``, ``stopped``, ``done``),
     a stopped one first and in capitals so it cannot be missed; a notification channel that
     is paused (it kept timing out) follows its actor, in capitals too
-    (``notify running (desktop PAUSED 25 s after 2 timeouts)``)."""
+    (``notify running (desktop PAUSED 25 s after 2 timeouts)``). A running tmux bridge that has
+    no connection shows where it is instead, in capitals with the reason
+    (``tmux WAITING: tmux -L work: no server running on …``), right after the stopped ones."""
     states: dict[str, str] = stats.get("supervisor", {}).get("actor_states") or {}
     if not states:
         return "actors: none"
-    order = {"stopped": 0, "restarting": 1, "running": 2, "done": 3}
+    order = {"stopped": 0, "restarting": 2, "running": 3, "done": 4}
+    labels: dict[str, tuple[int, str]] = {}
+    for name, state in states.items():
+        label = (state.upper() if state == "stopped" else state) + _paused(stats.get(name))
+        labels[name] = (order.get(state, 9), label)
+    bridge = stats.get("tmux")
+    if states.get("tmux") == "running" and isinstance(bridge, Mapping):
+        where = bridge.get("state")
+        if isinstance(where, str) and where not in ("connected", "connecting"):
+            reason = bridge.get("last_error")
+            label = where.upper() + (f": {clip(str(reason), 300)}" if reason else "")
+            labels["tmux"] = (1, label)
     parts = [
-        f"{name} {state.upper() if state == 'stopped' else state}{_paused(stats.get(name))}"
-        for name, state in sorted(states.items(), key=lambda kv: (order.get(kv[1], 9), kv[0]))
+        f"{name} {label}"
+        for name, (_rank, label) in sorted(labels.items(), key=lambda kv: (kv[1][0], kv[0]))
     ]
     return "actors: " + " · ".join(parts)
 

@@ -11,7 +11,11 @@ to :meth:`PaneTable.update`, which returns the messages to inject:
 - :class:`~messages.PaneClosed` for a pane that is gone (and for every pane of a previous
   server when the server was replaced),
 - :class:`~messages.PaneFocused` when a pane becomes the active pane of its session's active
-  window,
+  window, and when the pane an attached client shows (:data:`VIEWS_COMMAND`: the client the
+  user touched last) is another than at the last listing -- so the first listing after a
+  (re)connect focuses the pane the user looks at, whatever other sessions' active panes are,
+  and a split in front of the user focuses the new pane (a new pane is otherwise never a focus
+  change: the first pane of a detached session is no pane the user looks at),
 - :class:`~messages.PtyExit` (``pane=``, ``code=pane_dead_status``, ``signal=pane_dead_signal``)
   when a pane's program exits and ``remain-on-exit`` keeps the pane.
 
@@ -48,11 +52,13 @@ __all__ = [
     "SUBSCRIPTION_NAME",
     "TRIGGER_NOTIFICATIONS",
     "SERVER_ID_COMMAND",
+    "VIEWS_COMMAND",
     "PaneRow",
     "PaneTable",
     "PaneTableStatistics",
     "parse_pane_rows",
     "unescape_path",
+    "viewed_pane",
 ]
 
 #: The pane's directory as one line: a directory's name may hold anything but NUL and ``/``,
@@ -72,6 +78,12 @@ LIST_PANES_COMMAND: Final = f"list-panes -a -F {quote_exact(LIST_PANES_FORMAT)}"
 #: The server's identity: pane ids restart at %0 on a new server, so a listing is only
 #: comparable with one from the same server (pid and start time).
 SERVER_ID_COMMAND: Final = f"display-message -p {quote('#{pid}:#{start_time}')}"
+
+#: Every client: control mode or not, when the user last touched it, the pane it shows (the
+#: active pane of its session's current window). Only numbers and a pane id: one row per line.
+VIEWS_COMMAND: Final = (
+    f"list-clients -F {quote('#{client_control_mode}|#{client_activity}|#{pane_id}')}"
+)
 
 #: Makes tmux fork and reap a child (see the module docstring): its SIGCHLD handler then reaps
 #: every zombie pane whose SIGCHLD was lost. Without ``-b`` the reply waits for the job, so a
@@ -109,6 +121,7 @@ TRIGGER_NOTIFICATIONS: Final = frozenset(
         "sessions-changed",
         "session-changed",
         "client-session-changed",
+        "client-detached",  # another client may now be the one the user touched last
         "subscription-changed",
     }
 )
@@ -188,6 +201,23 @@ def parse_pane_rows(lines: Iterable[str]) -> tuple[list[PaneRow], list[str]]:
     return list(rows.values()), errors
 
 
+def viewed_pane(lines: Iterable[str]) -> str | None:
+    """The pane shown by the attached client the user touched last, from
+    :data:`VIEWS_COMMAND` output (``None``: no client but control-mode ones, such as
+    paneward's own). Malformed rows are skipped."""
+    best: tuple[int, str] | None = None
+    for line in lines:
+        parts = line.split("|")
+        if len(parts) != 3 or parts[0] != "0" or not parts[1].isdigit():
+            continue
+        pane = parts[2]
+        if not (pane.startswith("%") and pane[1:].isdigit()):
+            continue
+        if best is None or int(parts[1]) > best[0]:
+            best = (int(parts[1]), pane)
+    return None if best is None else best[1]
+
+
 class PaneTableStatistics(msgspec.Struct, kw_only=True):
     """Counters of a :class:`PaneTable`: one record it keeps, copied by ``statistics()``
     (``panes``, the size of the last listing, is filled in then)."""
@@ -208,6 +238,7 @@ class PaneTable:
     def __init__(self) -> None:
         self._server: str | None = None
         self._rows: dict[str, PaneRow] = {}
+        self._viewed: str | None = None  # the pane the user's client showed at the last listing
         # (pane, pid) of dead panes already returned by take_unreaped: asked once each.
         self._reap_asked: set[tuple[str, int]] = set()
         self._stats = PaneTableStatistics()
@@ -216,8 +247,14 @@ class PaneTable:
     def panes(self) -> dict[str, PaneRow]:
         return dict(self._rows)
 
-    def update(self, server: str, rows: Iterable[PaneRow], now_ms: int) -> list[Inbound]:
+    def update(
+        self, server: str, rows: Iterable[PaneRow], now_ms: int, viewed: str | None = None
+    ) -> list[Inbound]:
         """Compare a full listing from ``server`` with the previous one; return the messages.
+
+        ``viewed`` is the pane the user's client shows (:func:`viewed_pane`), if known: when it
+        differs from the last listing's, it is focused last, so it wins over the active panes
+        of sessions nobody looks at.
 
         Order: closes, then opens (with the exit of a pane already dead when first seen), then
         exits, then focus, so a consumer never sees focus for a pane it was not told about.
@@ -231,6 +268,7 @@ class PaneTable:
                 out.append(PaneClosed(pane=pane, at_ms=now_ms))
                 self._stats.closed += 1
             self._rows = {}
+            self._viewed = None
         self._server = server
         new = {row.pane: row for row in rows}
         for pane in sorted(self._rows.keys() - new.keys(), key=_pane_order):
@@ -258,6 +296,13 @@ class PaneTable:
             if row.focused and not old.focused:
                 focus.append(PaneFocused(pane=pane, at_ms=now_ms))
                 self._stats.focused += 1
+        if viewed is not None and viewed != self._viewed and viewed in new:
+            # Last, so that it wins; once, even when its row became active too.
+            kept = [m for m in focus if not (isinstance(m, PaneFocused) and m.pane == viewed)]
+            if len(kept) == len(focus):
+                self._stats.focused += 1
+            focus = [*kept, PaneFocused(pane=viewed, at_ms=now_ms)]
+        self._viewed = viewed if viewed in new else None
         self._rows = new
         self._reap_asked &= {(row.pane, row.pid) for row in new.values()}
         return out + exits + focus

@@ -12,13 +12,20 @@ Who sends and handles what:
   :class:`~messages.PaneOpened` / :class:`~messages.PaneClosed` / :class:`~messages.PaneFocused` /
   :class:`~messages.PtyExit` into the supervisor (``inject_nowait``), which routes them to the
   pane mapper and the sessions.
+- One daemon per server: after each attach it claims the server (:mod:`actors.core.tmux_owner`)
+  before writing anything; while another live daemon holds it, it writes nothing there and
+  retries with the backoff below (state ``refused``).
 - A lost connection (server killed, our session closed) is retried with exponential backoff;
-  after each (re)connect the badges are re-applied from the book's current state, options we
-  left on panes that are no longer bound are removed, and the pane listing is diffed again.
+  after each (re)connect the badges are re-applied from the book's current state (once the
+  subscription's snapshot is in the book), options we left on panes that are no longer bound
+  are removed, and the pane listing is diffed again.
 - Window markers: each pane listing says which window each pane is in
   (:class:`~actors.core.badges.WindowMarks`); ``@paneward_window`` on a window is the most
   urgent badge of its panes, written in the same batch as the pane options that change it.
-- On shutdown (cancellation, or the end of the subscription) every option it set is removed.
+- On shutdown (cancellation, or the end of the subscription) nothing is removed: the control
+  client closes and the tmux hook installed at connect marks every badge and window marker
+  stale and the summary ``paneward: down``, as it does when the daemon is killed; the next
+  daemon replaces them.
 - Durations: ``@paneward_age`` of a pane with open attention is rewritten when its text
   changes (``<1m`` -> ``1m`` -> ... -> ``1h``), so at most once a minute per pane; one timer,
   for the next such change over all panes, and none while no attention is open.
@@ -31,6 +38,8 @@ Who sends and handles what:
 from __future__ import annotations
 
 import bisect
+import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
@@ -51,6 +60,15 @@ from actors.core.badges import (
     window_command,
 )
 from actors.core.clock import now_ms
+from actors.core.tmux_owner import (
+    CLIENT_NAME_COMMAND,
+    Holder,
+    TmuxRefused,
+    claim_commands,
+    down_hook_commands,
+    parse_holder,
+    refusal,
+)
 from actors.core.tmux_panes import (
     LIST_PANES_COMMAND,
     REAP_COMMAND,
@@ -58,9 +76,11 @@ from actors.core.tmux_panes import (
     SUBSCRIPTION_COMMAND,
     SUBSCRIPTION_NAME,
     TRIGGER_NOTIFICATIONS,
+    VIEWS_COMMAND,
     PaneTable,
     PaneTableStatistics,
     parse_pane_rows,
+    viewed_pane,
 )
 from actors.core.tmux_protocol import (
     Notification,
@@ -75,6 +95,7 @@ from actors.core.tmux_protocol import (
 from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import EvidenceSink, Host
 from actors.sinks.tmux_client import ControlClient, ControlStatistics
+from actors.sources import procfs
 from messages import MessageError
 
 __all__ = [
@@ -83,6 +104,8 @@ __all__ = [
     "TmuxStatistics",
     "tmux_config_snippet",
 ]
+
+logger = logging.getLogger("paneward.tmux")
 
 _LIST_BADGED_COMMAND: Final = f"list-panes -a -F {quote('#{pane_id}|#{' + BADGE_OPTION + '}')}"
 _LIST_MARKED_COMMAND: Final = (
@@ -96,6 +119,9 @@ _UNKNOWN: Final = PaneOptions(*["\x00unknown"] * len(PaneOptions._fields))
 _VANISHED_PANE: Final = ("can't find pane", "no such pane")
 # The same for a window marker's window (closed, or its last pane moved away).
 _VANISHED_WINDOW: Final = ("can't find window", "no such window")
+# Tries of the claim's compare-and-swap before giving up for this connection (each try loses
+# only to a daemon that claimed in between, which the next try then sees).
+_CLAIM_TRIES: Final = 3
 # A burst of subscription items is drained before writing, but a source that never goes quiet
 # must not starve the writer: write after this many scheduler rounds at most.
 _MAX_SETTLE_ROUNDS: Final = 1000
@@ -107,11 +133,19 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
 
     ``connected``, the control-client totals (``batches``, ``commands``, ``notifications``,
     summed over every connection) and the nested ``badges`` / ``panes`` are filled in then.
+    ``state`` is where the connection is: ``connecting`` (the first attempt has not ended),
+    ``connected``, ``waiting`` (no connection yet: no server, no session), ``disconnected``
+    (a connection ended and none is back yet), ``refused`` (another live daemon drives that
+    server: :mod:`actors.core.tmux_owner`); ``last_error`` says why while it is not
+    ``connected`` and is cleared when a connection is made.
     """
 
     connected: bool = False
+    state: str = "connecting"
     connections: int = 0
     connect_failures: int = 0
+    refusals: int = 0  # connections left alone: another live daemon held the server
+    takeovers: int = 0  # claims taken from a daemon that was gone
     last_error: str | None = None
     batches: int = 0  # control-mode writes, all purposes
     commands: int = 0
@@ -141,6 +175,8 @@ class TmuxBridge:
     client attaches to (default: tmux's choice); it only matters for which notifications
     arrive first — panes of every session are followed. ``full_text`` shows attention reasons
     unredacted in ``@paneward_reason`` (default: redacted, :mod:`actors.core.redact`).
+    ``owner`` names this daemon in another one's refusal (its state directory); the claim is
+    this process's pid and start token (:mod:`actors.core.tmux_owner`).
     """
 
     def __init__(
@@ -156,8 +192,11 @@ class TmuxBridge:
         reply_timeout: float = 10.0,
         clock: Callable[[], int] = now_ms,
         full_text: bool = False,
+        owner: str = "",
     ) -> None:
         self._target = TmuxTarget(socket_name, socket_path)
+        self._owner = owner
+        self._holder = Holder(os.getpid(), procfs.start_token(os.getpid()) or "0")
         self._target.argv()  # reject -L together with -S now, not at the first connect
         self._session = session
         self._badges_on = badges
@@ -167,6 +206,10 @@ class TmuxBridge:
         self._reply_timeout = reply_timeout
         self._clock = clock
         self._book = BadgeBook(clock=clock, full_text=full_text)
+        # Set once the subscription's first item (its snapshot) is in the book: the first write
+        # of a connection waits for it, so that a restart replaces the old badges with what was
+        # re-proved instead of removing them first.
+        self._book_ready = anyio.Event()
         # Set when the book changed: the durations timer re-reads its deadline.
         self._ages_changed = anyio.Event()
         self._table = PaneTable()
@@ -237,6 +280,7 @@ class TmuxBridge:
         if book.aging_changes != aging:
             self._ages_changed.set()
         self._applied += 1
+        self._book_ready.set()
 
     async def _age_loop(self) -> None:
         """Rewrite ``@paneward_age`` when a pane's text is due to change: one timer for the
@@ -275,6 +319,27 @@ class TmuxBridge:
 
     # -- connection --------------------------------------------------------------------------
 
+    def _set_state(self, state: str, error: str | None) -> None:
+        """Record where the connection is; say it on the log (the daemon's stderr) when that
+        changed, so that a daemon that cannot reach tmux is never silent about it."""
+        stats = self._stats
+        before = stats.state
+        stats.state = state
+        stats.last_error = error
+        if state == before:
+            return
+        where = self._target.describe()
+        if state == "connected":
+            # The first connection of a daemon that never had trouble is no news.
+            log = logger.info if before == "connecting" else logger.warning
+            log("tmux: connected to %s", where)
+        elif state == "waiting":
+            logger.warning("tmux: %s; waiting", error)
+        elif state == "disconnected":
+            logger.warning("tmux: connection to %s lost (%s); reconnecting", where, error)
+        elif state == "refused":
+            logger.warning("tmux: %s; waiting", error)
+
     async def _connection_loop(self, sink: EvidenceSink | None) -> None:
         attempt = 0
         while True:
@@ -285,26 +350,66 @@ class TmuxBridge:
                     session=self._session,
                     reply_timeout=self._reply_timeout,
                 ) as client:
-                    self._client = client
-                    self._stats.connections += 1
-                    attempt = 0
                     try:
+                        await self._claim(client)
+                        self._client = client
+                        self._stats.connections += 1
+                        self._set_state("connected", None)
+                        attempt = 0
+                        # Cancellation (shutdown) leaves every option as it is: the client
+                        # closes, and tmux's hook marks the badges stale (see _serve_client).
                         await self._serve_client(client, sink)
-                    except anyio.get_cancelled_exc_class():
-                        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                            await self._clear_everything(client)
-                        raise
                     finally:
                         self._client = self._ready = None
                         self._old_client_stats.append(client.statistics())
+            except TmuxRefused as exc:
+                self._stats.refusals += 1
+                self._set_state("refused", str(exc))
+            except TmuxConnectionLost as exc:
+                self._set_state("disconnected", str(exc))
             except TmuxError as exc:
                 self._stats.connect_failures += 1
-                self._stats.last_error = str(exc)
+                connected_before = self._stats.state in ("connected", "disconnected")
+                self._set_state("disconnected" if connected_before else "waiting", str(exc))
             delay = min(self._backoff_max, self._backoff_initial * 2**attempt)
             attempt += 1
             await anyio.sleep(delay)
 
+    async def _claim(self, client: ControlClient) -> None:
+        """Make this daemon the one that drives the server (:mod:`actors.core.tmux_owner`).
+
+        :raises TmuxRefused: another live daemon holds it (nothing was written).
+        :raises TmuxConnectionLost: the connection ended meanwhile.
+        """
+        mine = self._holder.value()
+        expected = ""
+        for _ in range(_CLAIM_TRIES):
+            *_, held, state = await client.run_batch(claim_commands(self._holder, expected))
+            value = held.lines[0] if held.ok and held.lines else ""
+            if value == mine:
+                if expected:
+                    self._stats.takeovers += 1
+                return
+            other = parse_holder(value)
+            if other is not None and await anyio.to_thread.run_sync(_holder_alive, other):
+                state_dir = state.lines[0] if state.ok and state.lines else ""
+                raise TmuxRefused(refusal(self._target.describe(), other, state_dir))
+            expected = value  # gone (or unreadable): the next try replaces it
+        raise TmuxRefused(f"{self._target.describe()}: the paneward claim keeps changing")
+
     async def _serve_client(self, client: ControlClient, sink: EvidenceSink | None) -> None:
+        # tmux's own hook shows the daemon's end (this client going, however the daemon ends):
+        # installed before anything is written, so no badge is ever left unmarked.
+        [name] = await client.run_batch([CLIENT_NAME_COMMAND])
+        if not name.ok or not name.lines:
+            raise TmuxConnectionLost(f"no client name: {' '.join(name.lines)}")
+        hook = down_hook_commands(name.lines[0], self._owner, badges=self._badges_on)
+        for reply in await client.run_batch(hook):
+            if not reply.ok:
+                self._stats.command_errors += 1
+                self._stats.last_error = " ".join(reply.lines)
+        if self._badges_on:
+            await self._book_ready.wait()
         setup = [_LIST_MARKED_COMMAND, _LIST_BADGED_COMMAND]
         if sink is not None:
             setup.insert(0, SUBSCRIPTION_COMMAND)
@@ -330,7 +435,12 @@ class TmuxBridge:
                 self._written_summary = None
                 self._dirty = set(self._written)
                 self._written_windows = dict.fromkeys(marked, "\x00unknown")
-                self._dirty_windows = marked | set(self._windows.windows)
+                # A window no listing has placed yet keeps the marker it has (a restart: the
+                # last daemon's, stale) until the first listing, run right after this write,
+                # recomputes every window; without listings it is rewritten now.
+                self._dirty_windows = set(self._windows.windows)
+                if sink is None:
+                    self._dirty_windows |= marked
                 self._ready = client  # from now on the subscription side writes to it
                 await self._flush_locked(client)
         self._refresh.set()
@@ -431,26 +541,6 @@ class TmuxBridge:
                 self._stats.command_errors += 1
                 self._stats.last_error = text
 
-    async def _clear_everything(self, client: ControlClient) -> None:
-        async with self._flush_lock:
-            await self._clear_everything_locked(client)
-
-    async def _clear_everything_locked(self, client: ControlClient) -> None:
-        commands: list[str] = []
-        for pane, have in sorted(self._written.items()):
-            commands += option_commands(pane, None, have)
-        commands += [window_command(window, "") for window in sorted(self._written_windows)]
-        commands.append(summary_command(""))
-        if self._panes_on:
-            commands.append(f"refresh-client -B {quote(SUBSCRIPTION_NAME)}")
-        try:
-            await client.run_batch(commands)
-        except TmuxConnectionLost:
-            return
-        self._written.clear()
-        self._written_windows.clear()
-        self._written_summary = ""
-
     # -- panes -------------------------------------------------------------------------------
 
     async def _pane_loop(self, client: ControlClient, sink: EvidenceSink) -> None:
@@ -459,7 +549,7 @@ class TmuxBridge:
             if not reap:
                 await self._refresh.wait()
             self._refresh = anyio.Event()
-            commands = [SERVER_ID_COMMAND, LIST_PANES_COMMAND]
+            commands = [SERVER_ID_COMMAND, LIST_PANES_COMMAND, VIEWS_COMMAND]
             if reap:
                 # A dead pane without exit status: tmux may have lost its SIGCHLD (see
                 # actors.core.tmux_panes); make it reap, then list again in the same batch.
@@ -467,7 +557,7 @@ class TmuxBridge:
                 self._stats.reap_requests += 1
             reap = False
             try:
-                *reaped, server, listing = await client.run_batch(commands)
+                *reaped, server, listing, views = await client.run_batch(commands)
             except TmuxConnectionLost:
                 return
             for reply in reaped:
@@ -481,7 +571,9 @@ class TmuxBridge:
             self._stats.pane_listings += 1
             rows, errors = parse_pane_rows(listing.lines)
             self._stats.bad_pane_rows += len(errors)
-            for message in self._table.update(server.lines[0], rows, self._clock()):
+            # Without an answer about clients, focus goes by the listing alone.
+            viewed = viewed_pane(views.lines) if views.ok else None
+            for message in self._table.update(server.lines[0], rows, self._clock(), viewed):
                 try:
                     sink.inject_nowait(message)
                 except MessageError as exc:
@@ -526,13 +618,18 @@ class TmuxBridge:
             clients.append(self._client.statistics())
         return msgspec.structs.replace(
             self._stats,
-            connected=self._client is not None,
+            connected=self._client is not None and self._stats.state == "connected",
             batches=sum(c.batches for c in clients),
             commands=sum(c.commands for c in clients),
             notifications=sum(c.notifications for c in clients),
             badges=self._book.statistics(),
             panes=self._table.statistics(),
         )
+
+
+def _holder_alive(holder: Holder) -> bool:
+    """Worker thread: whether the claim's process still runs (the same incarnation)."""
+    return procfs.probe(holder.pid) == holder.token
 
 
 def tmux_config_snippet(paneward: str | None = None) -> str:
@@ -581,6 +678,8 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
             "# and on each window with an agent @paneward_window, the most urgent badge of its",
             "# panes (needs you > failed > done > working > unknown > idle > exited).",
             "# A pane without an agent has none of them, so its border shows no badge.",
+            "# When the daemon is gone, tmux itself sets the summary to 'paneward: down' and",
+            "# appends ' (stale)' to each badge and window marker, until paneward runs again.",
             "set -g pane-border-status top",
             f'set -g pane-border-format " {badge}{pane_label} "',
             "# For durations on the badge ('▲ needs you 2m'), use instead:",
