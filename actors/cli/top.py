@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+from collections.abc import Callable
 from typing import ClassVar, Final
 
 import anyio
@@ -102,7 +103,8 @@ def _cells(row: TopRow) -> tuple[Text, ...]:
 class TopApp(App[int]):
     """The view (see the module). ``args``: the parsed ``paneward top`` arguments (``socket``,
     ``tmux_socket_name`` / ``tmux_socket_path``, ``client``, ``all``). ``rows`` are the rows
-    drawn last, in order; ``note`` the last thing said on the status line."""
+    drawn last, in order; ``note`` the last thing said on the status line. ``clock``: the time
+    now in epoch milliseconds (what the durations and the strips' window end at)."""
 
     TITLE = "paneward top"
     CSS = """
@@ -122,9 +124,12 @@ class TopApp(App[int]):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(
+        self, args: argparse.Namespace, clock: Callable[[], int] = now_ms
+    ) -> None:
         super().__init__()
         self.args = args
+        self.clock = clock
         self.model = TopModel()
         self.view = Filter()
         self.rows: list[TopRow] = []
@@ -159,7 +164,7 @@ class TopApp(App[int]):
     # -------------------------------------------------------------------- drawing
 
     def _tick(self) -> None:
-        self.model.prune(now_ms())
+        self.model.prune(self.clock())
         self._redraw()
 
     def _redraw_if_dirty(self) -> None:
@@ -169,7 +174,7 @@ class TopApp(App[int]):
     def _redraw(self) -> None:
         self._dirty = False
         every = self.model.rows(
-            now_ms(), locations=self.locations, directories=self.directories, home=self._home,
+            self.clock(), locations=self.locations, directories=self.directories, home=self._home,
             show_all=bool(getattr(self.args, "all", False)),
         )
         rows = [row for row in every if self.view.keeps(row)]
@@ -222,7 +227,7 @@ class TopApp(App[int]):
         import json
 
         while True:
-            since_ms = now_ms() - self.model.window_ms
+            since_ms = self.clock() - self.model.window_ms
             request = json.dumps({"op": "watch", "snapshot": True, "since_ms": since_ms})
             try:
                 stream = await anyio.connect_unix(self._control_path())
@@ -257,7 +262,7 @@ class TopApp(App[int]):
                 if self.subscriptions > 1:
                     self.say("subscribed again")
             elif isinstance(item, Transition):
-                self.model.transition(item, now_ms())
+                self.model.transition(item, self.clock())
             elif isinstance(item, Overflow):
                 return "fell behind the daemon -- subscribing again"
             self._dirty = True

@@ -1,0 +1,239 @@
+"""``paneward top``: the pure model (``actors/core/top.py``: rows, order, filters, strips) on plain
+data, then the Textual view driven as a user drives it -- its pilot pressing keys -- against a
+real daemon (sessions injected through ``paneward inject``, their history read back from the
+journal through the control socket) and a real private tmux server with a real attached client
+to jump on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+import messages
+from actors.cli.main import build_parser
+from actors.core.top import (
+    STRIP_CELLS,
+    WINDOW_MS,
+    Filter,
+    TopModel,
+    parse_directories,
+    short_path,
+    strip_cells,
+    strip_text,
+)
+from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
+from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until, start_token
+from tests.tmux_helpers import TmuxServer, attached_client
+
+T = 1_800_000_000_000
+MIN = 60_000
+
+
+# ---------------------------------------------------------------------------- the strip
+
+
+def test_a_cell_shows_the_most_urgent_state_it_held() -> None:
+    # Four cells of 10 ms over [0, 40): idle, a 1 ms wait inside working, working, then gone.
+    cells = strip_cells(
+        "idle",
+        [(12, "working"), (15, "needs_input"), (16, "working"), (29, "gone")],
+        0, 40, cells=4,
+    )
+    assert cells == ("idle", "needs_input", "working", "gone")
+    assert strip_text(cells) == "▁█▅·"
+
+
+def test_a_change_before_the_window_sets_the_state_it_starts_in() -> None:
+    assert strip_cells("absent", [(-5, "working"), (-1, "idle")], 0, 20, cells=2) == (
+        "idle", "idle"
+    )
+    # A change at the window's end is not in it.
+    assert strip_cells("idle", [(20, "needs_input")], 0, 20, cells=2) == ("idle", "idle")
+
+
+def test_a_strip_needs_cells_and_a_window() -> None:
+    with pytest.raises(ValueError, match="cells >= 1"):
+        strip_cells("idle", [], 0, 10, cells=0)
+    with pytest.raises(ValueError, match="a window"):
+        strip_cells("idle", [], 10, 10)
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+def _activity(
+    sid: str,
+    at_ms: int,
+    *,
+    turn: str = "idle",
+    presence: str = "running",
+    attention: str | None = None,
+    since_ms: int | None = None,
+    pane: str | None = None,
+    reason: str = "test",
+) -> Activity:
+    return Activity(
+        key=SessionKey("terminal", sid),
+        presence=presence,  # type: ignore[arg-type]
+        turn=turn,  # type: ignore[arg-type]
+        evidence=Evidence(source="pty_status", at_ms=at_ms, observed_at_ms=at_ms),
+        attention=None if attention is None else Attention(
+            attention, reason, since_ms or at_ms  # type: ignore[arg-type]
+        ),
+        pane=pane,
+    )
+
+
+class _Stream:
+    """Transitions numbered in order, each with its ``before``, as the hub publishes them."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.current: dict[SessionKey, Activity] = {}
+        self.items: list[Transition] = []
+
+    def publish(self, after: Activity) -> Transition:
+        self.seq += 1
+        item = Transition(seq=self.seq, key=after.key, after=after, cause="test",
+                          before=self.current.get(after.key))
+        self.current[after.key] = after
+        self.items.append(item)
+        return item
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(seq=self.seq, activities=tuple(self.current.values()))
+
+
+def test_replayed_history_draws_the_strip_and_the_snapshot_stays_the_state() -> None:
+    """The stream's order: the snapshot, then the journal's window (seq up to the snapshot's:
+    history only), then live transitions."""
+    stream = _Stream()
+    stream.publish(_activity("old", T - 3 * 60 * MIN))  # idle since long before the window
+    stream.publish(_activity("a", T - 70 * MIN, turn="unknown"))
+    history = [
+        stream.publish(_activity("a", T - 49 * MIN, turn="working")),
+        stream.publish(_activity("a", T - 29 * MIN, turn="needs_input", attention="needs_input")),
+        stream.publish(_activity("a", T - 9 * MIN, attention="turn_done")),
+        stream.publish(_activity("new", T - 25 * MIN, turn="working")),
+    ]
+    model = TopModel()
+    model.snapshot(stream.snapshot())
+    for item in history:  # the journal from the first row of the window
+        model.transition(item, T)
+    rows = {row.key.session_id: row for row in model.rows(T)}
+    assert rows["a"].strip == "░" * 5 + "▅" * 10 + "█" * 11 + "▁" * 4
+    assert rows["new"].strip == " " * 17 + "▅" * 13
+    assert rows["old"].strip == "▁" * STRIP_CELLS
+    assert rows["a"].state == "idle 9m" and rows["old"].state == "idle 3h"
+    assert rows["a"].attention == "done 9m"
+
+    # A replayed transition never takes the place of the snapshot's newer activity.
+    model.transition(stream.items[0], T)
+    assert model.rows(T)[0].key.session_id == "a"
+
+    # Live: a new wait.
+    model.transition(stream.publish(_activity("new", T - 1 * MIN, turn="needs_input",
+                                              attention="needs_input")), T)
+    assert [row.key.session_id for row in model.rows(T)] == ["new", "a", "old"]
+    assert model.rows(T)[0].strip.endswith("█")
+
+
+def test_the_attention_queue_comes_first_then_the_status_order() -> None:
+    stream = _Stream()
+    stream.publish(_activity("working", T - 5 * MIN, turn="working", pane="%1"))
+    stream.publish(_activity("done-new", T - 2 * MIN, attention="turn_done", pane="%2"))
+    stream.publish(_activity("done-old", T - 8 * MIN, attention="turn_done", pane="%3"))
+    stream.publish(_activity("failed", T - 1 * MIN, attention="failed"))
+    stream.publish(_activity("asks", T - 1 * MIN, turn="needs_input", attention="needs_input",
+                             pane="%4"))
+    # Bound to %2 too, with older evidence: %2 shows done-new, so this one's done is not queued.
+    stream.publish(_activity("behind", T - 30 * MIN, attention="turn_done", pane="%2"))
+    stream.publish(_activity("ended", T - 2 * 24 * 60 * MIN, presence="persisted"))
+    model = TopModel()
+    model.snapshot(stream.snapshot())
+    rows = model.rows(T, locations={"%2": "main:0.1"}, directories={"%2": "/home/u/src/x"},
+                      home="/home/u")
+    assert [row.key.session_id for row in rows] == [
+        "asks", "failed", "done-old", "done-new", "behind", "working"
+    ]
+    assert [row.queued for row in rows] == [True, True, True, True, False, False]
+    by_id = {row.key.session_id: row for row in rows}
+    assert by_id["done-new"].where == "main:0.1 (%2)"
+    assert by_id["behind"].where == "(main:0.1 (%2))"  # the pane shows another session
+    assert by_id["done-new"].directory == "~/src/x"
+    assert by_id["failed"].where == "-" and by_id["failed"].directory == "-"
+    # Ended more than a day ago: left out, as `paneward status` does, unless asked.
+    assert "ended" in {row.key.session_id for row in model.rows(T, show_all=True)}
+    assert model.rows(T, show_all=True)[-1].state == "ended 2d"
+
+
+def test_filters_by_text_and_needs_you() -> None:
+    stream = _Stream()
+    stream.publish(_activity("alpha", T - MIN, turn="needs_input", attention="needs_input",
+                             reason="permission: Bash: rm -rf build"))
+    stream.publish(_activity("beta", T - MIN, turn="working", pane="%7"))
+    model = TopModel()
+    model.snapshot(stream.snapshot())
+
+    def ids(view: Filter) -> list[str]:
+        return [row.key.session_id for row in model.rows(T, view=view)]
+
+    assert ids(Filter()) == ["alpha", "beta"]
+    assert ids(Filter(needs_you=True)) == ["alpha"]
+    assert ids(Filter("RM -RF")) == ["alpha"]  # the reason, case-insensitively
+    assert ids(Filter("%7")) == ["beta"]  # the pane
+    assert ids(Filter("working")) == ["beta"]  # the state
+    assert ids(Filter("beta", needs_you=True)) == []
+
+
+def test_payload_text_is_escaped_and_prune_keeps_the_strip() -> None:
+    stream = _Stream()
+    stream.publish(_activity("x\x1b[2J", T - 90 * MIN, reason="a\x07b", attention="failed"))
+    model = TopModel()
+    model.snapshot(stream.snapshot())
+    model.transition(stream.publish(_activity("x\x1b[2J", T - 30 * MIN, turn="working",
+                                              attention="failed", reason="a\x07b")), T)
+    before = model.rows(T)[0]
+    assert before.session == "x\\x1b[2J" and before.reason == "a\\ab"
+    model.prune(T + 40 * MIN)  # the change at T-30m is now before the window: folded in
+    assert model.rows(T + 40 * MIN)[0].strip == "▅" * STRIP_CELLS
+    assert before.strip == "▁" * 15 + "▅" * 15
+
+
+def test_tmux_directories_and_short_paths() -> None:
+    assert parse_directories("%1|/a|b\nbad\n%2|\n%3|/c\n") == {"%1": "/a|b", "%3": "/c"}
+    assert short_path("/home/u", "/home/u") == "~"
+    assert short_path("/home/user/x", "/home/u") == "/home/user/x"
+    assert short_path("/" + "d" * 40, None, width=10) == "…" + "d" * 9
+    assert short_path("/tmp/\x1b", None) == "/tmp/\\x1b"
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def test_top_without_textual_says_how_to_install_it(tmp_path: Path) -> None:
+    """The extra missing (Textual made unimportable in a real process): a clear error, exit 1."""
+    code = (
+        "import sys; sys.modules['textual'] = None\n"
+        "from actors.cli.main import main\n"
+        "sys.exit(main(['top']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=daemon_env(tmp_path / "state"), check=False)
+    assert done.returncode == 1
+    assert "pip install 'paneward[top]'" in done.stderr
+
+
+def test_top_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> None:
+    done = subprocess.run([os.fspath(PANEWARD), "top"], capture_output=True, text=True,
+                          env=daemon_env(tmp_path / "state"), check=False)
+    assert done.returncode == 2
+    assert "no daemon" in done.stderr and "paneward run" in done.stderr
