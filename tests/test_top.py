@@ -11,7 +11,6 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -21,7 +20,6 @@ import messages
 from actors.cli.main import build_parser
 from actors.core.top import (
     STRIP_CELLS,
-    WINDOW_MS,
     Filter,
     TopModel,
     parse_directories,
@@ -237,3 +235,172 @@ def test_top_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> None:
                           env=daemon_env(tmp_path / "state"), check=False)
     assert done.returncode == 2
     assert "no daemon" in done.stderr and "paneward run" in done.stderr
+
+
+# ---------------------------------------------------------------------------- the view, live
+
+async def _inject(daemon: Daemon, message: messages.Inbound) -> None:
+    done = await anyio.run_process(
+        [os.fspath(PANEWARD), "inject", messages.encode(message).decode()],
+        env=daemon.env, check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def _key(sid: str) -> SessionKey:
+    return SessionKey("terminal", sid)
+
+
+def _status(sid: str, state: str, at_ms: int, serial: int) -> messages.ProgramStatus:
+    return messages.ProgramStatus(key=_key(sid), state=state,  # type: ignore[arg-type]
+                                  at_ms=at_ms, observed_at_ms=at_ms, serial=serial)
+
+
+def _spawned(sid: str, pid: int, at_ms: int, pane: str | None) -> messages.PtySpawned:
+    return messages.PtySpawned(key=_key(sid), pid=pid, start_token=start_token(pid),
+                               at_ms=at_ms, observed_at_ms=at_ms, pane=pane)
+
+
+@pytest.mark.timeout(180)
+async def test_top_shows_the_queue_and_the_last_hour_and_acts_on_keys(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """Four sessions injected into a real daemon before the view starts, their evidence dated
+    over the last hours (the clock of the view is fixed at ``now``): the view reads their last
+    hour from the journal through the control socket. Then keys: needs-you only, a text filter,
+    a live wait moving a session up, acknowledge, and Enter jumping a real attached client."""
+    from textual.widgets import DataTable  # the `top` extra (the `test` extra has it)
+
+    from actors.cli.top import TopApp
+
+    now = T + 10 * 24 * 60 * MIN  # any time: the view's clock is the test's
+    state = tmp_path / "state"
+    env = daemon_env(state)
+    work_dir = tmp_path / "work" / "project"
+    work_dir.mkdir(parents=True)
+    panes = {}
+    pids = {}
+    for sid in ("top-a", "top-b", "top-c"):
+        out = await server.arun("split-window", "-d", "-t", "main", "-c", os.fspath(work_dir),
+                                "-P", "-F", "#{pane_id}|#{pane_pid}", "sleep 600")
+        pane, _, pid = out.strip().partition("|")
+        panes[sid], pids[sid] = pane, int(pid)
+    await server.arun("select-layout", "-t", "main", "tiled")
+    async with Daemon(state, env=env) as daemon:
+        # b: everything before the window (its strip is its state now, from the snapshot)
+        await _inject(daemon, _spawned("top-b", pids["top-b"], now - 180 * MIN, panes["top-b"]))
+        await _inject(daemon, _status("top-b", "working", now - 120 * MIN, 1))
+        await _inject(daemon, _status("top-b", "done", now - 90 * MIN, 2))
+        # a: spawned before the window, then a turn with a wait for the user in it
+        await _inject(daemon, _spawned("top-a", pids["top-a"], now - 70 * MIN, panes["top-a"]))
+        await _inject(daemon, _status("top-a", "working", now - 49 * MIN, 1))
+        await _inject(daemon, _status("top-a", "blocked", now - 29 * MIN, 2))
+        await _inject(daemon, _status("top-a", "working", now - 19 * MIN, 3))
+        await _inject(daemon, _status("top-a", "done", now - 9 * MIN, 4))
+        # c: started inside the window, working
+        await _inject(daemon, _spawned("top-c", pids["top-c"], now - 39 * MIN, panes["top-c"]))
+        await _inject(daemon, _status("top-c", "working", now - 37 * MIN, 1))
+        # d: in no pane (this test's own process stands for its program), waiting for the user
+        await _inject(daemon, _spawned("top-d", os.getpid(), now - 25 * MIN, None))
+        await _inject(daemon, _status("top-d", "blocked", now - 15 * MIN, 1))
+
+        async def settled() -> bool:
+            status = await daemon.status()
+            kinds = {a["key"]["session_id"]: (a["turn"], (a["attention"] or {}).get("kind"))
+                     for a in status["activities"]}
+            return kinds == {"top-a": ("idle", "turn_done"), "top-b": ("idle", "turn_done"),
+                             "top-c": ("working", None),
+                             "top-d": ("needs_input", "needs_input")}
+
+        await poll_until(settled, "the four sessions' last evidence applied")
+
+        async with attached_client(server, "main") as user:
+            args: argparse.Namespace = build_parser("top").parse_args(
+                ["top", "--socket", os.fspath(daemon.hook_socket), "-L", server.name,
+                 "--client", user.name]
+            )
+            app = TopApp(args, clock=lambda: now)
+            with anyio.fail_after(120):
+                async with app.run_test(size=(220, 40)) as pilot:
+
+                    def ids() -> list[str]:
+                        return [row.key.session_id for row in app.rows]
+
+                    async def rows_are(want: list[str]) -> None:
+                        await poll_until(lambda: ids() == want, f"rows {want}, not {ids()}")
+
+                    # The queue first (needs you, then the dones oldest first), then the rest.
+                    await rows_are(["top-d", "top-b", "top-a", "top-c"])
+                    await poll_until(lambda: all(r.where != r.pane for r in app.rows
+                                                 if r.pane), "tmux's pane locations")
+                    rows = {row.key.session_id: row for row in app.rows}
+                    # unknown, working from -49m, needs you -29m to -19m, working, idle -9m
+                    assert rows["top-a"].strip == "░" * 5 + "▅" * 10 + "█" * 6 + "▅" * 5 + "▁" * 4
+                    assert rows["top-b"].strip == "▁" * STRIP_CELLS
+                    assert rows["top-c"].strip == " " * 10 + "░" + "▅" * 19
+                    assert rows["top-d"].strip == " " * 17 + "░" * 5 + "█" * 8
+                    assert [rows[s].attention for s in ("top-d", "top-b", "top-a", "top-c")] == [
+                        "needs you 15m", "done 1h", "done 9m", ""
+                    ]
+                    assert rows["top-c"].state == "working 37m"
+                    assert rows["top-d"].where == "-"
+                    location = (await server.arun(
+                        "display-message", "-p", "-t", panes["top-a"],
+                        "#{session_name}:#{window_index}.#{pane_index}")).strip()
+                    assert rows["top-a"].where == f"{location} ({panes['top-a']})"
+                    assert rows["top-a"].directory == short_path(
+                        os.fspath(work_dir), os.environ.get("HOME"))
+                    # What the table draws is what the rows say, in their order.
+                    table = app.query_one(DataTable)
+                    drawn = [str(table.get_row_at(i)[5]) for i in range(table.row_count)]
+                    assert drawn == [app.rows[i].strip for i in range(4)]
+
+                    # n: only the sessions that need you; n again: all.
+                    await pilot.press("n")
+                    await rows_are(["top-d"])
+                    await pilot.press("n")
+                    await rows_are(["top-d", "top-b", "top-a", "top-c"])
+                    # /: a text filter (the "n" typed is text, not the key), Enter keeps it.
+                    await pilot.press("slash", *"top-c", "enter")
+                    await rows_are(["top-c"])
+                    await pilot.press("escape")
+                    await rows_are(["top-d", "top-b", "top-a", "top-c"])
+
+                    # Live: c now waits for the user: it joins the queue after d (older).
+                    await _inject(daemon, _status("top-c", "blocked", now - 5 * MIN, 2))
+                    await rows_are(["top-d", "top-c", "top-b", "top-a"])
+                    assert app.rows[1].strip.endswith("███")
+
+                    # a on a needs-you row: nothing to acknowledge there.
+                    await pilot.press("ctrl+home")
+                    await pilot.press("a")
+                    assert "answer it in its pane" in app.note
+                    # a on a's done: acknowledged in the daemon, and a leaves the queue.
+                    await pilot.press("down", "down", "down")
+                    assert app.selected_row() is not None
+                    assert app.selected_row().key == _key("top-a")  # type: ignore[union-attr]
+                    await pilot.press("a")
+                    await rows_are(["top-d", "top-c", "top-b", "top-a"])
+                    await poll_until(lambda: app.rows[3].attention == "", "a acknowledged")
+                    status = await daemon.status()
+                    by_id = {a["key"]["session_id"]: a for a in status["activities"]}
+                    assert by_id["top-a"]["attention"] is None
+
+                    # Enter on c: the attached client goes to c's pane.
+                    await pilot.press("ctrl+home", "down", "enter")
+
+                    async def on(pane: str) -> bool:
+                        out = await server.arun("list-clients", "-F",
+                                                "#{client_name}|#{pane_id}")
+                        return f"{user.name}|{pane}" in out.split()
+
+                    await poll_until(lambda: on(panes["top-c"]), "the jump to c's pane")
+                    # Enter on b's done: there, and acknowledged, as `paneward next` does.
+                    await pilot.press("down", "enter")
+                    await poll_until(lambda: on(panes["top-b"]), "the jump to b's pane")
+                    await rows_are(["top-d", "top-c", "top-a", "top-b"])
+                    status = await daemon.status()
+                    by_id = {a["key"]["session_id"]: a for a in status["activities"]}
+                    assert by_id["top-b"]["attention"] is None
+                    await pilot.press("q")
+            assert app.return_code == 0
