@@ -404,3 +404,37 @@ async def test_top_shows_the_queue_and_the_last_hour_and_acts_on_keys(
                     assert by_id["top-b"]["attention"] is None
                     await pilot.press("q")
             assert app.return_code == 0
+
+
+@pytest.mark.timeout(120)
+async def test_top_subscribes_again_when_the_daemon_restarts(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """The daemon stops under a running view: the view says so and keeps what it showed; a new
+    daemon on the same state comes up: the view subscribes again and draws the restored
+    session and what happens next."""
+    from actors.cli.top import TopApp
+
+    state = tmp_path / "state"
+    env = daemon_env(state)
+    now = T + 10 * 24 * 60 * MIN
+    with anyio.fail_after(100):
+        async with Daemon(state, env=env) as daemon:
+            await _inject(daemon, _spawned("top-r", os.getpid(), now - 20 * MIN, None))
+            await _inject(daemon, _status("top-r", "working", now - 10 * MIN, 1))
+            args = build_parser("top").parse_args(
+                ["top", "--socket", os.fspath(daemon.hook_socket), "-L", server.name])
+            app = TopApp(args, clock=lambda: now)
+            async with app.run_test(size=(200, 30)):
+                await poll_until(lambda: [r.state for r in app.rows] == ["working 10m"],
+                                 "the session, working")
+                await daemon.stop()
+                await poll_until(lambda: "went away" in app.note or "no daemon" in app.note,
+                                 "the view to say the daemon is gone")
+                assert [r.state for r in app.rows] == ["working 10m"]
+                async with Daemon(state, env=env) as again:
+                    await poll_until(lambda: app.subscriptions == 2, "a second subscription")
+                    await _inject(again, _status("top-r", "blocked", now - 5 * MIN, 2))
+                    await poll_until(lambda: [r.attention for r in app.rows] == [
+                        "needs you 5m"], "the wait after the restart")
+                    assert app.rows[0].strip.endswith("█" * 3)

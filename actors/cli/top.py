@@ -100,6 +100,14 @@ def _cells(row: TopRow) -> tuple[Text, ...]:
     )
 
 
+class _Table(DataTable[Text]):
+    """The rows; Enter (the table's own select) shows in the footer as ``jump``."""
+
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        Binding("enter", "select_cursor", "jump"),
+    ]
+
+
 class TopApp(App[int]):
     """The view (see the module). ``args``: the parsed ``paneward top`` arguments (``socket``,
     ``tmux_socket_name`` / ``tmux_socket_path``, ``client``, ``all``). ``rows`` are the rows
@@ -116,7 +124,6 @@ class TopApp(App[int]):
     DataTable { height: 1fr; }
     """
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
-        Binding("enter", "jump", "jump"),
         Binding("a", "acknowledge", "acknowledge"),
         Binding("slash", "filter", "filter"),
         Binding("n", "needs_you", "needs you only"),
@@ -145,7 +152,7 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="head")
-        table: DataTable[Text] = DataTable(id="table", cursor_type="row", zebra_stripes=True)
+        table = _Table(id="table", cursor_type="row", zebra_stripes=True)
         table.add_columns(*COLUMNS)
         yield table
         yield Input(placeholder="filter (Enter keeps it, Escape clears it)", id="filter")
@@ -190,7 +197,8 @@ class TopApp(App[int]):
                     table.move_cursor(row=index, animate=False)
                     break
         need = sum(1 for row in every if row.kind == "needs_input")
-        parts = [f"paneward top · {len(every)} sessions · {need} need you"]
+        sessions = "1 session" if len(every) == 1 else f"{len(every)} sessions"
+        parts = [f"paneward top · {sessions} · {need} need you"]
         if self.view.text:
             parts.append(f"filter {self.view.text!r}")
         if self.view.needs_you:
