@@ -769,11 +769,14 @@ def add_top(parser: argparse.ArgumentParser) -> None:
 def run_top(args: argparse.Namespace) -> int:
     """The live view (:mod:`actors.cli.top`): 0 when the user quits, 1 without Textual (the
     ``top`` extra), 2 without a daemon."""
-    import importlib.util
-
-    if importlib.util.find_spec("textual") is None:
+    try:
+        from actors.cli import top
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in ("textual", "rich"):
+            raise
         print(
-            "paneward top: needs Textual, an optional extra: pip install 'paneward[top]'",
+            f"paneward top: needs Textual, an optional extra ({exc}): "
+            "pip install 'paneward[top]'",
             file=sys.stderr,
         )
         return EXIT_INVALID
@@ -786,8 +789,6 @@ def run_top(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_DAEMON
-    from actors.cli import top
-
     return top.run(args)
 
 

@@ -8,7 +8,7 @@ use.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
 side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``,
-``ack``, ``forget``) is added there by its owner.
+``ack``, ``forget``, ``top``) is added there by its owner.
 Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error (a
 subcommand's usage error prints that subcommand's usage). ``paneward`` alone prints the help,
 ``paneward --version`` the version.
