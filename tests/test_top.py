@@ -425,7 +425,7 @@ async def test_top_subscribes_again_when_the_daemon_restarts(
             args = build_parser("top").parse_args(
                 ["top", "--socket", os.fspath(daemon.hook_socket), "-L", server.name])
             app = TopApp(args, clock=lambda: now)
-            async with app.run_test(size=(200, 30)):
+            async with app.run_test(size=(200, 30)) as pilot:
                 await poll_until(lambda: [r.state for r in app.rows] == ["working 10m"],
                                  "the session, working")
                 await daemon.stop()
@@ -438,3 +438,15 @@ async def test_top_subscribes_again_when_the_daemon_restarts(
                     await poll_until(lambda: [r.attention for r in app.rows] == [
                         "needs you 5m"], "the wait after the restart")
                     assert app.rows[0].strip.endswith("█" * 3)
+                    # The program fails: `a` acknowledges the failure in the daemon.
+                    await _inject(again, messages.PtyExit(key=_key("top-r"), code=1,
+                                                          at_ms=now - 2 * MIN,
+                                                          observed_at_ms=now - 2 * MIN))
+                    await poll_until(lambda: [r.attention for r in app.rows] == ["failed 2m"],
+                                     "the failure")
+                    assert app.rows[0].state == "ended 2m"
+                    await pilot.press("a")
+                    await poll_until(lambda: [r.attention for r in app.rows] == [""],
+                                     "the failure acknowledged")
+                    status = await again.status()
+                    assert status["activities"][0]["attention"] is None
