@@ -450,3 +450,8 @@ async def test_top_subscribes_again_when_the_daemon_restarts(
                                      "the failure acknowledged")
                     status = await again.status()
                     assert status["activities"][0]["attention"] is None
+    # A timer or a worker may still fire while the view shuts down, its widgets gone: nothing
+    # to draw, and nothing raised.
+    app._tick()
+    app.say("after the end")
+    assert app.selected_row() is None

@@ -10,8 +10,9 @@ to is acknowledged, as ``next`` does), ``a`` acknowledges its ``turn_done`` / ``
 (:class:`messages.Acknowledge` to the hook socket), ``/`` filters by text, ``n`` shows only the
 sessions that need you, Escape clears the filter, ``q`` quits.
 
-Textual is an optional extra (``pip install 'paneward[top]'``): :func:`run` imports this module
-only after checking it is there. After an ``Overflow`` (the view fell behind) or the daemon's
+Textual is an optional extra (``pip install 'paneward[top]'``): only ``paneward top``
+(:func:`actors.cli.commands.run_top`) imports this module, and says how to install it when the
+import fails. After an ``Overflow`` (the view fell behind) or the daemon's
 restart it subscribes again, and the snapshot starts it afresh.
 """
 
@@ -180,12 +181,16 @@ class TopApp(App[int]):
 
     def _redraw(self) -> None:
         self._dirty = False
+        tables = list(self.query(_Table).results(_Table))
+        heads = list(self.query("#head").results(Static))
+        if not tables or not heads:
+            return  # shutting down: a timer may still fire after the widgets are gone
+        table, head_line = tables[0], heads[0]
         every = self.model.rows(
             self.clock(), locations=self.locations, directories=self.directories, home=self._home,
             show_all=bool(getattr(self.args, "all", False)),
         )
         rows = [row for row in every if self.view.keeps(row)]
-        table: DataTable[Text] = self.query_one(DataTable)
         selected = self.selected_row()
         table.clear()
         for row in rows:
@@ -205,18 +210,19 @@ class TopApp(App[int]):
             parts.append("needs you only")
         if len(rows) != len(every):
             parts.append(f"{len(rows)} shown")
-        head = Text(" · ".join(parts), no_wrap=True)
-        self.query_one("#head", Static).update(head)
+        head_line.update(Text(" · ".join(parts), no_wrap=True))
 
     def say(self, text: str) -> None:
         """Put ``text`` on the status line (plain text: never markup)."""
         self.note = text
-        self.query_one("#note", Static).update(Text(text, no_wrap=True))
+        for note in self.query("#note").results(Static):  # none while shutting down
+            note.update(Text(text, no_wrap=True))
 
     def selected_row(self) -> TopRow | None:
         """The row under the cursor, ``None`` when the table is empty."""
-        table: DataTable[Text] = self.query_one(DataTable)
-        if not self.rows or table.row_count == 0:
+        tables = self.query(_Table).results(_Table)
+        table = next(tables, None)
+        if table is None or not self.rows or table.row_count == 0:
             return None
         try:
             key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
@@ -245,9 +251,12 @@ class TopApp(App[int]):
                 await anyio.sleep(RECONNECT_S)
                 continue
             async with stream:
-                await stream.send(request.encode() + b"\n")
-                reader = BufferedByteReceiveStream(stream)
-                why = await self._read(reader)
+                try:
+                    await stream.send(request.encode() + b"\n")
+                except (OSError, anyio.BrokenResourceError):
+                    why = "the daemon went away -- reconnecting"
+                else:
+                    why = await self._read(BufferedByteReceiveStream(stream))
             self.say(why)
             await anyio.sleep(RECONNECT_S)
 
