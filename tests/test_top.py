@@ -333,12 +333,17 @@ async def test_top_shows_the_queue_and_the_last_hour_and_acts_on_keys(
                     await rows_are(["top-d", "top-b", "top-a", "top-c"])
                     await poll_until(lambda: all(r.where != r.pane for r in app.rows
                                                  if r.pane), "tmux's pane locations")
+                    # The snapshot draws the rows; the journal's hour, read after it, the strips.
+                    strips = {
+                        # unknown, working from -49m, needs you -29m to -19m, working, idle -9m
+                        "top-a": "░" * 5 + "▅" * 10 + "█" * 6 + "▅" * 5 + "▁" * 4,
+                        "top-b": "▁" * STRIP_CELLS,  # idle since before the hour
+                        "top-c": " " * 10 + "░" + "▅" * 19,  # new at -39m
+                        "top-d": " " * 17 + "░" * 5 + "█" * 8,
+                    }
+                    await poll_until(lambda: {r.key.session_id: r.strip for r in app.rows}
+                                     == strips, "the last hour's strips")
                     rows = {row.key.session_id: row for row in app.rows}
-                    # unknown, working from -49m, needs you -29m to -19m, working, idle -9m
-                    assert rows["top-a"].strip == "░" * 5 + "▅" * 10 + "█" * 6 + "▅" * 5 + "▁" * 4
-                    assert rows["top-b"].strip == "▁" * STRIP_CELLS
-                    assert rows["top-c"].strip == " " * 10 + "░" + "▅" * 19
-                    assert rows["top-d"].strip == " " * 17 + "░" * 5 + "█" * 8
                     assert [rows[s].attention for s in ("top-d", "top-b", "top-a", "top-c")] == [
                         "needs you 15m", "done 1h", "done 9m", ""
                     ]
