@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 import messages
@@ -204,6 +205,32 @@ def test_payload_text_is_escaped_and_prune_keeps_the_strip() -> None:
     model.prune(T + 40 * MIN)  # the change at T-30m is now before the window: folded in
     assert model.rows(T + 40 * MIN)[0].strip == "▅" * STRIP_CELLS
     assert before.strip == "▁" * 15 + "▅" * 15
+
+
+def test_a_forgotten_session_leaves_the_view() -> None:
+    stream = _Stream()
+    stream.publish(_activity("kept", T - 5 * MIN))
+    stream.publish(_activity("gone", T - 50 * MIN, presence="persisted"))
+    model = TopModel()
+    model.snapshot(stream.snapshot())
+    last = stream.publish(_activity("gone", T - 50 * MIN, presence="persisted"))
+    model.transition(msgspec.structs.replace(last, cause="Forget"), T)
+    assert [row.key.session_id for row in model.rows(T)] == ["kept"]
+
+    # Replayed: forgotten, then started again by new evidence (in the snapshot): the row stays,
+    # its strip from the new start only.
+    stream = _Stream()
+    first = stream.publish(_activity("again", T - 50 * MIN, turn="working"))
+    ended = stream.publish(msgspec.structs.replace(first.after, presence="persisted"))
+    forgot = msgspec.structs.replace(ended, cause="Forget")
+    stream.current.clear()  # the session's actor starts from nothing
+    new = stream.publish(_activity("again", T - 9 * MIN))
+    model = TopModel()
+    model.snapshot(stream.snapshot())
+    for item in (first, forgot, new):
+        model.transition(item, T)
+    [row] = model.rows(T)
+    assert row.strip == " " * 25 + "▁" * 5
 
 
 def test_tmux_directories_and_short_paths() -> None:

@@ -783,11 +783,7 @@ def run_top(args: argparse.Namespace) -> int:
     try:
         _status_line(args, b"queue")
     except OSError as exc:
-        print(
-            f"paneward top: no daemon at {_control_path(args)} ({exc}); "
-            "start one with `paneward run`",
-            file=sys.stderr,
-        )
+        _no_daemon(args, "top", exc)
         return EXIT_NO_DAEMON
     return top.run(args)
 

@@ -247,7 +247,7 @@ class TopApp(App[int]):
                 stream = await anyio.connect_unix(self._control_path())
             except OSError as exc:
                 self.say(f"no daemon at {self._control_path()} ({exc.strerror or exc}); "
-                         "start one with `paneward run` -- retrying")
+                         f"{commands.START_HINT} -- retrying")
                 await anyio.sleep(RECONNECT_S)
                 continue
             async with stream:
@@ -350,7 +350,8 @@ class TopApp(App[int]):
             self.say(f"acknowledged {row.harness}:{row.session} ({row.attention})")
 
     async def _send_acknowledge(self, row: TopRow) -> bool:
-        send = functools.partial(commands._acknowledge, self.args, key=row.key)
+        ack = messages.Acknowledge(at_ms=now_ms(), key=row.key)
+        send = functools.partial(commands._send_frames, self.args, [messages.encode(ack) + b"\n"])
         try:
             await anyio.to_thread.run_sync(send)
         except OSError as exc:

@@ -244,10 +244,19 @@ class TopModel:
 
     def transition(self, transition: Transition, received_ms: int) -> None:
         """One transition: a replayed one (``seq`` up to the snapshot's) adds history only; a
-        live one also becomes the session's activity. ``received_ms`` dates one whose evidence
-        has no time."""
+        live one also becomes the session's activity; one that forgets the session
+        (:attr:`~messages.Transition.forgets`) removes it. ``received_ms`` dates one whose
+        evidence has no time."""
         key = transition.key
         live = transition.seq > self.seq
+        if transition.forgets:
+            # The user forgot the session: it leaves the view, its history with it. A replayed
+            # one is older than the snapshot, which holds the key only if evidence started it
+            # again: that session's history starts afresh after it.
+            if live:
+                self._activities.pop(key, None)
+            self._tracks.pop(key, None)
+            return
         if live:
             self._activities[key] = transition.after
         elif key not in self._activities:
