@@ -77,7 +77,7 @@ def test_hook_help_is_the_hook_clients_own(env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     "argv",
     [["status"], ["status", "--json"], ["watch"], ["next"], ["pick"],
-     ["wait", "--any", "--until", "attention"], ["ack", "%1"], ["forget", "abc"],
+     ["wait", "--any", "--until", "attention"], ["ack", "%1"], ["forget", "abc"], ["top"],
      ["inject", '{"type": "PaneClosed", "pane": "%1", "at_ms": 1795995370000}']],
 )
 def test_every_no_daemon_message_says_how_to_start_one(

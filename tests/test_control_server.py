@@ -51,6 +51,8 @@ from tests.polling import poll_until, settle_until
         (b'{"op": "watch", "since": null}', WatchRequest()),
         (b'{"op": "watch", "since": 12, "newer_field": [1, {"x": 2}]}', WatchRequest(12)),
         (b'{"op": "watch", "snapshot": true}', WatchRequest(snapshot=True)),
+        (b'{"op": "watch", "snapshot": true, "since_ms": 1800000000000}',
+         WatchRequest(snapshot=True, since_ms=1_800_000_000_000)),
         (b'{"op": "status", "format": "table", "all": true}', StatusRequest("table", True)),
         (b'{"op": "status", "format": "panes"}', StatusRequest("panes")),
     ],
@@ -73,6 +75,8 @@ def test_requests_are_parsed(line: bytes, expected: object) -> None:
         (b'{"op": "watch", "since": true}', "bad_field"),
         (b'{"op": "watch", "since": "7"}', "bad_field"),
         (b'{"op": "watch", "snapshot": 1}', "bad_field"),
+        (b'{"op": "watch", "since_ms": -1}', "bad_field"),
+        (b'{"op": "watch", "since_ms": "1h"}', "bad_field"),
         (b'{"op": "status", "format": "xml"}', "bad_field"),
         (b'{"op": "status", "all": "yes"}', "bad_field"),
         (b'{"op": "st\x00atus"}', "nul_byte"),
@@ -115,7 +119,7 @@ _json_values = st.recursive(
         _json_values.map(lambda v: json.dumps(v).encode()),
         st.fixed_dictionaries(
             {"op": st.sampled_from(["status", "watch", "x"]) | _json_values},
-            optional={"since": _json_values},
+            optional={"since": _json_values, "since_ms": _json_values},
         ).map(lambda v: json.dumps(v).encode()),
         st.integers(0, 5000).map(lambda d: b'{"op": "status", "x": ' + b"[" * d + b"]" * d
                                  + b"}"),
@@ -132,6 +136,7 @@ def test_the_parser_is_total(data: bytes, cut: int, eof: bool) -> None:
             assert isinstance(result, StatusRequest | WatchRequest | BadRequest)
             if isinstance(result, WatchRequest):
                 assert result.since is None or result.since >= 0
+                assert result.since_ms is None or result.since_ms >= 0
         else:
             assert taken is None or isinstance(taken, BadRequest)
 

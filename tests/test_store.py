@@ -257,6 +257,27 @@ async def test_round_trip_1000_transitions_over_50_keys(tmp_path: Path) -> None:
     assert rows[49] == ("claude-code", "s049", 10_049, "tok49", T0 + 999, 999)
 
 
+async def test_seq_before_finds_where_a_time_window_starts(tmp_path: Path) -> None:
+    """``paneward top``'s last hour: the seq after which the rows of ``at_ms`` and later start,
+    by the evidence time each row is filed under, unflushed rows included (it flushes)."""
+    path = tmp_path / "state" / "paneward" / "paneward.db"
+    with anyio.fail_after(30):
+        async with open_store(path, batch_ms=60_000) as store:
+            assert await store.seq_before(T0) == 0  # an empty journal
+            for seq in range(1, 11):
+                store.record(transition(seq, key(seq % 3), at=T0 + 1000 * seq))
+            # A row filed under an older time after newer ones (a focus keeps its evidence's
+            # time): the window starts at the first row in it, and later ones follow by seq.
+            store.record(transition(11, key(1), at=T0 + 1000))
+            at_5 = await store.seq_before(T0 + 5000)
+            at_5_and_a_bit = await store.seq_before(T0 + 5001)
+            before_all = await store.seq_before(T0)
+            after_all = await store.seq_before(T0 + 60_000)
+            journal = await store.journal_since(at_5)
+    assert (at_5, at_5_and_a_bit, before_all, after_all) == (4, 5, 0, 11)
+    assert [t.seq for t in journal] == [5, 6, 7, 8, 9, 10, 11]
+
+
 async def test_retention_keeps_at_most_the_newest_rows(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     with anyio.fail_after(30):

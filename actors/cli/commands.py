@@ -26,12 +26,14 @@ __all__ = [
     "add_ack",
     "add_forget",
     "add_next",
+    "add_top",
     "add_pick",
     "add_run",
     "add_status",
     "add_tmux_config",
     "add_wait",
     "add_watch",
+    "jump_to",
     "run_ack",
     "run_forget",
     "run_next",
@@ -39,6 +41,7 @@ __all__ = [
     "run_run",
     "run_status",
     "run_tmux_config",
+    "run_top",
     "run_wait",
     "run_watch",
 ]
@@ -510,7 +513,7 @@ def add_pick(parser: argparse.ArgumentParser) -> None:
 
 
 class _TmuxFailed(Exception):
-    pass
+    """A tmux command failed (or tmux could not be run): its words."""
 
 
 def _tmux(args: argparse.Namespace, *commands: Sequence[str]) -> str:
@@ -646,9 +649,21 @@ def _acknowledge(args: argparse.Namespace, pane: str) -> None:
     send_frame(frame, getattr(args, "socket", None) or paths.socket_path(), timeout=5.0)
 
 
-def run_next(args: argparse.Namespace) -> int:
+def jump_to(args: argparse.Namespace, pane: str) -> str | None:
+    """Bring ``pane`` in front of the user's client (``args``: ``-L``/``-S``, ``--client``, as
+    ``paneward next`` takes them); the client moved (``None``: tmux's current one, or none
+    attached and the pane selected in its window). Used by ``next`` and ``paneward top``.
+
+    :raises _TmuxFailed: tmux refused or is not there (its words).
+    """
     from actors.core.jump import jump_commands
 
+    client, current = _user_client(args)
+    _tmux(args, *jump_commands(pane, client, current=current))
+    return client
+
+
+def run_next(args: argparse.Namespace) -> int:
     code, queue = _queue_items(args, "next")
     if code != EXIT_OK:
         return code
@@ -658,16 +673,14 @@ def run_next(args: argparse.Namespace) -> int:
         if not queue:
             if args.pane is not None:
                 # pick's menu named a pane whose item closed meanwhile: still go there.
-                client, current = _user_client(args)
-                _tmux(args, *jump_commands(args.pane, client, current=current))
+                jump_to(args, args.pane)
             else:
                 # "nothing needs you" from a server that is not there would mislead.
                 _tmux(args, ["list-clients", "-F", "#{client_name}"])
             _tell(args, "next", args.client, "nothing needs you")
             return EXIT_INVALID
-        client, current = _user_client(args)
         item = queue[0]
-        _tmux(args, *jump_commands(item["pane"], client, current=current))
+        client = jump_to(args, item["pane"])
     except _TmuxFailed as exc:
         _tell(args, "next", args.client, f"tmux: {exc}")
         return EXIT_INVALID
@@ -732,6 +745,47 @@ def run_pick(args: argparse.Namespace) -> int:
         _tell(args, "pick", args.client, f"tmux: {exc}")
         return EXIT_INVALID
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- top
+
+
+def add_top(parser: argparse.ArgumentParser) -> None:
+    _add_socket(parser)
+    _add_tmux_target(parser)
+    parser.add_argument(
+        "--client",
+        metavar="NAME",
+        help="the tmux client Enter moves (default: the one you are in, else the attached "
+        "client used last)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="also list sessions that ended more than a day ago",
+    )
+
+
+def run_top(args: argparse.Namespace) -> int:
+    """The live view (:mod:`actors.cli.top`): 0 when the user quits, 1 without Textual (the
+    ``top`` extra), 2 without a daemon."""
+    try:
+        from actors.cli import top
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in ("textual", "rich"):
+            raise
+        print(
+            f"paneward top: needs Textual, an optional extra ({exc}): "
+            "pip install 'paneward[top]'",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    try:
+        _status_line(args, b"queue")
+    except OSError as exc:
+        _no_daemon(args, "top", exc)
+        return EXIT_NO_DAEMON
+    return top.run(args)
 
 
 # ---------------------------------------------------------------------------- wait

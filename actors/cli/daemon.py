@@ -431,6 +431,7 @@ def _start_actors(
     control = ControlServer(
         config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note,
         reserved=store.wait_reserved,
+        seq_before=store.seq_before,
     )
     parts["control"] = control
     # Essential: without them the daemon is deaf (hooks) or mute (status, watch); one that

@@ -8,7 +8,7 @@ use.
 
 Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
 side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``,
-``ack``, ``forget``) is added there by its owner.
+``ack``, ``forget``, ``top``) is added there by its owner.
 Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error (a
 subcommand's usage error prints that subcommand's usage). ``paneward`` alone prints the help,
 ``paneward --version`` the version.
@@ -183,6 +183,8 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
     "next": ("focus the tmux pane of the agent that needs you first (the attention queue)",
              *_daemon_side("next")),
     "pick": ("choose from the attention queue in a tmux menu", *_daemon_side("pick")),
+    "top": ("a full-screen live view of every session (needs the top extra: Textual)",
+            *_daemon_side("top")),
     "wait": ("block until a session matches a predicate; print its Activity as JSON",
              *_daemon_side("wait")),
     "ack": ("acknowledge a done or failed (of a pane or a session)", *_daemon_side("ack")),

@@ -12,8 +12,10 @@ Requests (unknown fields are ignored, so newer clients can add some):
 
 * ``{"op": "status", "format": FORM, "all": BOOL}`` -- ``FORM`` one of :data:`STATUS_FORMS`
   (default ``json``: everything), ``all`` also the sessions the table hides (default false).
-* ``{"op": "watch", "since": SEQ | null, "snapshot": BOOL}`` -- ``SEQ`` a non-negative
-  integer; ``snapshot`` first the subscription's snapshot (default false).
+* ``{"op": "watch", "since": SEQ | null, "since_ms": MS | null, "snapshot": BOOL}`` -- ``SEQ``
+  a non-negative integer; ``since_ms`` (epoch milliseconds, when ``since`` is not given) the
+  journal from the first transition whose evidence time is at or after it; ``snapshot`` first
+  the subscription's snapshot (default false).
 """
 
 from __future__ import annotations
@@ -70,10 +72,13 @@ class StatusRequest(msgspec.Struct, frozen=True, tag="status", tag_field="op"):
 
 
 class WatchRequest(msgspec.Struct, frozen=True, tag="watch", tag_field="op"):
-    """Transitions from now on; with ``since``, first the journal's after that seq."""
+    """Transitions from now on; with ``since``, first the journal's after that seq; with
+    ``since_ms`` (and no ``since``), first the journal's from the first transition whose
+    evidence time is at or after it (``paneward top``'s last hour)."""
 
     since: Annotated[int, msgspec.Meta(ge=0)] | None = None
     snapshot: bool = False
+    since_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 ControlRequest = StatusRequest | WatchRequest
@@ -135,6 +140,8 @@ def _classify(line: bytes, detail: str) -> BadRequest:
         return BadRequest("unknown_op", f"unknown op {shown} (expected one of {', '.join(_OPS)})")
     if op == "watch" and "since" in value and not _is_seq(value["since"]):
         return BadRequest("bad_field", "since must be a non-negative integer or null")
+    if op == "watch" and "since_ms" in value and not _is_seq(value["since_ms"]):
+        return BadRequest("bad_field", "since_ms must be a non-negative integer or null")
     if "snapshot" in value and not isinstance(value["snapshot"], bool):
         return BadRequest("bad_field", "snapshot must be true or false")
     if op == "status" and value.get("format", "json") not in STATUS_FORMS:

@@ -12,7 +12,8 @@ Who talks to it:
   with :func:`actors.core.reducer.reprove` *before* anything is published (DESIGN §4,
   "Restart of paneward"); sessions that ended long ago (:func:`actors.core.reducer.settled`)
   are forgotten by ``load``.
-* ``paneward watch --since SEQ`` reads :meth:`Store.journal_since`.
+* ``paneward watch --since SEQ`` reads :meth:`Store.journal_since`; ``paneward top`` finds where
+  its last hour starts with :meth:`Store.seq_before`.
 
 Writes never happen on the hot path: :meth:`Store.record` is synchronous, encodes the
 transition's journal row (a few microseconds; each activity is encoded once and reused as the
@@ -1431,6 +1432,28 @@ class Store:
             else:
                 self._stats.decode_errors += 1
         return out
+
+    async def seq_before(self, at_ms: int) -> int:
+        """The seq after which the journal's transitions of ``at_ms`` and later start: one less
+        than the oldest row whose evidence time (its ``at_ms`` column) is at or after ``at_ms``,
+        else the newest seq held (0 when the journal is empty).
+
+        For ``paneward top``'s last hour (a watch's ``since_ms``): pass the result as
+        ``since``. Evidence times follow seq only roughly (a transition caused by a focus keeps
+        its evidence's time), so the replay is every row from that one on, in seq order.
+        """
+        self._check_open("seq_before()")
+        await self.flush()
+        async with self._lock:
+            rows = list(
+                await self._db.execute_fetchall(
+                    "SELECT seq FROM journal WHERE at_ms >= ? ORDER BY seq LIMIT 1", (at_ms,)
+                )
+            )
+            if not rows:
+                rows = list(await self._db.execute_fetchall("SELECT max(seq) + 1 FROM journal"))
+        first = rows[0][0]
+        return 0 if first is None else max(0, int(first) - 1)
 
     async def journal_bounds(self) -> tuple[int, int] | None:
         """``(oldest, newest)`` seq held by the journal, or ``None`` when it is empty.

@@ -21,7 +21,9 @@ sends one JSON request line and reads JSON lines back:
   With ``"snapshot": true`` the first line is the subscription's :class:`~messages.Snapshot`
   (every session's activity as of its ``seq``), then the live transitions after it: the
   stream ``paneward wait`` reads, so an edge just before it started is in the snapshot and
-  one just after is a transition.
+  one just after is a transition. With ``"since_ms": MS`` in place of ``since``, the replay
+  starts at the journal's first transition whose evidence time is at or after ``MS`` (epoch
+  milliseconds): ``paneward top`` reads its last hour this way, snapshot first.
 
 Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anything malformed
 (deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes nothing.
@@ -129,6 +131,7 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
 
 Journal = Callable[[int, int], Awaitable[Sequence[Transition | Gap]]]
 Reserved = Callable[[int], Awaitable[None]]
+SeqBefore = Callable[[int], Awaitable[int]]
 
 
 async def _always_reserved(seq: int) -> None:
@@ -149,6 +152,9 @@ class ControlServer:
         will number another transition with it (the store's
         :meth:`~actors.sinks.store.Store.wait_reserved`); awaited before every live write,
         snapshot, overflow marker and status that names a seq.
+    :param seq_before: ``await seq_before(ms)`` returns the seq after which the journal's
+        transitions at or after ``ms`` start (the store, flushed first): a watch's
+        ``since_ms``. Without it, ``since_ms`` replays nothing.
     :param cap: the most connections open at once, subscribers aside (default: from the
         file-descriptor limit).
     :param watch_cap: the most subscribers at once (default: from the file-descriptor limit).
@@ -163,6 +169,7 @@ class ControlServer:
         pane_note: Callable[[messages.Activity], str | None] | None = None,
         reserved: Reserved = _always_reserved,
         *,
+        seq_before: SeqBefore | None = None,
         cap: int | None = None,
         watch_cap: int | None = None,
         head_deadline: float = HEAD_DEADLINE_S,
@@ -174,6 +181,7 @@ class ControlServer:
         self._statistics = statistics
         self._journal = journal
         self._reserved = reserved
+        self._seq_before = seq_before
         self._cap = cap
         self._watch_cap = watch_cap
         self._hangups = HangupWatch()
@@ -267,7 +275,10 @@ class ControlServer:
                 self._stats.status += 1
                 await self._status(connection, request.format, show_all=request.all)
             else:
-                await self._subscribe(connection, request.since, snapshot=request.snapshot)
+                since = request.since
+                if since is None and request.since_ms is not None and self._seq_before:
+                    since = await self._seq_before(request.since_ms)
+                await self._subscribe(connection, since, snapshot=request.snapshot)
 
     async def _status(self, connection: Connection, form: str, *, show_all: bool) -> None:
         activities = self._host.snapshot()
