@@ -6,6 +6,9 @@
 - A harness package never imports another one (a rule two harnesses share lives in core).
 - ``paneward hook`` stays on the standard library.
 - Every list of message types is derived from the one tagged union in ``messages.codec``.
+- No silent table: every session message states its evidence source on its type, the router
+  has a case for every inbound type (else ``assert_never``), the pid watcher handles exactly
+  what it ``accepts``.
 - Wide messages are keyword-only, so whoever builds one names its fields.
 """
 
@@ -143,6 +146,47 @@ def test_the_reducer_and_the_router_handle_every_message_of_the_catalog() -> Non
         list(index.deliveries(message))  # type: ignore[arg-type]
         if isinstance(message, SESSION_TYPES):
             reduce(SessionState(key=key), message)  # type: ignore[arg-type]
+
+
+def test_every_session_message_states_its_source_on_its_type() -> None:
+    """The reducer limits a claim by what its source can prove for the harness: a session
+    message whose type states no source would be limited by nothing."""
+    words = set(typing.get_args(messages.common.Source))
+    for kind in SESSION_TYPES:
+        if "source" in kind.__struct_fields__:  # HookHint: its harness module names it
+            hints = typing.get_type_hints(kind)
+            assert set(typing.get_args(hints["source"])) <= words, kind
+        else:
+            assert "source" in vars(kind), f"{kind.__name__} states no source"
+            assert vars(kind)["source"] in words, kind
+
+
+def test_the_router_refuses_a_message_it_has_no_case_for() -> None:
+    """A type the router's match does not name fails loudly instead of going nowhere."""
+
+    class Stray(msgspec.Struct, frozen=True):
+        at_ms: int
+
+    index = routing.RoutingIndex()
+    with pytest.raises(AssertionError):
+        index.route(Stray(1))  # type: ignore[arg-type]
+    with pytest.raises(AssertionError):
+        list(index.deliveries(Stray(1)))  # type: ignore[arg-type]
+
+
+def test_the_pid_watcher_watches_the_owners_of_exactly_what_it_accepts() -> None:
+    """``deliver_nowait`` handles the types of ``accepts``, and no other: each example that
+    names a pid is watched iff its type is accepted (a ProcessSeen only when it claims a key)."""
+    from actors.sources.pid_watcher import PidWatcher
+
+    for message in examples.INBOUND:
+        pid = getattr(message, "pid", None)
+        if pid is None:
+            continue
+        watcher = PidWatcher(use_pidfd=False)
+        watcher.deliver_nowait(message)  # type: ignore[arg-type]
+        expected = type(message) in PidWatcher.accepts and getattr(message, "key", 1) is not None
+        assert watcher.statistics().candidates == int(expected), type(message).__name__
 
 
 def test_listeners_accept_only_catalog_types() -> None:
