@@ -15,8 +15,9 @@ Order of start (dependencies first) and of shutdown (reverse):
    reducer), subscribe the store (a ``states`` subscription: it records every transition with
    the reducer state behind it), publish the corrections;
 4. start the actors: control socket and hook listener (+ http) -- both *essential* --, pid
-   watcher, pane mapper, Claude registry, Codex rollouts, the Codex app-server daemon's control
-   socket, Hermes ledger, tmux bridge (``--tmux``), notifications (unless ``--notify none``);
+   watcher, pane mapper, every harness's discovery actors (its spec's ``discovery``, in catalog
+   order: the Claude registry, Codex rollouts, the Codex app-server daemon's control socket,
+   the Hermes ledger), tmux bridge (``--tmux``), notifications (unless ``--notify none``);
 5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush the store,
    release the locks. A second signal, or a shutdown still running after
    :data:`SHUTDOWN_DEADLINE_S` (a worker thread stuck in a system call), ends the process at
@@ -51,10 +52,6 @@ from actors.core import paths
 from actors.core.limits import raised_fd_limit
 from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
-from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
-from actors.harnesses.codex.daemon import CodexDaemonSource
-from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
-from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
 from actors.runtime.files import open_private_dir, prepare_socket
 from actors.sinks.store import Restored, Store, open_store
 from actors.sources import procfs
@@ -105,11 +102,12 @@ class DaemonConfig:
     #: tmux options (``@paneward_reason``).
     notify: NotifySettings | None = field(default_factory=NotifySettings)
     full_text: bool = False
-    #: Follow the Codex app-server daemon's control socket (with ``discovery``).
-    codex_daemon: bool = True
-    claude_sessions: Path | None = None
-    codex_home: Path | None = None
-    hermes_home: Path | None = None
+    #: Discovery actors not started, by name (a spec's ``Discovery.name``, e.g.
+    #: ``codex_daemon``: the Codex app-server daemon's control socket is not followed).
+    discovery_off: frozenset[str] = frozenset()
+    #: A harness's own directory, by harness id, for its discovery actors (absent: the one its
+    #: environment names, e.g. ``$CODEX_HOME`` or ``~/.codex``).
+    homes: Mapping[str, Path] = field(default_factory=dict)
 
     @property
     def db_path(self) -> Path:
@@ -450,17 +448,13 @@ def _start_actors(
     sup.start_listener(mapper, name="pane-mapper")
 
     if config.discovery:
-        claude = ClaudeRegistryWatcher(config.claude_sessions)
-        codex = CodexRolloutDiscovery(config.codex_home)
-        hermes = HermesLedgerDiscovery(config.hermes_home)
-        parts.update(claude_registry=claude, codex_rollouts=codex, hermes_ledger=hermes)
-        sup.start_actor(claude, name="claude-registry")
-        sup.start_actor(codex, name="codex-rollouts")
-        if config.codex_daemon:
-            codex_daemon = CodexDaemonSource(config.codex_home)
-            parts["codex_daemon"] = codex_daemon
-            sup.start_actor(codex_daemon, name="codex-daemon")
-        sup.start_actor(hermes, name="hermes-ledger")
+        for spec in catalog.SPECS.values():
+            for discovery in spec.discovery:
+                if discovery.name in config.discovery_off:
+                    continue
+                actor = discovery.start(config.homes.get(spec.id))
+                parts[discovery.name] = actor
+                sup.start_actor(actor, name=discovery.name.replace("_", "-"))
     bridge = None
     if config.tmux:
         from actors.sinks.tmux import TmuxBridge
