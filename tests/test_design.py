@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 import typing
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -313,3 +315,328 @@ def test_next_jumps_without_msgspec_or_the_reducer() -> None:
                           check=True)
     loaded = set(json.loads(done.stdout))
     assert {"msgspec", "actors.core.reducer", "actors.core.attention", "messages"} & loaded == set()
+
+
+# ------------------------------------------------------------ a harness is one package
+
+
+def test_every_harness_package_has_its_catalog_line() -> None:
+    """A package under actors/harnesses/ without its catalog line would be dead code."""
+    from actors.harnesses import catalog
+
+    listed = sorted(package.__name__.rpartition(".")[2] for package in catalog._PACKAGES)
+    assert listed == HARNESSES
+
+
+def test_the_wire_harness_ids_are_the_catalogs() -> None:
+    """``messages.common.Harness`` is a type (the codec's and the checker's): it cannot grow at
+    run time, so the run-time checks read the catalog, and this keeps the two equal."""
+    from actors.harnesses import catalog
+
+    assert set(typing.get_args(messages.Harness)) == {*catalog.SPECS, catalog.TERMINAL}
+    assert typing.get_args(messages.Harness) == messages.common.HARNESSES
+
+
+def test_every_source_word_is_one_harnesss_own_or_shared() -> None:
+    """Each harness names its own evidence sources once; the words no harness owns are the
+    shared ones (the host's PTY, OSC 7501, process identity, the store...), and each shared one
+    the reducer limits is one some harness proves something from."""
+    from actors.core.reducer import UNLIMITED_SOURCES
+    from actors.harnesses import catalog
+
+    words = set(typing.get_args(messages.common.Source))
+    owner: dict[str, str] = {}
+    for spec in catalog.SPECS.values():
+        for source in spec.sources:
+            assert source in words, (spec.id, source)
+            assert source not in owner, (spec.id, source, owner.get(source))
+            owner[source] = spec.id
+    hook_sources = typing.get_args(typing.get_type_hints(messages.HookHint)["source"])
+    assert set(hook_sources) <= set(owner)
+    shared = words - set(owner)
+    proven = {s for spec in catalog.SPECS.values() for p in spec.proves for s in p.sources}
+    assert shared - UNLIMITED_SOURCES <= proven
+    assert shared >= UNLIMITED_SOURCES
+
+
+def test_every_spec_installer_and_discovery_is_its_own() -> None:
+    from actors.harnesses import catalog
+
+    names: list[str] = []
+    for spec in catalog.SPECS.values():
+        if spec.installer is not None:
+            assert spec.installer().harness == spec.id
+        names.extend(d.name for d in spec.discovery)
+    assert len(names) == len(set(names)), names
+
+
+def test_a_spec_that_proves_from_another_harnesss_source_is_refused() -> None:
+    from actors.core.harness import HarnessSpec, Proof
+    from actors.harnesses import catalog
+
+    thief: typing.Any = "thief"  # ids of throwaway harnesses: not words of messages.Harness
+    proof = Proof("working", ("claude_hook",), "-")
+    with pytest.raises(ValueError, match="not its own"):
+        catalog.register(HarnessSpec(id=thief, summary="-", proves=(proof,)))
+    assert thief not in catalog.SPECS
+    with pytest.raises(ValueError, match="belong to another harness"):
+        catalog.register(HarnessSpec(id=thief, summary="-", wrap_commands=("claude",)))
+    assert thief not in catalog.SPECS
+
+
+#: A harness package as a newcomer writes one: hooks, an installer, a discovery actor. It is
+#: registered with ``catalog.register`` (what its catalog line does) and nothing else is edited.
+_CRUSH: dict[str, str] = {
+    "__init__": '''
+        """Crush: a throwaway harness (tests/test_design.py)."""
+
+        from __future__ import annotations
+
+        from pathlib import Path
+        from typing import Any
+
+        from actors.core.harness import Discovery, HarnessSpec, Proof
+        from throwaway_crush import hooks
+
+
+        def _installer() -> Any:
+            from throwaway_crush import install
+
+            return install.INSTALLER
+
+
+        def _sessions(home: Path | None) -> Any:
+            from throwaway_crush.sessions import CrushSessions
+
+            return CrushSessions(home)
+
+
+        SPEC = HarnessSpec(
+            id="crush",
+            summary="crush hooks and its sessions directory",
+            sources=("crush_hook",),
+            normalize=hooks.normalize,
+            proves=(
+                Proof("running", ("crush_hook",), "the hook's parent"),
+                Proof("working", ("crush_hook",), "prompt"),
+                Proof("idle", ("crush_hook",), "stop"),
+                Proof("needs_input", (), "Crush names no permission wait"),
+                Proof("turn_done", ("crush_hook",), "stop"),
+                Proof("failed", ("pid_probe",), "process evidence"),
+            ),
+            installer=_installer,
+            discovery=(Discovery("crush_sessions", _sessions),),
+            wrap_commands=("crush",),
+        )
+    ''',
+    "hooks": '''
+        from __future__ import annotations
+
+        from actors.core.hints import first_str, unmapped
+        from messages import HookHint, NotifyHook, SessionKey
+        from messages.activity import Unmapped
+
+        HINTS = {"prompt": "working", "stop": "completed", "ask": "needs_input"}
+
+
+        def normalize(hook: NotifyHook) -> HookHint | Unmapped:
+            event = first_str(hook.payload, "hook_event_name")
+            session = first_str(hook.payload, "session_id")
+            hint = HINTS.get(event or "")
+            if event is None or session is None or hint is None:
+                return unmapped(hook.harness, hook.payload, event, hook.at_ms)
+            return HookHint(
+                key=SessionKey(hook.harness, session), source="crush_hook", event=event,
+                hint=hint, at_ms=hook.at_ms, observed_at_ms=hook.observed_at_ms, pid=hook.pid,
+                start_token=hook.start_token,
+            )
+    ''',
+    "install": '''
+        from __future__ import annotations
+
+        import os
+        from pathlib import Path
+
+        from actors.core.config_edit import Installer, own_file_edit
+
+        MARKER = "# paneward: crush hook"
+
+
+        def edits(config_dir, target, *, http, events):
+            text = f"{MARKER}\\n{target.command('crush', 'parent')}\\n"
+            return [own_file_edit(config_dir / "hooks.sh", text, MARKER)]
+
+
+        INSTALLER = Installer(
+            harness="crush",
+            title="Crush",
+            default_dir=lambda: Path(os.environ["CRUSH_HOME"]),
+            default_dir_help="$CRUSH_HOME",
+            edits=edits,
+            notes=("Crush reads hooks.sh at its next start",),
+        )
+    ''',
+    "sessions": '''
+        from __future__ import annotations
+
+        import anyio
+
+        from actors.core.clock import now_ms
+        from messages import NotifyHook
+
+
+        class CrushSessions:
+            """Reports the session named in <home>/current as prompted, once."""
+
+            def __init__(self, home):
+                self.home = home
+                self.runs = 0
+
+            def statistics(self):
+                return {"runs": self.runs, "home": str(self.home)}
+
+            async def run(self, host):
+                self.runs += 1
+                text = await anyio.Path(self.home / "current").read_text()
+                now = now_ms()
+                # deliver_nowait, as the hook listener hands over what it decoded: "crush" is
+                # not a word of the wire type messages.common.Harness, which inject_nowait's
+                # validation checks (a harness added for good adds its id there too).
+                host.deliver_nowait(NotifyHook(
+                    harness="crush", at_ms=now, observed_at_ms=now,
+                    payload={"hook_event_name": "prompt", "session_id": text.strip()},
+                ))
+                await anyio.sleep_forever()
+    ''',
+}
+
+
+#: The throwaway harness's id: not a word of ``messages.Harness`` (a type cannot grow at run
+#: time; a harness added for good adds its id there, and test_the_wire_harness_ids_are_the_catalogs
+#: says so when it is missing).
+CRUSH: typing.Any = "crush"
+
+
+@pytest.fixture
+def crush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typing.Iterator[object]:
+    """The throwaway harness package, on ``sys.path`` and registered in the catalog."""
+    import importlib
+    import textwrap
+
+    from actors.harnesses import catalog
+
+    package = tmp_path / "packages" / "throwaway_crush"
+    package.mkdir(parents=True)
+    for name, text in _CRUSH.items():
+        (package / f"{name}.py").write_text(textwrap.dedent(text).lstrip())
+    monkeypatch.syspath_prepend(str(tmp_path / "packages"))
+    module = importlib.import_module("throwaway_crush")
+    catalog.register(module.SPEC)
+    try:
+        yield module
+    finally:
+        catalog.unregister("crush")
+        for name in [m for m in sys.modules if m.split(".")[0] == "throwaway_crush"]:
+            del sys.modules[name]
+
+
+def test_a_new_harness_is_installed(
+    crush: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actors.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["install-hooks", "--help"])
+    assert "crush" in capsys.readouterr().out
+    home = tmp_path / "crush-home"
+    home.mkdir(mode=0o700)
+    argv = ["install-hooks", "crush", "--config-dir", str(home), "--executable", "/opt/paneward"]
+    assert main(argv) == 0
+    assert (home / "hooks.sh").read_text() == (
+        "# paneward: crush hook\n/opt/paneward hook --harness crush --owner parent\n"
+    )
+    assert "Crush reads hooks.sh at its next start" in capsys.readouterr().out
+    assert main([*argv, "--uninstall"]) == 0
+    assert not (home / "hooks.sh").exists()
+
+
+def _shown(sup: typing.Any, key: messages.SessionKey) -> messages.Activity | None:
+    return next((a for a in sup.snapshot() if a.key == key), None)
+
+
+async def test_a_new_harness_hook_reaches_the_reducer_with_its_proofs(crush: object) -> None:
+    from actors.harnesses import catalog
+    from actors.sources import procfs
+    from supervisor import Supervisor
+    from tests.polling import settle_until
+
+    assert catalog.HOOKS.routes[CRUSH] == CRUSH  # the hook listener serves /hook/crush
+    key = messages.SessionKey(CRUSH, "s1")
+    token = procfs.probe(os.getpid())  # this process stands in for crush: the hook's owner
+
+    def hook(event: str) -> messages.NotifyHook:
+        return messages.NotifyHook(
+            harness=CRUSH,
+            payload={"hook_event_name": event, "session_id": "s1"},
+            at_ms=examples.T,
+            observed_at_ms=examples.T,
+            pid=os.getpid(),
+            start_token=token,
+        )
+
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            sup.deliver_nowait(hook("prompt"))
+            await settle_until(lambda: getattr(_shown(sup, key), "turn", None) == "working")
+            shown = _shown(sup, key)
+            assert shown is not None
+            assert shown.evidence.source == CRUSH + "_hook"
+            # Crush cannot prove a permission wait (its proves): the reducer keeps it unknown.
+            sup.deliver_nowait(hook("ask"))
+            await settle_until(lambda: getattr(_shown(sup, key), "turn", None) == "unknown")
+
+
+async def test_a_new_harness_discovery_is_started_by_the_daemon(
+    crush: object, tmp_path: Path
+) -> None:
+    from actors.cli.daemon import DaemonConfig, start_discovery
+    from actors.harnesses import catalog
+    from supervisor import Supervisor
+    from tests.polling import poll_until
+
+    home = tmp_path / "crush-home"
+    home.mkdir()
+    (home / "current").write_text("s2\n")
+    others = frozenset(
+        d.name for spec in catalog.SPECS.values() if spec.id != CRUSH for d in spec.discovery
+    )
+    config = DaemonConfig(
+        state_dir=tmp_path, socket_path=tmp_path / "hook.sock", homes={"crush": home},
+        discovery_off=others,
+    )
+    key = messages.SessionKey(CRUSH, "s2")
+    with anyio.fail_after(20):
+        async with Supervisor() as sup:
+            started = start_discovery(config, sup)
+            assert list(started) == ["crush_sessions"]
+            await poll_until(lambda: _shown(sup, key) is not None, "crush's session")
+            assert started["crush_sessions"].statistics() == {"runs": 1, "home": str(home)}
+            assert sup.statistics().actor_states["crush-sessions"] == "running"
+
+
+def test_a_new_harness_is_wrapped_and_listed(
+    crush: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actors.cli import commands, wrap
+    from actors.cli.main import main
+
+    assert wrap.parse_args(["/usr/local/bin/crush", "--yolo"]).harness == CRUSH
+    assert wrap.parse_args(["--harness", "crush", "--", "sh"]).harness == CRUSH
+    assert "alias crush='paneward wrap -- crush'\n" in wrap.aliases()
+    assert "crush" in wrap.usage()
+    with pytest.raises(SystemExit):
+        main(["wrap", "--help"])
+    assert "crush" in capsys.readouterr().out
+    assert "crush: crush hooks and its sessions directory" in commands.format_proofs(
+        commands.proofs_json()
+    )

@@ -49,6 +49,7 @@ import anyio
 import msgspec
 
 from actors.core import paths
+from actors.core.harness import DiscoveryActor
 from actors.core.limits import raised_fd_limit
 from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
@@ -71,6 +72,7 @@ __all__ = [
     "EssentialActorStopped",
     "raise_fd_limit",
     "run_daemon",
+    "start_discovery",
 ]
 
 logger = logging.getLogger("paneward.daemon")
@@ -396,6 +398,22 @@ async def _wait_for_signal(stop: anyio.Event) -> None:
             timer.start()
 
 
+def start_discovery(config: DaemonConfig, sup: Supervisor) -> dict[str, DiscoveryActor]:
+    """Start every harness's discovery actors under ``sup`` (the catalog's specs in order, each
+    spec's ``discovery`` in order; none named in ``config.discovery_off``), each built for its
+    harness's home in ``config.homes``. Returns them by name (their ``status --counters`` key).
+    """
+    started: dict[str, DiscoveryActor] = {}
+    for spec in catalog.SPECS.values():
+        for discovery in spec.discovery:
+            if discovery.name in config.discovery_off:
+                continue
+            actor = discovery.start(config.homes.get(spec.id))
+            started[discovery.name] = actor
+            sup.start_actor(actor, name=discovery.name.replace("_", "-"))
+    return started
+
+
 def _start_actors(
     config: DaemonConfig, sup: Supervisor, store: Store, live_owners: dict[int, str | None]
 ) -> dict[str, Any]:
@@ -448,13 +466,7 @@ def _start_actors(
     sup.start_listener(mapper, name="pane-mapper")
 
     if config.discovery:
-        for spec in catalog.SPECS.values():
-            for discovery in spec.discovery:
-                if discovery.name in config.discovery_off:
-                    continue
-                actor = discovery.start(config.homes.get(spec.id))
-                parts[discovery.name] = actor
-                sup.start_actor(actor, name=discovery.name.replace("_", "-"))
+        parts.update(start_discovery(config, sup))
     bridge = None
     if config.tmux:
         from actors.sinks.tmux import TmuxBridge
