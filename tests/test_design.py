@@ -640,3 +640,86 @@ def test_a_new_harness_is_wrapped_and_listed(
     assert "crush: crush hooks and its sessions directory" in commands.format_proofs(
         commands.proofs_json()
     )
+
+
+# ------------------------------------------------------- the docs list what the catalog holds
+
+
+def _doc(name: str) -> str:
+    return (ROOT / name).read_text(encoding="utf-8")
+
+
+def _rows(text: str, header: str) -> list[list[str]]:
+    """The cells of each row of the Markdown table whose header line starts with ``header``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows: list[list[str]] = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def _ticked(cell: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"`([^`]+)`", cell))
+
+
+def _titled(cells: list[str]) -> dict[str, str]:
+    """Row titles ("Claude Code (2.1.332)", "Hermes") -> the harness whose installer title
+    they name."""
+    from actors.harnesses import catalog
+
+    titles = {installer.title: harness for harness, installer in catalog.INSTALLERS.items()}
+    found: dict[str, str] = {}
+    for cell in cells:
+        name = cell.split(" (")[0]
+        for title, harness in titles.items():
+            if title == name or title.startswith(name + " "):
+                found[cell] = harness
+    return found
+
+
+def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
+    import re
+
+    from actors.harnesses import catalog
+
+    installable = set(catalog.INSTALLERS)
+    wrappable = set(catalog.wrap_choices())
+    # docs/hooks.md: the install-hooks usage and its table of files, one row per harness.
+    hooks = _doc("docs/hooks.md")
+    usage = re.findall(r"^    paneward install-hooks ([a-z|-]+)", hooks, re.MULTILINE)
+    assert {h for line in usage for h in line.split("|")} == installable
+    assert [r[0] for r in _rows(hooks, "| harness | files edited |")] == list(catalog.INSTALLERS)
+    # docs/cli.md: install-hooks' choices.
+    choices = re.search(r"`paneward install-hooks ([a-z\\|-]+) ", _doc("docs/cli.md"))
+    assert choices is not None
+    assert set(choices.group(1).split("\\|")) == installable
+    # docs/tmux.md: the values of @paneward_harness.
+    options = {r[0]: r[1] for r in _rows(_doc("docs/tmux.md"), "| option | values |")}
+    assert _ticked(options["`@paneward_harness`"]) == wrappable
+    # docs/wrap.md: --harness and the commands it infers.
+    wrap = _doc("docs/wrap.md")
+    listed = re.search(r"`--harness` \(`([a-z|-]+)`\)", wrap)
+    assert listed is not None and set(listed.group(1).split("|")) == wrappable
+    inferred = dict(re.findall(r"`([a-z-]+)` → `([a-z-]+)`", wrap))
+    assert inferred == {c: catalog.wrap_harness(c) for c in catalog.wrap_commands()}
+    # README: the evidence sources, the quick start, where the evidence comes from, the proofs.
+    readme = _doc("README.md")
+    fields = {r[0]: r[1] for r in _rows(readme, "| field | values |")}
+    assert _ticked(fields["`evidence.source`"]) == set(typing.get_args(messages.common.Source))
+    start = readme[readme.index("## From `pip install` to your own sessions") :]
+    start = start[: start.index("```\n", start.index("```sh") + 5)]
+    quick = set(re.findall(r"paneward install-hooks ([a-z-]+)", start))
+    quick |= {h.strip() for h in re.findall(r"# also: (.*)", start)[0].split(",")}
+    assert quick == installable
+    evidence = _rows(readme, "| harness | source | how it is found |")
+    assert set(_titled([r[0] for r in evidence]).values()) == installable
+    assert {h for r in evidence for h in re.findall(r"install-hooks ([a-z-]+)", r[2])} == (
+        installable
+    )
+    proofs = _rows(readme, "| harness | proves from | cannot prove |")
+    assert sorted(_titled([r[0] for r in proofs]).values()) == sorted(catalog.SPECS)
