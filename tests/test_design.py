@@ -191,6 +191,21 @@ def test_the_pid_watcher_watches_the_owners_of_exactly_what_it_accepts() -> None
         assert watcher.statistics().candidates == int(expected), type(message).__name__
 
 
+def test_the_pane_mapper_accepts_what_the_pane_map_has_a_case_for() -> None:
+    """One list: ``PaneMap.observe`` has a case for each type of ``Observed`` (the checker
+    holds it to that: ``assert_never``), the mapper accepts exactly those, and the pane map
+    counts anything else as ignored."""
+    from actors.core import pane_map
+    from actors.sources.pane_mapper import PaneMapper
+
+    assert PaneMapper.accepts == pane_map.OBSERVED
+    for message in examples.INBOUND:
+        if type(message) not in pane_map.OBSERVED:
+            seen = pane_map.PaneMap()
+            assert seen.observe(message) == []  # type: ignore[arg-type]
+            assert seen.ignored == 1, type(message).__name__
+
+
 def test_listeners_accept_only_catalog_types() -> None:
     from actors.sources.pane_mapper import PaneMapper
     from actors.sources.pid_watcher import PidWatcher
