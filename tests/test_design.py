@@ -441,6 +441,7 @@ _CRUSH: dict[str, str] = {
             ),
             installer=_installer,
             discovery=(Discovery("crush_sessions", _sessions),),
+            home_env=("CRUSH_HOME",),
             wrap_commands=("crush",),
         )
     ''',
@@ -639,6 +640,20 @@ async def test_a_new_harness_discovery_is_started_by_the_daemon(
             assert sup.statistics().actor_states["crush-sessions"] == "running"
 
 
+def test_a_new_harness_home_reaches_the_service_unit(
+    crush: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A service does not get the shell's environment: install-service writes the variable
+    that moves crush's home into the unit."""
+    from actors.cli.main import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("CRUSH_HOME", str(tmp_path / "crush-home"))
+    assert main(["install-service", "--dry-run", "--no-tmux"]) == 0
+    assert f'Environment="CRUSH_HOME={tmp_path}/crush-home"' in capsys.readouterr().out.splitlines()
+
+
 def test_a_new_harness_is_wrapped_and_listed(
     crush: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -713,6 +728,13 @@ def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
     choices = re.search(r"`paneward install-hooks ([a-z\\|-]+) ", _doc("docs/cli.md"))
     assert choices is not None
     assert set(choices.group(1).split("\\|")) == installable
+    # docs/cli.md: the variables install-service writes into the unit.
+    from actors.core.service import PASSED_ENV
+
+    unit = r"an `Environment=` line for each of (.*?) set when it runs"
+    passed = re.search(unit, _doc("docs/cli.md"))
+    assert passed is not None
+    assert _ticked(passed.group(1)) == {*PASSED_ENV, *catalog.home_env()}
     # docs/tmux.md: the values of @paneward_harness.
     options = {r[0]: r[1] for r in _rows(_doc("docs/tmux.md"), "| option | values |")}
     assert _ticked(options["`@paneward_harness`"]) == wrappable
@@ -724,6 +746,8 @@ def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
     assert inferred == {c: catalog.wrap_harness(c) for c in catalog.wrap_commands()}
     # README: the evidence sources, the quick start, where the evidence comes from, the proofs.
     readme = _doc("README.md")
+    honoured = re.search(r"Everything honours (.*?)\.", readme.replace("\n", " "))
+    assert honoured is not None and _ticked(honoured.group(1)) == set(catalog.home_env())
     fields = {r[0]: r[1] for r in _rows(readme, "| field | values |")}
     assert _ticked(fields["`evidence.source`"]) == set(typing.get_args(messages.common.Source))
     start = readme[readme.index("## From `pip install` to your own sessions") :]

@@ -131,7 +131,9 @@ class HarnessSpec:
     (tests/test_design.py checks that each package declares all of them, once); ``pane_note``
     says why a pane showing one of its sessions shows less than it could (``paneward status``);
     ``installer`` returns what ``paneward install-hooks <id>`` does (its ``install`` module,
-    imported when called; ``None``: nothing to install); ``discovery`` its discovery actors;
+    imported when called; ``None``: nothing to install); ``discovery`` its discovery actors,
+    ``home_env`` the environment variables that move the home they read (``install-service``
+    writes the ones set into the unit, as a service does not get the shell's environment);
     ``wrap_commands`` the program names ``paneward wrap`` reports as this harness (and
     ``paneward wrap --aliases`` aliases).
     """
@@ -147,6 +149,7 @@ class HarnessSpec:
     pane_note: PaneNote | None = None
     installer: Callable[[], Installer] | None = None
     discovery: tuple[Discovery, ...] = ()
+    home_env: tuple[str, ...] = ()
     wrap_commands: tuple[str, ...] = ()
 
     def proof_table(self) -> Mapping[str, frozenset[str]]:

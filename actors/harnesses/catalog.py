@@ -55,6 +55,7 @@ __all__ = [
     "PROOFS",
     "SPECS",
     "TERMINAL",
+    "home_env",
     "http_refusal",
     "normalize",
     "normalize_hook",
@@ -109,6 +110,12 @@ class _Installers(Mapping[str, "Installer"]):
 
 #: ``paneward install-hooks``' choices and what each does (a live view of the catalog).
 INSTALLERS: Final[Mapping[str, Installer]] = _Installers()
+
+
+def home_env() -> tuple[str, ...]:
+    """Every spec's ``home_env``, in catalog order: the variables ``install-service`` passes
+    into the unit besides paneward's own (:data:`actors.core.service.PASSED_ENV`)."""
+    return tuple(name for spec in _SPECS.values() for name in spec.home_env)
 
 
 def wrap_choices() -> tuple[str, ...]:

@@ -66,5 +66,6 @@ SPEC = HarnessSpec(
     proves=PROVES,
     installer=_installer,
     discovery=(Discovery("claude_registry", _registry),),
+    home_env=("CLAUDE_CONFIG_DIR",),
     wrap_commands=("claude",),
 )

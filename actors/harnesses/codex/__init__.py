@@ -80,5 +80,6 @@ SPEC = HarnessSpec(
     pane_note=tui.pane_note,
     installer=_installer,
     discovery=(Discovery("codex_rollouts", _rollouts), Discovery("codex_daemon", _app_server)),
+    home_env=("CODEX_HOME",),
     wrap_commands=("codex",),
 )

@@ -59,4 +59,5 @@ SPEC = HarnessSpec(
     proves=PROVES,
     installer=_installer,
     discovery=(Discovery("hermes_ledger", _ledger),),
+    home_env=("HERMES_HOME",),
 )
