@@ -1,10 +1,8 @@
 """``paneward install-hooks``: merge paneward's hooks into a harness's own configuration.
 
 This module is the I/O shell; what each harness's files look like and how they are edited is
-its package's fact (``actors/harnesses/<name>/install.py``: Claude Code ``settings.json``,
-Codex ``config.toml`` ``notify`` + ``hooks.json``, Cursor ``hooks.json``, Hermes
-``config.yaml``, Gemini CLI ``settings.json``, the OpenCode plugin, the Pi extension), built
-on the pure helpers of :mod:`actors.core.config_edit`. Each declares one
+its package's fact (``actors/harnesses/<name>/install.py``; docs/hooks.md lists the files of
+each), built on the pure helpers of :mod:`actors.core.config_edit`. Each declares one
 :class:`~actors.core.config_edit.Installer`, which its spec's ``installer`` returns;
 :data:`INSTALLERS` (the catalog's :data:`actors.harnesses.catalog.INSTALLERS`) maps the harness
 ids -- the command's choices -- to them.
