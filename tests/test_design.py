@@ -746,7 +746,11 @@ def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
     assert inferred == {c: catalog.wrap_harness(c) for c in catalog.wrap_commands()}
     # README: the evidence sources, the quick start, where the evidence comes from, the proofs.
     readme = _doc("README.md")
-    honoured = re.search(r"Everything honours (.*?)\.", readme.replace("\n", " "))
+    prose = readme.replace("\n", " ")
+    named = re.search(r"for coding agents \((.*?), any program in a PTY\)", prose)
+    assert named is not None
+    assert sorted(_titled(named.group(1).split(", ")).values()) == sorted(catalog.SPECS)
+    honoured = re.search(r"Everything honours (.*?)\.", prose)
     assert honoured is not None and _ticked(honoured.group(1)) == set(catalog.home_env())
     fields = {r[0]: r[1] for r in _rows(readme, "| field | values |")}
     assert _ticked(fields["`evidence.source`"]) == set(typing.get_args(messages.common.Source))
