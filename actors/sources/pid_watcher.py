@@ -101,9 +101,9 @@ def _owner_message(message: messages.Inbound) -> TypeIs[Owners]:
 class PidWatcher:
     """Actor: probes watched pids on a tick and reports their death via pidfd at once.
 
-    Fed by whoever learns owner pids (the supervisor, from ``RegistryStatus``,
-    ``RolloutOwned``, ``PtySpawned``, hook pids) through :meth:`watch`,
-    :meth:`unwatch` or :meth:`observe`; sends ``ProcessSeen`` / ``ProcessGone``
+    Fed by whoever learns owner pids (the supervisor hands it every :data:`Owners` message
+    it routes: :meth:`deliver_nowait`) through :meth:`watch`, :meth:`unwatch` or
+    :meth:`observe`; sends ``ProcessSeen`` / ``ProcessGone``
     to the sink. A dead or recycled pid is unwatched by the watcher itself.
     """
 
