@@ -13,9 +13,9 @@ loopback OpenAI mock, with ``paneward run --tmux`` (discovery on, no hooks insta
    100 edges; p50/p99.
 2. Idle: with the TUI idle and nothing happening, the CPU of the paneward daemon over
    ``--idle-s`` seconds, with the daemon source connected, then the same daemon restarted with
-   the source switched off (``DaemonConfig(codex_daemon=False)``): the same work otherwise
-   (discovery, rollouts, tmux). The source's own counters (frames and bytes received) over the
-   window are printed too.
+   the source switched off (``DaemonConfig(discovery_off=frozenset({"codex_daemon"}))``): the
+   same work otherwise (discovery, rollouts, tmux). The source's own counters (frames and bytes
+   received) over the window are printed too.
 
 3. First daemon (``--first-homes N``): N fresh Codex homes (a ``config.toml`` for the mock and
    nothing else: no ``app-server-control/`` directory, as in a home that never ran a daemon),
@@ -66,7 +66,8 @@ import anyio
 from actors.cli.daemon import DaemonConfig, run_daemon
 state = Path(sys.argv[1])
 config = DaemonConfig(state_dir=state, socket_path=state / "hook.sock", tmux=True,
-                      tmux_socket_name=sys.argv[2], codex_daemon=False)
+                      tmux_socket_name=sys.argv[2],
+                      discovery_off=frozenset({"codex_daemon"}))
 anyio.run(run_daemon, config)
 """
 

@@ -7,7 +7,7 @@ inbound message (absurd timestamps, empty or enormous ids are rejected there).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import msgspec
 
@@ -31,16 +31,21 @@ __all__ = [
     "Turn",
 ]
 
+#: The harness ids on the wire: every package of ``actors.harnesses.catalog`` and ``terminal``
+#: (any other program under ``paneward wrap``). The catalog is where a harness is declared; this
+#: type is the codec's and the type checker's view of it, and tests/test_design.py checks that
+#: the two hold the same ids (``messages`` imports nothing of ``actors``).
 Harness = Literal[
     "claude-code", "codex", "cursor", "hermes", "gemini", "opencode", "pi", "terminal"
 ]
-HARNESSES: tuple[Harness, ...] = (
-    "claude-code", "codex", "cursor", "hermes", "gemini", "opencode", "pi", "terminal"
-)
+HARNESSES: tuple[Harness, ...] = get_args(Harness)
 
 Presence = Literal["persisted", "running", "shutting_down"]
 Turn = Literal["unknown", "idle", "working", "needs_input"]
 AttentionKind = Literal["needs_input", "failed", "turn_done"]
+#: Every evidence source: each harness's own (its spec's ``sources``; tests/test_design.py checks
+#: that every word here is one harness's or shared) and the shared ones -- the host's PTY and
+#: OSC 7501 status, process identity, the pane mapper, the store, supervision, the host.
 Source = Literal[
     "claude_registry",
     "claude_hook",

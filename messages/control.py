@@ -7,9 +7,9 @@ session bound to the pane or named by the key.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from messages.common import Id, Message, Pid, SessionKey, Text, TimeMs
+from messages.common import Id, Message, Pid, SessionKey, Source, Text, TimeMs
 
 __all__ = [
     "Acknowledge",
@@ -25,7 +25,12 @@ __all__ = [
 
 
 class ControlMessage(Message, frozen=True):
-    """Base of every inbound control message (its settings: :class:`messages.common.Message`)."""
+    """Base of every inbound control message (its settings: :class:`messages.common.Message`).
+
+    Each one the session reducer applies states its evidence ``source`` on its own class, as
+    :class:`~messages.evidence.EvidenceMessage` says (``host`` or ``pane_mapper``: no
+    harness's own, so what a harness can prove never limits it).
+    """
 
 
 class PaneOpened(ControlMessage, frozen=True, kw_only=True):
@@ -56,6 +61,8 @@ class PaneFocused(ControlMessage, frozen=True):
     the pane and to the session of the previously focused pane.
     """
 
+    source: ClassVar[Source] = "host"
+
     pane: Id
     at_ms: TimeMs
 
@@ -67,6 +74,8 @@ class PaneBound(ControlMessage, frozen=True, kw_only=True):
     ``hook_owner_pid``, ``codex_resume_argv``, ``pty_status``, ``host``).
     """
 
+    source: ClassVar[Source] = "pane_mapper"
+
     key: SessionKey
     pane: Id
     at_ms: TimeMs
@@ -75,6 +84,8 @@ class PaneBound(ControlMessage, frozen=True, kw_only=True):
 
 class PaneUnbound(ControlMessage, frozen=True):
     """``key`` is no longer shown in ``pane`` (pane closed or another agent started)."""
+
+    source: ClassVar[Source] = "pane_mapper"
 
     key: SessionKey
     pane: Id
@@ -86,6 +97,8 @@ class Acknowledge(ControlMessage, frozen=True):
 
     Sent by the host or the CLI; names the session by ``key`` or by ``pane``.
     """
+
+    source: ClassVar[Source] = "host"
 
     at_ms: TimeMs
     key: SessionKey | None = None
@@ -104,6 +117,8 @@ class Forget(ControlMessage, frozen=True):
     starts the session again.
     """
 
+    source: ClassVar[Source] = "host"
+
     key: SessionKey
     at_ms: TimeMs
 
@@ -114,6 +129,8 @@ class HostSignal(ControlMessage, frozen=True, kw_only=True):
     ``interrupt`` makes the turn idle without opening ``turn_done``;
     ``terminate`` moves presence to ``shutting_down``.
     """
+
+    source: ClassVar[Source] = "host"
 
     key: SessionKey
     signal: Literal["interrupt", "eof", "terminate"]

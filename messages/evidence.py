@@ -10,9 +10,9 @@ session whose owner is that pid.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from messages.common import Harness, Id, Message, Pid, SessionKey, Text, TimeMs
+from messages.common import Harness, Id, Message, Pid, SessionKey, Source, Text, TimeMs
 
 __all__ = [
     "Boundary",
@@ -40,7 +40,13 @@ __all__ = [
 
 
 class EvidenceMessage(Message, frozen=True):
-    """Base of every inbound evidence message (its settings: :class:`messages.common.Message`)."""
+    """Base of every inbound evidence message (its settings: :class:`messages.common.Message`).
+
+    Each one the session reducer applies states, on its own class, the evidence ``source`` of
+    what it claims (a class variable, never encoded; :class:`HookHint` carries it as a field):
+    the reducer limits a claim by what that source can prove for the session's harness
+    (tests/test_design.py checks that every session message states one).
+    """
 
 
 class Numbered(EvidenceMessage, frozen=True, kw_only=True):
@@ -67,6 +73,8 @@ class ProcessSeen(EvidenceMessage, frozen=True, kw_only=True):
     nothing else: the turn stays as it was (``unknown`` for a new session).
     """
 
+    source: ClassVar[Source] = "pid_probe"
+
     pid: Pid
     start_token: str
     at_ms: TimeMs
@@ -84,6 +92,8 @@ class ProcessGone(EvidenceMessage, frozen=True, kw_only=True):
     ``failed`` if the turn was ``working``.
     """
 
+    source: ClassVar[Source] = "pid_probe"
+
     pid: Pid
     at_ms: TimeMs
     observed_at_ms: TimeMs
@@ -99,6 +109,8 @@ class RegistryStatus(EvidenceMessage, frozen=True, kw_only=True):
     the first write, which has no status. ``at_ms`` is ``statusUpdatedAt``.
     Handled by the session reducer (turn source ``claude_registry``).
     """
+
+    source: ClassVar[Source] = "claude_registry"
 
     key: SessionKey
     pid: Pid
@@ -118,6 +130,8 @@ class RegistryRemoved(EvidenceMessage, frozen=True, kw_only=True):
     with a dead owner ends the session; a session-id rotation (``/clear``,
     ``/resume``) with a live owner ends the old key (``rotated``).
     """
+
+    source: ClassVar[Source] = "claude_registry"
 
     key: SessionKey
     pid: Pid
@@ -139,6 +153,8 @@ class LifecycleBoundary(EvidenceMessage, frozen=True, kw_only=True):
     root session, where child status rolls up (busy > idle > running).
     """
 
+    source: ClassVar[Source] = "codex_rollout"
+
     key: SessionKey
     boundary: Boundary
     at_ms: TimeMs
@@ -153,6 +169,8 @@ class RolloutOwned(EvidenceMessage, frozen=True, kw_only=True):
 
     Sent by the Codex discovery actor; proves presence ``running`` for ``key``.
     """
+
+    source: ClassVar[Source] = "codex_rollout"
 
     key: SessionKey
     pid: Pid
@@ -169,6 +187,8 @@ class RolloutReleased(EvidenceMessage, frozen=True, kw_only=True):
     Sent by the Codex discovery actor; handled by the session reducer as proof
     of death of that owner (presence ``persisted``).
     """
+
+    source: ClassVar[Source] = "codex_rollout"
 
     key: SessionKey
     pid: Pid
@@ -195,6 +215,8 @@ class ThreadStatus(Numbered, frozen=True, kw_only=True):
     not found. Handled by the session reducer (source ``codex_daemon``); ``at_ms`` is the
     daemon's ``emittedAtMs``.
     """
+
+    source: ClassVar[Source] = "codex_daemon"
 
     key: SessionKey
     status: ThreadState
@@ -305,6 +327,8 @@ class LedgerFire(EvidenceMessage, frozen=True, kw_only=True):
     pid is alive with a matching start time. Handled by the session reducer.
     """
 
+    source: ClassVar[Source] = "hermes_executions"
+
     key: SessionKey
     status: str
     at_ms: TimeMs
@@ -318,6 +342,8 @@ class PtySpawned(EvidenceMessage, frozen=True, kw_only=True):
 
     The host is then the authority on presence for this session.
     """
+
+    source: ClassVar[Source] = "pty_host"
 
     key: SessionKey
     pid: Pid
@@ -333,6 +359,8 @@ class PtyExit(EvidenceMessage, frozen=True, kw_only=True):
     Handled by the session reducer: presence ``persisted``; non-zero code or a
     signal opens attention ``failed``. ``key`` or ``pane`` names the session.
     """
+
+    source: ClassVar[Source] = "pty_host"
 
     at_ms: TimeMs
     observed_at_ms: TimeMs
@@ -351,6 +379,8 @@ class ProgramStatus(Numbered, frozen=True, kw_only=True):
     Sent by ``paneward wrap`` or a host that feeds its PTY bytes through the
     parser; routed by ``key``, else by the session bound to ``pane``.
     """
+
+    source: ClassVar[Source] = "pty_status"
 
     state: ProgramState
     at_ms: TimeMs

@@ -6,6 +6,9 @@
 - A harness package never imports another one (a rule two harnesses share lives in core).
 - ``paneward hook`` stays on the standard library.
 - Every list of message types is derived from the one tagged union in ``messages.codec``.
+- No silent table: every session message states its evidence source on its type, the router
+  has a case for every inbound type (else ``assert_never``), the pid watcher handles exactly
+  what it ``accepts``.
 - Wide messages are keyword-only, so whoever builds one names its fields.
 """
 
@@ -13,11 +16,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 import typing
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -145,6 +150,62 @@ def test_the_reducer_and_the_router_handle_every_message_of_the_catalog() -> Non
             reduce(SessionState(key=key), message)  # type: ignore[arg-type]
 
 
+def test_every_session_message_states_its_source_on_its_type() -> None:
+    """The reducer limits a claim by what its source can prove for the harness: a session
+    message whose type states no source would be limited by nothing."""
+    words = set(typing.get_args(messages.common.Source))
+    for kind in SESSION_TYPES:
+        if "source" in kind.__struct_fields__:  # HookHint: its harness module names it
+            hints = typing.get_type_hints(kind)
+            assert set(typing.get_args(hints["source"])) <= words, kind
+        else:
+            assert "source" in vars(kind), f"{kind.__name__} states no source"
+            assert vars(kind)["source"] in words, kind
+
+
+def test_the_router_refuses_a_message_it_has_no_case_for() -> None:
+    """A type the router's match does not name fails loudly instead of going nowhere."""
+
+    class Stray(msgspec.Struct, frozen=True):
+        at_ms: int
+
+    index = routing.RoutingIndex()
+    with pytest.raises(AssertionError):
+        index.route(Stray(1))  # type: ignore[arg-type]
+    with pytest.raises(AssertionError):
+        list(index.deliveries(Stray(1)))  # type: ignore[arg-type]
+
+
+def test_the_pid_watcher_watches_the_owners_of_exactly_what_it_accepts() -> None:
+    """``deliver_nowait`` handles the types of ``accepts``, and no other: each example that
+    names a pid is watched iff its type is accepted (a ProcessSeen only when it claims a key)."""
+    from actors.sources.pid_watcher import PidWatcher
+
+    for message in examples.INBOUND:
+        pid = getattr(message, "pid", None)
+        if pid is None:
+            continue
+        watcher = PidWatcher(use_pidfd=False)
+        watcher.deliver_nowait(message)  # type: ignore[arg-type]
+        expected = type(message) in PidWatcher.accepts and getattr(message, "key", 1) is not None
+        assert watcher.statistics().candidates == int(expected), type(message).__name__
+
+
+def test_the_pane_mapper_accepts_what_the_pane_map_has_a_case_for() -> None:
+    """One list: ``PaneMap.observe`` has a case for each type of ``Observed`` (the checker
+    holds it to that: ``assert_never``), the mapper accepts exactly those, and the pane map
+    counts anything else as ignored."""
+    from actors.core import pane_map
+    from actors.sources.pane_mapper import PaneMapper
+
+    assert PaneMapper.accepts == pane_map.OBSERVED
+    for message in examples.INBOUND:
+        if type(message) not in pane_map.OBSERVED:
+            seen = pane_map.PaneMap()
+            assert seen.observe(message) == []  # type: ignore[arg-type]
+            assert seen.ignored == 1, type(message).__name__
+
+
 def test_listeners_accept_only_catalog_types() -> None:
     from actors.sources.pane_mapper import PaneMapper
     from actors.sources.pid_watcher import PidWatcher
@@ -269,3 +330,439 @@ def test_next_jumps_without_msgspec_or_the_reducer() -> None:
                           check=True)
     loaded = set(json.loads(done.stdout))
     assert {"msgspec", "actors.core.reducer", "actors.core.attention", "messages"} & loaded == set()
+
+
+# ------------------------------------------------------------ a harness is one package
+
+
+def test_every_harness_package_has_its_catalog_line() -> None:
+    """A package under actors/harnesses/ without its catalog line would be dead code."""
+    from actors.harnesses import catalog
+
+    listed = sorted(package.__name__.rpartition(".")[2] for package in catalog._PACKAGES)
+    assert listed == HARNESSES
+
+
+def test_the_wire_harness_ids_are_the_catalogs() -> None:
+    """``messages.common.Harness`` is a type (the codec's and the checker's): it cannot grow at
+    run time, so the run-time checks read the catalog, and this keeps the two equal."""
+    from actors.harnesses import catalog
+
+    assert set(typing.get_args(messages.Harness)) == {*catalog.SPECS, catalog.TERMINAL}
+    assert typing.get_args(messages.Harness) == messages.common.HARNESSES
+
+
+def test_every_source_word_is_one_harnesss_own_or_shared() -> None:
+    """Each harness names its own evidence sources once; the words no harness owns are the
+    shared ones (the host's PTY, OSC 7501, process identity, the store...), and each shared one
+    the reducer limits is one some harness proves something from."""
+    from actors.core.reducer import UNLIMITED_SOURCES
+    from actors.harnesses import catalog
+
+    words = set(typing.get_args(messages.common.Source))
+    owner: dict[str, str] = {}
+    for spec in catalog.SPECS.values():
+        for source in spec.sources:
+            assert source in words, (spec.id, source)
+            assert source not in owner, (spec.id, source, owner.get(source))
+            owner[source] = spec.id
+    hook_sources = typing.get_args(typing.get_type_hints(messages.HookHint)["source"])
+    assert set(hook_sources) <= set(owner)
+    shared = words - set(owner)
+    proven = {s for spec in catalog.SPECS.values() for p in spec.proves for s in p.sources}
+    assert shared - UNLIMITED_SOURCES <= proven
+    assert shared >= UNLIMITED_SOURCES
+
+
+def test_every_spec_installer_and_discovery_is_its_own() -> None:
+    from actors.harnesses import catalog
+
+    names: list[str] = []
+    for spec in catalog.SPECS.values():
+        if spec.installer is not None:
+            assert spec.installer().harness == spec.id
+        names.extend(d.name for d in spec.discovery)
+    assert len(names) == len(set(names)), names
+
+
+def test_a_spec_that_proves_from_another_harnesss_source_is_refused() -> None:
+    from actors.core.harness import HarnessSpec, Proof
+    from actors.harnesses import catalog
+
+    thief: typing.Any = "thief"  # ids of throwaway harnesses: not words of messages.Harness
+    proof = Proof("working", ("claude_hook",), "-")
+    with pytest.raises(ValueError, match="not its own"):
+        catalog.register(HarnessSpec(id=thief, summary="-", proves=(proof,)))
+    assert thief not in catalog.SPECS
+    with pytest.raises(ValueError, match="belong to another harness"):
+        catalog.register(HarnessSpec(id=thief, summary="-", wrap_commands=("claude",)))
+    assert thief not in catalog.SPECS
+
+
+#: A harness package as a newcomer writes one: hooks, an installer, a discovery actor. It is
+#: registered with ``catalog.register`` (what its catalog line does) and nothing else is edited.
+_CRUSH: dict[str, str] = {
+    "__init__": '''
+        """Crush: a throwaway harness (tests/test_design.py)."""
+
+        from __future__ import annotations
+
+        from pathlib import Path
+        from typing import Any
+
+        from actors.core.harness import Discovery, HarnessSpec, Proof
+        from throwaway_crush import hooks
+
+
+        def _installer() -> Any:
+            from throwaway_crush import install
+
+            return install.INSTALLER
+
+
+        def _sessions(home: Path | None) -> Any:
+            from throwaway_crush.sessions import CrushSessions
+
+            return CrushSessions(home)
+
+
+        SPEC = HarnessSpec(
+            id="crush",
+            summary="crush hooks and its sessions directory",
+            sources=("crush_hook",),
+            normalize=hooks.normalize,
+            proves=(
+                Proof("running", ("crush_hook",), "the hook's parent"),
+                Proof("working", ("crush_hook",), "prompt"),
+                Proof("idle", ("crush_hook",), "stop"),
+                Proof("needs_input", (), "Crush names no permission wait"),
+                Proof("turn_done", ("crush_hook",), "stop"),
+                Proof("failed", ("pid_probe",), "process evidence"),
+            ),
+            installer=_installer,
+            discovery=(Discovery("crush_sessions", _sessions),),
+            home_env=("CRUSH_HOME",),
+            wrap_commands=("crush",),
+        )
+    ''',
+    "hooks": '''
+        from __future__ import annotations
+
+        from actors.core.hints import first_str, unmapped
+        from messages import HookHint, NotifyHook, SessionKey
+        from messages.activity import Unmapped
+
+        HINTS = {"prompt": "working", "stop": "completed", "ask": "needs_input"}
+
+
+        def normalize(hook: NotifyHook) -> HookHint | Unmapped:
+            event = first_str(hook.payload, "hook_event_name")
+            session = first_str(hook.payload, "session_id")
+            hint = HINTS.get(event or "")
+            if event is None or session is None or hint is None:
+                return unmapped(hook.harness, hook.payload, event, hook.at_ms)
+            return HookHint(
+                key=SessionKey(hook.harness, session), source="crush_hook", event=event,
+                hint=hint, at_ms=hook.at_ms, observed_at_ms=hook.observed_at_ms, pid=hook.pid,
+                start_token=hook.start_token,
+            )
+    ''',
+    "install": '''
+        from __future__ import annotations
+
+        import os
+        from pathlib import Path
+
+        from actors.core.config_edit import Installer, own_file_edit
+
+        MARKER = "# paneward: crush hook"
+
+
+        def edits(config_dir, target, *, http, events):
+            text = f"{MARKER}\\n{target.command('crush', 'parent')}\\n"
+            return [own_file_edit(config_dir / "hooks.sh", text, MARKER)]
+
+
+        INSTALLER = Installer(
+            harness="crush",
+            title="Crush",
+            default_dir=lambda: Path(os.environ["CRUSH_HOME"]),
+            default_dir_help="$CRUSH_HOME",
+            edits=edits,
+            notes=("Crush reads hooks.sh at its next start",),
+        )
+    ''',
+    "sessions": '''
+        from __future__ import annotations
+
+        import anyio
+
+        from actors.core.clock import now_ms
+        from messages import NotifyHook
+
+
+        class CrushSessions:
+            """Reports the session named in <home>/current as prompted, once."""
+
+            def __init__(self, home):
+                self.home = home
+                self.runs = 0
+
+            def statistics(self):
+                return {"runs": self.runs, "home": str(self.home)}
+
+            async def run(self, host):
+                self.runs += 1
+                text = await anyio.Path(self.home / "current").read_text()
+                now = now_ms()
+                # deliver_nowait, as the hook listener hands over what it decoded: "crush" is
+                # not a word of the wire type messages.common.Harness, which inject_nowait's
+                # validation checks (a harness added for good adds its id there too).
+                host.deliver_nowait(NotifyHook(
+                    harness="crush", at_ms=now, observed_at_ms=now,
+                    payload={"hook_event_name": "prompt", "session_id": text.strip()},
+                ))
+                await anyio.sleep_forever()
+    ''',
+}
+
+
+#: The throwaway harness's id: not a word of ``messages.Harness`` (a type cannot grow at run
+#: time; a harness added for good adds its id there, and test_the_wire_harness_ids_are_the_catalogs
+#: says so when it is missing).
+CRUSH: typing.Any = "crush"
+
+
+@pytest.fixture
+def crush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typing.Iterator[object]:
+    """The throwaway harness package, on ``sys.path`` and registered in the catalog."""
+    import importlib
+    import textwrap
+
+    from actors.harnesses import catalog
+
+    package = tmp_path / "packages" / "throwaway_crush"
+    package.mkdir(parents=True)
+    for name, text in _CRUSH.items():
+        (package / f"{name}.py").write_text(textwrap.dedent(text).lstrip())
+    monkeypatch.syspath_prepend(str(tmp_path / "packages"))
+    module = importlib.import_module("throwaway_crush")
+    catalog.register(module.SPEC)
+    try:
+        yield module
+    finally:
+        catalog.unregister("crush")
+        for name in [m for m in sys.modules if m.split(".")[0] == "throwaway_crush"]:
+            del sys.modules[name]
+
+
+def test_a_new_harness_is_installed(
+    crush: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actors.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["install-hooks", "--help"])
+    assert "crush" in capsys.readouterr().out
+    home = tmp_path / "crush-home"
+    home.mkdir(mode=0o700)
+    argv = ["install-hooks", "crush", "--config-dir", str(home), "--executable", "/opt/paneward"]
+    assert main(argv) == 0
+    assert (home / "hooks.sh").read_text() == (
+        "# paneward: crush hook\n/opt/paneward hook --harness crush --owner parent\n"
+    )
+    assert "Crush reads hooks.sh at its next start" in capsys.readouterr().out
+    assert main([*argv, "--uninstall"]) == 0
+    assert not (home / "hooks.sh").exists()
+
+
+def _shown(sup: typing.Any, key: messages.SessionKey) -> messages.Activity | None:
+    return next((a for a in sup.snapshot() if a.key == key), None)
+
+
+async def test_a_new_harness_hook_reaches_the_reducer_with_its_proofs(crush: object) -> None:
+    from actors.harnesses import catalog
+    from actors.sources import procfs
+    from supervisor import Supervisor
+    from tests.polling import settle_until
+
+    assert catalog.HOOKS.routes[CRUSH] == CRUSH  # the hook listener serves /hook/crush
+    key = messages.SessionKey(CRUSH, "s1")
+    token = procfs.probe(os.getpid())  # this process stands in for crush: the hook's owner
+
+    def hook(event: str) -> messages.NotifyHook:
+        return messages.NotifyHook(
+            harness=CRUSH,
+            payload={"hook_event_name": event, "session_id": "s1"},
+            at_ms=examples.T,
+            observed_at_ms=examples.T,
+            pid=os.getpid(),
+            start_token=token,
+        )
+
+    with anyio.fail_after(10):
+        async with Supervisor() as sup:
+            sup.deliver_nowait(hook("prompt"))
+            await settle_until(lambda: getattr(_shown(sup, key), "turn", None) == "working")
+            shown = _shown(sup, key)
+            assert shown is not None
+            assert shown.evidence.source == CRUSH + "_hook"
+            # Crush cannot prove a permission wait (its proves): the reducer keeps it unknown.
+            sup.deliver_nowait(hook("ask"))
+            await settle_until(lambda: getattr(_shown(sup, key), "turn", None) == "unknown")
+
+
+async def test_a_new_harness_discovery_is_started_by_the_daemon(
+    crush: object, tmp_path: Path
+) -> None:
+    from actors.cli.daemon import DaemonConfig, start_discovery
+    from actors.harnesses import catalog
+    from supervisor import Supervisor
+    from tests.polling import poll_until
+
+    home = tmp_path / "crush-home"
+    home.mkdir()
+    (home / "current").write_text("s2\n")
+    others = frozenset(
+        d.name for spec in catalog.SPECS.values() if spec.id != CRUSH for d in spec.discovery
+    )
+    config = DaemonConfig(
+        state_dir=tmp_path, socket_path=tmp_path / "hook.sock", homes={"crush": home},
+        discovery_off=others,
+    )
+    key = messages.SessionKey(CRUSH, "s2")
+    with anyio.fail_after(20):
+        async with Supervisor() as sup:
+            started = start_discovery(config, sup)
+            assert list(started) == ["crush_sessions"]
+            await poll_until(lambda: _shown(sup, key) is not None, "crush's session")
+            assert started["crush_sessions"].statistics() == {"runs": 1, "home": str(home)}
+            assert sup.statistics().actor_states["crush-sessions"] == "running"
+
+
+def test_a_new_harness_home_reaches_the_service_unit(
+    crush: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A service does not get the shell's environment: install-service writes the variable
+    that moves crush's home into the unit."""
+    from actors.cli.main import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("CRUSH_HOME", str(tmp_path / "crush-home"))
+    assert main(["install-service", "--dry-run", "--no-tmux"]) == 0
+    assert f'Environment="CRUSH_HOME={tmp_path}/crush-home"' in capsys.readouterr().out.splitlines()
+
+
+def test_a_new_harness_is_wrapped_and_listed(
+    crush: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actors.cli import commands, wrap
+    from actors.cli.main import main
+
+    assert wrap.parse_args(["/usr/local/bin/crush", "--yolo"]).harness == CRUSH
+    assert wrap.parse_args(["--harness", "crush", "--", "sh"]).harness == CRUSH
+    assert "alias crush='paneward wrap -- crush'\n" in wrap.aliases()
+    assert "crush" in wrap.usage()
+    with pytest.raises(SystemExit):
+        main(["wrap", "--help"])
+    assert "crush" in capsys.readouterr().out
+    assert "crush: crush hooks and its sessions directory" in commands.format_proofs(
+        commands.proofs_json()
+    )
+
+
+# ------------------------------------------------------- the docs list what the catalog holds
+
+
+def _doc(name: str) -> str:
+    return (ROOT / name).read_text(encoding="utf-8")
+
+
+def _rows(text: str, header: str) -> list[list[str]]:
+    """The cells of each row of the Markdown table whose header line starts with ``header``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows: list[list[str]] = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def _ticked(cell: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"`([^`]+)`", cell))
+
+
+def _titled(cells: list[str]) -> dict[str, str]:
+    """Row titles ("Claude Code (2.1.332)", "Hermes") -> the harness whose installer title
+    they name."""
+    from actors.harnesses import catalog
+
+    titles = {installer.title: harness for harness, installer in catalog.INSTALLERS.items()}
+    found: dict[str, str] = {}
+    for cell in cells:
+        name = cell.split(" (")[0]
+        for title, harness in titles.items():
+            if title == name or title.startswith(name + " "):
+                found[cell] = harness
+    return found
+
+
+def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
+    import re
+
+    from actors.harnesses import catalog
+
+    installable = set(catalog.INSTALLERS)
+    wrappable = set(catalog.wrap_choices())
+    # docs/hooks.md: the install-hooks usage and its table of files, one row per harness.
+    hooks = _doc("docs/hooks.md")
+    usage = re.findall(r"^    paneward install-hooks ([a-z|-]+)", hooks, re.MULTILINE)
+    assert {h for line in usage for h in line.split("|")} == installable
+    assert [r[0] for r in _rows(hooks, "| harness | files edited |")] == list(catalog.INSTALLERS)
+    # docs/cli.md: install-hooks' choices.
+    choices = re.search(r"`paneward install-hooks ([a-z\\|-]+) ", _doc("docs/cli.md"))
+    assert choices is not None
+    assert set(choices.group(1).split("\\|")) == installable
+    # docs/cli.md: the variables install-service writes into the unit.
+    from actors.core.service import PASSED_ENV
+
+    unit = r"an `Environment=` line for each of (.*?) set when it runs"
+    passed = re.search(unit, _doc("docs/cli.md"))
+    assert passed is not None
+    assert _ticked(passed.group(1)) == {*PASSED_ENV, *catalog.home_env()}
+    # docs/tmux.md: the values of @paneward_harness.
+    options = {r[0]: r[1] for r in _rows(_doc("docs/tmux.md"), "| option | values |")}
+    assert _ticked(options["`@paneward_harness`"]) == wrappable
+    # docs/wrap.md: --harness and the commands it infers.
+    wrap = _doc("docs/wrap.md")
+    listed = re.search(r"`--harness` \(`([a-z|-]+)`\)", wrap)
+    assert listed is not None and set(listed.group(1).split("|")) == wrappable
+    inferred = dict(re.findall(r"`([a-z-]+)` → `([a-z-]+)`", wrap))
+    assert inferred == {c: catalog.wrap_harness(c) for c in catalog.wrap_commands()}
+    # README: the evidence sources, the quick start, where the evidence comes from, the proofs.
+    readme = _doc("README.md")
+    prose = readme.replace("\n", " ")
+    named = re.search(r"for coding agents \((.*?), any program in a PTY\)", prose)
+    assert named is not None
+    assert sorted(_titled(named.group(1).split(", ")).values()) == sorted(catalog.SPECS)
+    honoured = re.search(r"Everything honours (.*?)\.", prose)
+    assert honoured is not None and _ticked(honoured.group(1)) == set(catalog.home_env())
+    fields = {r[0]: r[1] for r in _rows(readme, "| field | values |")}
+    assert _ticked(fields["`evidence.source`"]) == set(typing.get_args(messages.common.Source))
+    start = readme[readme.index("## From `pip install` to your own sessions") :]
+    start = start[: start.index("```\n", start.index("```sh") + 5)]
+    quick = set(re.findall(r"paneward install-hooks ([a-z-]+)", start))
+    quick |= {h.strip() for h in re.findall(r"# also: (.*)", start)[0].split(",")}
+    assert quick == installable
+    evidence = _rows(readme, "| harness | source | how it is found |")
+    assert set(_titled([r[0] for r in evidence]).values()) == installable
+    assert {h for r in evidence for h in re.findall(r"install-hooks ([a-z-]+)", r[2])} == (
+        installable
+    )
+    proofs = _rows(readme, "| harness | proves from | cannot prove |")
+    assert sorted(_titled([r[0] for r in proofs]).values()) == sorted(catalog.SPECS)

@@ -15,8 +15,9 @@ Order of start (dependencies first) and of shutdown (reverse):
    reducer), subscribe the store (a ``states`` subscription: it records every transition with
    the reducer state behind it), publish the corrections;
 4. start the actors: control socket and hook listener (+ http) -- both *essential* --, pid
-   watcher, pane mapper, Claude registry, Codex rollouts, the Codex app-server daemon's control
-   socket, Hermes ledger, tmux bridge (``--tmux``), notifications (unless ``--notify none``);
+   watcher, pane mapper, every harness's discovery actors (its spec's ``discovery``, in catalog
+   order: the Claude registry, Codex rollouts, the Codex app-server daemon's control socket,
+   the Hermes ledger), tmux bridge (``--tmux``), notifications (unless ``--notify none``);
 5. on SIGINT/SIGTERM: stop producers, drain mailboxes, end subscriptions, flush the store,
    release the locks. A second signal, or a shutdown still running after
    :data:`SHUTDOWN_DEADLINE_S` (a worker thread stuck in a system call), ends the process at
@@ -48,13 +49,10 @@ import anyio
 import msgspec
 
 from actors.core import paths
+from actors.core.harness import DiscoveryActor
 from actors.core.limits import raised_fd_limit
 from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
-from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
-from actors.harnesses.codex.daemon import CodexDaemonSource
-from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
-from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
 from actors.runtime.files import open_private_dir, prepare_socket
 from actors.sinks.store import Restored, Store, open_store
 from actors.sources import procfs
@@ -74,6 +72,7 @@ __all__ = [
     "EssentialActorStopped",
     "raise_fd_limit",
     "run_daemon",
+    "start_discovery",
 ]
 
 logger = logging.getLogger("paneward.daemon")
@@ -105,11 +104,12 @@ class DaemonConfig:
     #: tmux options (``@paneward_reason``).
     notify: NotifySettings | None = field(default_factory=NotifySettings)
     full_text: bool = False
-    #: Follow the Codex app-server daemon's control socket (with ``discovery``).
-    codex_daemon: bool = True
-    claude_sessions: Path | None = None
-    codex_home: Path | None = None
-    hermes_home: Path | None = None
+    #: Discovery actors not started, by name (a spec's ``Discovery.name``, e.g.
+    #: ``codex_daemon``: the Codex app-server daemon's control socket is not followed).
+    discovery_off: frozenset[str] = frozenset()
+    #: A harness's own directory, by harness id, for its discovery actors (absent: the one its
+    #: environment names, e.g. ``$CODEX_HOME`` or ``~/.codex``).
+    homes: Mapping[str, Path] = field(default_factory=dict)
 
     @property
     def db_path(self) -> Path:
@@ -398,6 +398,22 @@ async def _wait_for_signal(stop: anyio.Event) -> None:
             timer.start()
 
 
+def start_discovery(config: DaemonConfig, sup: Supervisor) -> dict[str, DiscoveryActor]:
+    """Start every harness's discovery actors under ``sup`` (the catalog's specs in order, each
+    spec's ``discovery`` in order; none named in ``config.discovery_off``), each built for its
+    harness's home in ``config.homes``. Returns them by name (their ``status --counters`` key).
+    """
+    started: dict[str, DiscoveryActor] = {}
+    for spec in catalog.SPECS.values():
+        for discovery in spec.discovery:
+            if discovery.name in config.discovery_off:
+                continue
+            actor = discovery.start(config.homes.get(spec.id))
+            started[discovery.name] = actor
+            sup.start_actor(actor, name=discovery.name.replace("_", "-"))
+    return started
+
+
 def _start_actors(
     config: DaemonConfig, sup: Supervisor, store: Store, live_owners: dict[int, str | None]
 ) -> dict[str, Any]:
@@ -450,17 +466,7 @@ def _start_actors(
     sup.start_listener(mapper, name="pane-mapper")
 
     if config.discovery:
-        claude = ClaudeRegistryWatcher(config.claude_sessions)
-        codex = CodexRolloutDiscovery(config.codex_home)
-        hermes = HermesLedgerDiscovery(config.hermes_home)
-        parts.update(claude_registry=claude, codex_rollouts=codex, hermes_ledger=hermes)
-        sup.start_actor(claude, name="claude-registry")
-        sup.start_actor(codex, name="codex-rollouts")
-        if config.codex_daemon:
-            codex_daemon = CodexDaemonSource(config.codex_home)
-            parts["codex_daemon"] = codex_daemon
-            sup.start_actor(codex_daemon, name="codex-daemon")
-        sup.start_actor(hermes, name="hermes-ledger")
+        parts.update(start_discovery(config, sup))
     bridge = None
     if config.tmux:
         from actors.sinks.tmux import TmuxBridge

@@ -76,8 +76,8 @@ usage: paneward hook --harness HARNESS [--owner parent|env:NAME|none]
 Forward one hook payload to the daemon's hook socket. The agents run this (the commands
 `paneward install-hooks` writes); it always exits 0, within {STDIN_TIMEOUT_S + SEND_TIMEOUT_S:g} s.
 
-  --harness HARNESS        whose payload: claude-code, codex, cursor, gemini or hermes
-                           (OpenCode's plugin and Pi's extension send their own frames)
+  --harness HARNESS        whose payload: the harness id install-hooks wrote into the
+                           command (`paneward install-hooks --help` lists them)
   --owner parent|env:NAME|none
                            the process the hook claims as the session's owner: its parent
                            (default), the pid in $NAME (Claude Code: env:CLAUDE_PID), or none

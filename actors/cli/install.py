@@ -1,12 +1,11 @@
 """``paneward install-hooks``: merge paneward's hooks into a harness's own configuration.
 
 This module is the I/O shell; what each harness's files look like and how they are edited is
-its package's fact (``actors/harnesses/<name>/install.py``: Claude Code ``settings.json``,
-Codex ``config.toml`` ``notify`` + ``hooks.json``, Cursor ``hooks.json``, Hermes
-``config.yaml``, Gemini CLI ``settings.json``, the OpenCode plugin, the Pi extension), built
-on the pure helpers of :mod:`actors.core.config_edit`. Each declares one
-:class:`~actors.core.config_edit.Installer`; :data:`INSTALLERS` maps the harness ids (the
-command's choices) to them.
+its package's fact (``actors/harnesses/<name>/install.py``; docs/hooks.md lists the files of
+each), built on the pure helpers of :mod:`actors.core.config_edit`. Each declares one
+:class:`~actors.core.config_edit.Installer`, which its spec's ``installer`` returns;
+:data:`INSTALLERS` (the catalog's :data:`actors.harnesses.catalog.INSTALLERS`) maps the harness
+ids -- the command's choices -- to them.
 
 Guarantees, for every harness: every other key, hook and comment is kept; entries are
 recognised as paneward's by their command (``…paneward hook --harness …``, with or without the
@@ -51,13 +50,7 @@ from typing import TYPE_CHECKING, Final
 
 from actors.core import paths
 from actors.core.config_edit import HookTarget, Installer, InstallError, shared_dir_problem
-from actors.harnesses.claude_code import install as claude_install
-from actors.harnesses.codex import install as codex_install
-from actors.harnesses.cursor import install as cursor_install
-from actors.harnesses.gemini import install as gemini_install
-from actors.harnesses.hermes import install as hermes_install
-from actors.harnesses.opencode import install as opencode_install
-from actors.harnesses.pi import install as pi_install
+from actors.harnesses import catalog
 
 if TYPE_CHECKING:
     import argparse
@@ -77,19 +70,8 @@ __all__ = [
     "run",
 ]
 
-#: Every harness ``install-hooks`` knows, by id (the command's choices, in this order).
-INSTALLERS: Final[Mapping[str, Installer]] = {
-    installer.harness: installer
-    for installer in (
-        claude_install.INSTALLER,
-        codex_install.INSTALLER,
-        cursor_install.INSTALLER,
-        hermes_install.INSTALLER,
-        gemini_install.INSTALLER,
-        opencode_install.INSTALLER,
-        pi_install.INSTALLER,
-    )
-}
+#: Every harness ``install-hooks`` knows, by id (the command's choices, in catalog order).
+INSTALLERS: Final[Mapping[str, Installer]] = catalog.INSTALLERS
 DEFAULT_HTTP_PORT: Final = 47501
 BACKUP_INFIX: Final = ".paneward-backup-"
 

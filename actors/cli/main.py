@@ -143,7 +143,9 @@ def _daemon_side(name: str) -> tuple[AddArguments, Run]:
 
 def _add_wrap(parser: argparse.ArgumentParser) -> None:
     # Documentation only: `wrap` is dispatched before argparse (see main()).
-    parser.add_argument("--harness", help="claude-code, codex, cursor, hermes or terminal")
+    from actors.harnesses.catalog import wrap_choices
+
+    parser.add_argument("--harness", help=", ".join(wrap_choices()))
     parser.add_argument("--pass-status", action="store_true",
                         help="keep OSC 7501 records in the output the terminal sees")
     parser.add_argument("--aliases", action="store_true", help="print shell aliases")

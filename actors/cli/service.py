@@ -142,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
         elif args.tmux_socket_path:
             argv += ["-S", args.tmux_socket_path]
     try:
-        text = service.unit_text(argv, os.environ)
+        from actors.harnesses.catalog import home_env
+
+        text = service.unit_text(argv, os.environ, (*service.PASSED_ENV, *home_env()))
     except ValueError as exc:
         print(f"paneward install-service: {printable(str(exc))}", file=sys.stderr)
         return EXIT_REFUSED

@@ -49,6 +49,7 @@ from actors.core import paths
 from actors.core.clock import now_ms
 from actors.core.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
 from actors.core.procstat import parse_stat
+from actors.harnesses import catalog
 from actors.sources.pty_status import program_status
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "infer_harness",
     "parse_args",
     "session_key",
+    "usage",
     "wrap_main",
 ]
 
@@ -73,22 +75,24 @@ RECONNECT_S: Final = 1.0
 #: At exit, how long the last frames may take to reach a connected daemon.
 EXIT_FLUSH_S: Final = 1.0
 
-_HARNESS_BY_COMMAND: Final = {"claude": "claude-code", "codex": "codex"}
 _DA1_REPLY_START: Final = b"\x1b[?"
 _OUTER_PROBE_REPLY: Final = b"\x1b]7501;?"
 _FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
 
-_USAGE: Final = """\
+def usage() -> str:
+    """What ``paneward wrap --help`` prints: the harnesses and commands from the catalog."""
+    commands = ", ".join(catalog.wrap_commands())
+    return f"""\
 usage: paneward wrap [--harness NAME] [--pass-status] -- COMMAND [ARG...]
        paneward wrap --aliases
 
 Run COMMAND in a PTY, relay it transparently and report its OSC 7501 program status
 and exit to the paneward daemon. Exits with COMMAND's status (128+N if killed by signal N).
 
-  --harness NAME   claude-code | codex | cursor | hermes | terminal
-                   (default: from the command name: claude, codex, else terminal)
+  --harness NAME   {" | ".join(catalog.wrap_choices())}
+                   (default: from the command name: {commands}, else {catalog.TERMINAL})
   --pass-status    keep OSC 7501 records in the output (default: strip them)
-  --aliases        print shell aliases that wrap claude and codex
+  --aliases        print shell aliases that wrap {commands}
 """
 
 
@@ -105,9 +109,9 @@ class WrapOptions:
 
 
 def infer_harness(command: str) -> messages.Harness:
-    """``claude`` -> ``claude-code``, ``codex`` -> ``codex``, anything else ``terminal``."""
-    name = os.path.basename(command)
-    return _HARNESS_BY_COMMAND.get(name, "terminal")  # type: ignore[return-value]
+    """The harness whose spec lists ``command``'s base name in ``wrap_commands`` (``claude`` ->
+    ``claude-code``, ``codex`` -> ``codex``), anything else ``terminal``."""
+    return catalog.wrap_harness(os.path.basename(command))
 
 
 def parse_args(argv: Sequence[str]) -> WrapOptions:
@@ -130,9 +134,9 @@ def parse_args(argv: Sequence[str]) -> WrapOptions:
                 harness = args.pop(0)
             else:
                 raise UsageError("--harness needs a value")
-            if harness not in messages.common.HARNESSES:
-                choices = ", ".join(messages.common.HARNESSES)
-                raise UsageError(f"unknown harness {harness!r} (one of: {choices})")
+            choices = catalog.wrap_choices()
+            if harness not in choices:
+                raise UsageError(f"unknown harness {harness!r} (one of: {', '.join(choices)})")
         elif arg in ("-h", "--help"):
             raise UsageError("")
         elif arg.startswith("-"):
@@ -150,8 +154,11 @@ def parse_args(argv: Sequence[str]) -> WrapOptions:
 
 
 def aliases() -> str:
-    """Shell aliases that run claude and codex under the wrapper."""
-    return "".join(f"alias {name}='paneward wrap -- {name}'\n" for name in ("claude", "codex"))
+    """Shell aliases that run every spec's ``wrap_commands`` (claude, codex) under the
+    wrapper."""
+    return "".join(
+        f"alias {name}='paneward wrap -- {name}'\n" for name in catalog.wrap_commands()
+    )
 
 
 def session_key(harness: messages.Harness, pid: int, start_token: str) -> messages.SessionKey:
@@ -756,9 +763,9 @@ def wrap_main(argv: list[str]) -> int:
     except UsageError as exc:
         if str(exc):
             print(f"paneward wrap: {exc}", file=sys.stderr)
-            print(_USAGE, file=sys.stderr, end="")
+            print(usage(), file=sys.stderr, end="")
             return 2
-        print(_USAGE, end="")
+        print(usage(), end="")
         return 0
     if options.aliases:
         print(aliases(), end="")

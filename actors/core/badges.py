@@ -13,7 +13,8 @@ Options set on a bound pane (pane user options, ``set-option -p``):
 ``@paneward_presence``   ``persisted`` / ``running`` / ``shutting_down``
 ``@paneward_turn``       ``unknown`` / ``idle`` / ``working`` / ``needs_input``
 ``@paneward_attention``  ``needs_input`` / ``failed`` / ``turn_done``, or empty
-``@paneward_harness``    ``claude-code`` / ``codex`` / ``cursor`` / ``hermes`` / ``terminal``
+``@paneward_harness``    the session's harness id (``messages.common.Harness``: a package of
+                        :mod:`actors.harnesses.catalog`, or ``terminal``)
 ``@paneward_badge``      a glyph and a word, see :data:`BADGES`
 ``@paneward_reason``     the open attention's reason, redacted (:mod:`actors.core.redact`)
 ``@paneward_age``        how long the open attention has been open (``<1m``, ``2m``, ``3h``),

@@ -1,24 +1,34 @@
 """What paneward knows about one harness, as plain data: the shape every harness package fills.
 
 Each package under :mod:`actors.harnesses` declares one :class:`HarnessSpec` (its ``SPEC``);
-:mod:`actors.harnesses.catalog` collects them. Pure: a spec holds data and pure functions only
-(the I/O of a harness -- its discovery actor, its config edits -- lives beside it in the
-package and is wired by :mod:`actors.cli.daemon` and :mod:`actors.cli.install`).
+:mod:`actors.harnesses.catalog` collects them, and everything that lists or wires harnesses
+reads the catalog: the hook listener's routes, the reducer's proofs, ``install-hooks`` (its
+choices, its installers), the daemon's discovery actors, ``paneward wrap``'s command table and
+the help texts. Pure: a spec holds data and pure functions; the I/O of a harness -- its
+discovery actors, its config edits -- lives beside it in the package and the spec reaches it
+through factories that import it only when called (importing the catalog loads no I/O).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from actors.core.pane_map import Binding
 from messages.activity import Activity, Unmapped
 from messages.common import Harness, Source
 from messages.evidence import HookHint, NotifyHook
 
+if TYPE_CHECKING:  # config_edit imports this module (through actors.core.http)
+    from actors.core.config_edit import Installer
+
 __all__ = [
     "PROVABLE",
+    "Discovery",
+    "DiscoveryActor",
     "HarnessSpec",
     "HookIngress",
     "Normalizer",
@@ -79,27 +89,68 @@ class Proof:
     how: str
 
 
+class DiscoveryActor(Protocol):
+    """What a :class:`Discovery` factory returns: an actor the daemon supervises (the shape of
+    :class:`actors.runtime.mailbox.Actor`, which core does not import) with counters for
+    ``paneward status --counters``."""
+
+    async def run(self, host: Any) -> None:
+        """Run until cancelled, sending evidence to ``host`` (the supervisor)."""
+
+    def statistics(self) -> object:
+        """A point-in-time copy of its counters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """One discovery actor of a harness, started by ``paneward run`` (unless
+    ``--no-discovery``) in the order the catalog and the spec list them.
+
+    ``name`` is its key in ``status --counters`` and, with ``-`` for ``_``, its actor name;
+    ``start(home)`` builds it for the harness's own directory ``home`` (``None``: the
+    directory its environment names, e.g. ``$CODEX_HOME`` or ``~/.codex``), importing its
+    module only then.
+    """
+
+    name: str
+    start: Callable[[Path | None], DiscoveryActor]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HarnessSpec:
-    """One harness, as its package declares it.
+    """One harness, as its package declares it: the only place a harness is registered (one
+    more line in :mod:`actors.harnesses.catalog` lists the package).
 
-    ``normalize`` maps the harness's native hook payloads to hints (``None``: it sends none);
-    ``http_refused`` maps an event name to why it can never arrive as an ``http`` hook;
-    ``process_claim`` says what one of its processes (a comm in ``claim_comms``) proves by
-    itself when the pane mapper finds no owner (``None``: nothing); ``proves`` declares, for
+    ``summary`` says what it gives paneward (``status --proofs``); ``sources`` names the
+    evidence sources (``messages.common.Source``) that are its own; ``normalize`` maps the
+    harness's native hook payloads to hints (``None``: it sends none); ``http_refused`` maps
+    an event name to why it can never arrive as an ``http`` hook; ``process_claim`` says what
+    one of its processes (a comm in ``claim_comms``) proves by itself when the pane mapper
+    finds no owner (``None``: nothing); ``proves`` declares, for
     every :data:`PROVABLE` value, whether the harness can prove it and from which source
     (tests/test_design.py checks that each package declares all of them, once); ``pane_note``
-    says why a pane showing one of its sessions shows less than it could (``paneward status``).
+    says why a pane showing one of its sessions shows less than it could (``paneward status``);
+    ``installer`` returns what ``paneward install-hooks <id>`` does (its ``install`` module,
+    imported when called; ``None``: nothing to install); ``discovery`` its discovery actors,
+    ``home_env`` the environment variables that move the home they read (``install-service``
+    writes the ones set into the unit, as a service does not get the shell's environment);
+    ``wrap_commands`` the program names ``paneward wrap`` reports as this harness (and
+    ``paneward wrap --aliases`` aliases).
     """
 
     id: Harness
     summary: str
+    sources: tuple[Source, ...] = ()
     normalize: Normalizer | None = None
     http_refused: Mapping[str, str] = field(default_factory=dict)
     claim_comms: frozenset[str] = frozenset()
     process_claim: ProcessClaim | None = None
     proves: tuple[Proof, ...] = ()
     pane_note: PaneNote | None = None
+    installer: Callable[[], Installer] | None = None
+    discovery: tuple[Discovery, ...] = ()
+    home_env: tuple[str, ...] = ()
+    wrap_commands: tuple[str, ...] = ()
 
     def proof_table(self) -> Mapping[str, frozenset[str]]:
         """``proves`` as the reducer reads it: value -> the sources that prove it."""
@@ -126,5 +177,5 @@ class ProcessClaims:
     something by their command line (``comms``), and what one proves (``claim``). Built by
     :mod:`actors.harnesses.catalog` (``CLAIMS``)."""
 
-    comms: frozenset[str]
+    comms: AbstractSet[str]
     claim: ProcessClaim

@@ -31,17 +31,22 @@ activity says it is no longer running). The I/O shell is :mod:`actors.sources.pa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias, assert_never, get_args
 
 import msgspec
 
 import messages
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
 __all__ = [
     "MAX_VISIT",
+    "OBSERVED",
     "Binding",
     "ChildrenLookup",
     "ClaimLookup",
+    "Observed",
     "Owner",
     "PaneChange",
     "PaneMap",
@@ -51,6 +56,26 @@ MAX_VISIT: Final = 256
 
 ChildrenLookup = Callable[[int], Sequence[int]]
 PaneChange = messages.PaneBound | messages.PaneUnbound | messages.ProcessSeen
+#: What the pane map learns from (:meth:`PaneMap.observe`, one case each): owners and panes.
+#: The pane mapper accepts exactly these (:attr:`actors.sources.pane_mapper.PaneMapper.accepts`).
+Observed: TypeAlias = (
+    messages.RegistryStatus
+    | messages.RegistryRemoved
+    | messages.RolloutOwned
+    | messages.RolloutReleased
+    | messages.HookHint
+    | messages.ClientAttached
+    | messages.ThreadStatus
+    | messages.ProcessGone
+    | messages.PaneOpened
+    | messages.PaneClosed
+)
+OBSERVED: Final[tuple[type[messages.Inbound], ...]] = get_args(Observed)
+_OBSERVED: Final[frozenset[type]] = frozenset(OBSERVED)
+
+
+def _observed(message: messages.Inbound) -> TypeIs[Observed]:
+    return type(message) in _OBSERVED
 
 
 class Owner(msgspec.Struct, frozen=True):
@@ -165,63 +190,72 @@ class PaneMap:
         """Learn from one message; returns the unbinds it implies at once (pane closed, or
         the client that showed a session another process runs died).
 
-        Panes that need a new walk are collected in :attr:`dirty`.
+        Panes that need a new walk are collected in :attr:`dirty`. A message not of
+        :data:`Observed` is counted in :attr:`ignored`.
         """
         m = message
-        if isinstance(m, messages.RegistryStatus):
-            self._add_owner(m.pid, Owner(m.key, "claude_registry_pid", m.start_token))
-        elif isinstance(m, messages.RolloutOwned):
-            if m.root_key is None:
-                self._add_owner(m.pid, Owner(m.key, "codex_rollout_owner", m.start_token))
-            else:
-                self.ignored += 1  # a child thread: its root's owner binds the pane
-        elif isinstance(m, messages.HookHint):
-            if m.pid is None:
-                self.ignored += 1
-            elif not self.owns(m.pid, m.key):
-                self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
-        elif isinstance(m, messages.ClientAttached):
-            self._add_owner(m.pid, Owner(m.key, m.proof, m.start_token, client=True))
-        elif isinstance(m, messages.ThreadStatus):
-            if m.status != "closed":
-                self.ignored += 1
-            else:
-                for pid in list(self.owners):
-                    self._drop_owner(pid, m.key, None)
-        elif isinstance(m, messages.RegistryRemoved | messages.RolloutReleased):
-            self._drop_owner(m.pid, m.key, None)
-        elif isinstance(m, messages.ProcessGone):
-            # What the dead process ran is shown by no client any more (a Codex daemon that
-            # stopped: its TUIs show themselves until they reattach to a new one).
-            ran = {
-                o.key
-                for o in self.owners.get(m.pid, ())
-                if not o.client and (m.start_token is None or o.token in (None, m.start_token))
-            }
-            self._drop_owner(m.pid, None, m.start_token)
-            for pid in list(self.owners):
-                if pid in self.owners and any(o.client and o.key in ran for o in self.owners[pid]):
-                    for key in ran:
-                        self._drop_owner(pid, key, None)
-            # The session a dead client showed lives on elsewhere: that pane no longer shows it.
-            gone = [p for p, b in self.bindings.items() if b.client == m.pid]
-            out: list[messages.PaneUnbound] = []
-            for pane in gone:
-                shown = self.bindings.pop(pane)
-                out.append(messages.PaneUnbound(key=shown.key, pane=pane, at_ms=m.at_ms))
-            return out
-        elif isinstance(m, messages.PaneOpened):
-            self.panes[m.pane] = m.root_pid
-            self.dirty.add(m.pane)
-        elif isinstance(m, messages.PaneClosed):
-            self.panes.pop(m.pane, None)
-            self.dirty.discard(m.pane)
-            bound = self.bindings.pop(m.pane, None)
-            if bound is not None:
-                # It happened when the host closed the pane, not when we heard of it.
-                return [messages.PaneUnbound(key=bound.key, pane=m.pane, at_ms=m.at_ms)]
-        else:
+        if not _observed(m):
             self.ignored += 1
+            return []
+        match m:
+            case messages.RegistryStatus():
+                self._add_owner(m.pid, Owner(m.key, "claude_registry_pid", m.start_token))
+            case messages.RolloutOwned():
+                if m.root_key is None:
+                    self._add_owner(m.pid, Owner(m.key, "codex_rollout_owner", m.start_token))
+                else:
+                    self.ignored += 1  # a child thread: its root's owner binds the pane
+            case messages.HookHint():
+                if m.pid is None:
+                    self.ignored += 1
+                elif not self.owns(m.pid, m.key):
+                    self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
+            case messages.ClientAttached():
+                self._add_owner(m.pid, Owner(m.key, m.proof, m.start_token, client=True))
+            case messages.ThreadStatus():
+                if m.status != "closed":
+                    self.ignored += 1
+                else:
+                    for pid in list(self.owners):
+                        self._drop_owner(pid, m.key, None)
+            case messages.RegistryRemoved() | messages.RolloutReleased():
+                self._drop_owner(m.pid, m.key, None)
+            case messages.ProcessGone():
+                # What the dead process ran is shown by no client any more (a Codex daemon that
+                # stopped: its TUIs show themselves until they reattach to a new one).
+                ran = {
+                    o.key
+                    for o in self.owners.get(m.pid, ())
+                    if not o.client and (m.start_token is None or o.token in (None, m.start_token))
+                }
+                self._drop_owner(m.pid, None, m.start_token)
+                for pid in list(self.owners):
+                    shows = pid in self.owners and any(
+                        o.client and o.key in ran for o in self.owners[pid]
+                    )
+                    if shows:
+                        for key in ran:
+                            self._drop_owner(pid, key, None)
+                # The session a dead client showed lives on elsewhere: that pane no longer
+                # shows it.
+                gone = [p for p, b in self.bindings.items() if b.client == m.pid]
+                out: list[messages.PaneUnbound] = []
+                for pane in gone:
+                    shown = self.bindings.pop(pane)
+                    out.append(messages.PaneUnbound(key=shown.key, pane=pane, at_ms=m.at_ms))
+                return out
+            case messages.PaneOpened():
+                self.panes[m.pane] = m.root_pid
+                self.dirty.add(m.pane)
+            case messages.PaneClosed():
+                self.panes.pop(m.pane, None)
+                self.dirty.discard(m.pane)
+                bound = self.bindings.pop(m.pane, None)
+                if bound is not None:
+                    # It happened when the host closed the pane, not when we heard of it.
+                    return [messages.PaneUnbound(key=bound.key, pane=m.pane, at_ms=m.at_ms)]
+            case _:
+                assert_never(m)
         return []
 
     # -- walking --

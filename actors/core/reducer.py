@@ -115,17 +115,6 @@ _STATE_WORD_SOURCES: Final = frozenset(
 UNLIMITED_SOURCES: Final = frozenset(
     {"pid_probe", "pty_host", "host", "persisted_store", "supervisor", "pane_mapper"}
 )
-# The source of the claims each harness-specific message makes (a HookHint names its own).
-_MESSAGE_SOURCE: Final[dict[type, Source]] = {
-    RegistryStatus: "claude_registry",
-    RegistryRemoved: "claude_registry",
-    LifecycleBoundary: "codex_rollout",
-    RolloutOwned: "codex_rollout",
-    RolloutReleased: "codex_rollout",
-    ProgramStatus: "pty_status",
-    LedgerFire: "hermes_executions",
-    ThreadStatus: "codex_daemon",
-}
 _RANK: Final[dict[str, int]] = {"unknown": 0, "idle": 1, "working": 2, "needs_input": 3}
 
 
@@ -746,7 +735,9 @@ def reduce(
     if new is not None and proves is not None:
         limits = proves.get(state.key.harness)
         if limits:
-            new = _only_proven(state, new, _source_of(message), limits)
+            # Every session message states its source on its type (a HookHint in its field):
+            # none is left out of what its harness can prove.
+            new = _only_proven(state, new, message.source, limits)
     if new is None:
         if recent is state.recent:
             return Step(state, None, "no claim")
@@ -760,23 +751,16 @@ def reduce(
     return Step(new, activity, None)
 
 
-def _source_of(message: SessionMessage) -> str | None:
-    """The evidence source of what ``message`` claims (``None``: no harness's own)."""
-    if isinstance(message, HookHint):
-        return message.source
-    return _MESSAGE_SOURCE.get(type(message))
-
-
 def _only_proven(
     before: SessionState,
     after: SessionState,
-    source: str | None,
+    source: Source,
     limits: Mapping[str, frozenset[str]],
 ) -> SessionState:
     """``after`` without what ``source`` cannot prove for this harness (DESIGN §4, "What a
     harness can prove"): a turn it cannot prove becomes ``unknown`` (with no ``needs_input``
     reason), a ``running``, ``turn_done`` or ``failed`` it cannot prove is not taken."""
-    if source is None or source in UNLIMITED_SOURCES:
+    if source in UNLIMITED_SOURCES:
         return after
 
     def proven(value: str) -> bool:

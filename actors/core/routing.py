@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias, TypeVar, cast, get_args
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, assert_never, get_args
 
 import msgspec
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 from actors.core.reducer import SessionMessage, SessionState
 from messages.codec import Inbound
@@ -99,18 +102,19 @@ class RoutingIndex:
     def route(self, message: Inbound) -> list[Delivery]:
         """:meth:`deliveries` as a list; a message for its own key alone (the hot path: hook
         hints, registry and rollout evidence) without the generator and the type match."""
-        kind = type(message)
-        if kind in _OWN_KEY and kind is not PaneBound:
-            return [_own(message)]
+        if _own_key(message) and type(message) is not PaneBound:
+            return [Delivery(message.key, message, True)]
         return list(self.deliveries(message))
 
     def deliveries(self, message: Inbound) -> Iterator[Delivery]:
         """The (session, message) pairs ``message`` turns into, in a stable order.
 
-        ``message`` must already be normalized (no :class:`NotifyHook`).
+        ``message`` must already be normalized (no :class:`NotifyHook`). Every type of the
+        inbound union has a case here: one without is a type error (``assert_never``), and
+        raises ``AssertionError`` if it reaches here anyway, rather than going nowhere.
         """
-        if type(message) in _OWN_KEY:
-            yield _own(message)
+        if _own_key(message):
+            yield Delivery(message.key, message, True)
             if isinstance(message, PaneBound) and message.pane == self.focused_pane:
                 # Bound to the pane the user already looks at: no focus change will come to
                 # tell the session, so it is told now (after the binding, which it needs).
@@ -151,6 +155,8 @@ class RoutingIndex:
                     yield Delivery(key, PaneUnbound(key, message.pane, message.at_ms), False)
             case PaneOpened() | NotifyHook() | ClientAttached():
                 return  # for the listeners (pane mapper, pid watcher) only
+            case _:
+                assert_never(message)
 
 
 #: The messages that concern exactly their own ``key`` and may create its session.
@@ -168,9 +174,9 @@ OwnKeyed: TypeAlias = (
 _OWN_KEY: Final[frozenset[type]] = frozenset(get_args(OwnKeyed))
 
 
-def _own(message: Inbound) -> Delivery:
-    own = cast(OwnKeyed, message)
-    return Delivery(own.key, own, True)
+def _own_key(message: Inbound) -> TypeIs[OwnKeyed]:
+    """Whether ``message`` concerns exactly its own key (narrows both ways for the checker)."""
+    return type(message) in _OWN_KEY
 
 
 def _sorted(keys: set[SessionKey] | None) -> list[SessionKey]:

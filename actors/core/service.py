@@ -29,16 +29,10 @@ __all__ = [
 UNIT_NAME: Final = "paneward.service"
 #: The unit's first line: ``--uninstall`` removes a unit only when it starts with it.
 MARKER: Final = "# Written by paneward install-service (its --uninstall removes it)"
-#: The variables that move what the daemon reads or where it listens: a service does not get the
-#: shell's environment, so the ones set when the unit is written are written into it.
-PASSED_ENV: Final = (
-    "PANEWARD_STATE_DIR",
-    "PANEWARD_SOCKET",
-    "XDG_STATE_HOME",
-    "CLAUDE_CONFIG_DIR",
-    "CODEX_HOME",
-    "HERMES_HOME",
-)
+#: paneward's own variables that move what the daemon reads or where it listens: a service does
+#: not get the shell's environment, so the ones set when the unit is written are written into
+#: it (with each harness's ``home_env``, passed by :mod:`actors.cli.service` from the catalog).
+PASSED_ENV: Final = ("PANEWARD_STATE_DIR", "PANEWARD_SOCKET", "XDG_STATE_HOME")
 
 
 def unit_path(environ: Mapping[str, str], home: str) -> str:
@@ -62,13 +56,15 @@ def _env_quote(name: str, value: str) -> str:
     return f'"{text}"'
 
 
-def unit_text(argv: Sequence[str], environ: Mapping[str, str]) -> str:
+def unit_text(
+    argv: Sequence[str], environ: Mapping[str, str], passed: Sequence[str] = PASSED_ENV
+) -> str:
     """The unit that runs ``argv`` (this paneward's full path and ``run ...``), with the
-    :data:`PASSED_ENV` variables ``environ`` sets.
+    ``passed`` variables (:data:`PASSED_ENV` and the harnesses' homes) ``environ`` sets.
 
     :raises ValueError: a word or a value holds a newline or a NUL (a unit is line based).
     """
-    for text in (*argv, *(environ.get(name, "") for name in PASSED_ENV)):
+    for text in (*argv, *(environ.get(name, "") for name in passed)):
         if "\n" in text or "\r" in text or "\0" in text:
             raise ValueError(f"cannot write {text!r} into a systemd unit (a line break or NUL)")
     lines = [
@@ -81,7 +77,7 @@ def unit_text(argv: Sequence[str], environ: Mapping[str, str]) -> str:
         "ExecStart=" + " ".join(exec_quote(word) for word in argv),
         *(
             f"Environment={_env_quote(name, environ[name])}"
-            for name in PASSED_ENV
+            for name in passed
             if environ.get(name)
         ),
         # exit 3 (an essential actor stopped) and any other failure: started again; SIGTERM

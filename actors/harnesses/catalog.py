@@ -1,17 +1,32 @@
 """The harness catalog: every harness package's :class:`~actors.core.harness.HarnessSpec`.
 
-Who uses it: the supervisor normalizes each raw :class:`~messages.NotifyHook` with
-:func:`normalize` before routing (a hook's session key is inside its payload) and hands
-:data:`PROOFS` (what each harness can prove) to the reducer; the hook listener
-serves ``/hook/<harness>`` for the harnesses in :data:`HOOK_ROUTES` and refuses what
-:func:`http_refusal` names. Pure.
+Adding a harness is one package under ``actors/harnesses/<name>/`` (its ``SPEC``) and one
+line in :data:`_PACKAGES`; everything that lists or wires harnesses reads the catalog when it
+runs, and nothing else names a harness: the supervisor normalizes each raw
+:class:`~messages.NotifyHook` with :func:`normalize` before routing (a hook's session key is
+inside its payload) and hands :data:`PROOFS` (what each harness can prove) to the reducer; the
+hook listener serves ``/hook/<harness>`` for the harnesses in :data:`HOOK_ROUTES` and refuses
+what :func:`http_refusal` names; the pane mapper asks :data:`CLAIMS`; ``install-hooks`` takes
+its choices and installers from :data:`INSTALLERS`; ``paneward run`` starts every spec's
+``discovery`` actors; ``paneward wrap`` maps a command to its harness with :func:`wrap_harness`
+and lists :func:`wrap_choices`; ``status --proofs`` lists :data:`SPECS`.
+
+The harness ids are also the wire type ``messages.common.Harness`` (a ``Literal``: the codec
+checks it on every decoded message, and the type checker everywhere). A type cannot grow at run
+time, so the run-time checks here use the catalog's own sets, and tests/test_design.py checks
+that the ``Literal`` holds exactly the catalog's ids and :data:`TERMINAL`, and that
+``messages.common.Source`` holds exactly the specs' ``sources`` and the shared ones.
+
+:func:`register` adds a spec as the catalog line does (tests/test_design.py registers a
+throwaway harness with it and sees it installed, routed, wrapped and listed). Pure: importing
+the catalog loads no I/O (a spec's installer and discovery actors are imported when used).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Final
+from typing import TYPE_CHECKING, Final, get_args
 
 from actors.core.harness import (
     HarnessSpec,
@@ -25,58 +40,160 @@ from actors.core.pane_map import Binding
 from actors.harnesses import claude_code, codex, cursor, gemini, hermes, opencode, pi
 from messages.activity import Activity, Unmapped
 from messages.codec import Inbound
-from messages.common import Harness
+from messages.common import Harness, Source
 from messages.evidence import HookHint, NotifyHook
+
+if TYPE_CHECKING:  # its module is the installers' (imported with the first of them)
+    from actors.core.config_edit import Installer
 
 __all__ = [
     "CLAIMS",
     "CLAIM_COMMS",
     "HOOKS",
     "HOOK_ROUTES",
+    "INSTALLERS",
     "PROOFS",
     "SPECS",
+    "TERMINAL",
+    "home_env",
     "http_refusal",
     "normalize",
-    "pane_note",
     "normalize_hook",
+    "pane_note",
     "process_claim",
+    "register",
+    "unregister",
+    "wrap_choices",
+    "wrap_commands",
+    "wrap_harness",
 ]
 
-#: Every harness with a package, by id.
-SPECS: Final[Mapping[Harness, HarnessSpec]] = MappingProxyType(
-    {
-        spec.id: spec
-        for spec in (
-            claude_code.SPEC,
-            codex.SPEC,
-            cursor.SPEC,
-            hermes.SPEC,
-            gemini.SPEC,
-            opencode.SPEC,
-            pi.SPEC,
-        )
-    }
-)
+#: The catalog: one line per harness package, in the order everything lists them.
+_PACKAGES: Final = (claude_code, codex, cursor, hermes, gemini, opencode, pi)
+
+#: The harness id of a program no package knows (``paneward wrap`` of any other command).
+TERMINAL: Final[Harness] = "terminal"
+
+_SPECS: dict[str, HarnessSpec] = {}
+_PROOFS: dict[str, Mapping[str, frozenset[str]]] = {}
+_HOOK_ROUTES: dict[str, Harness] = {}
+_CLAIMS: dict[str, ProcessClaim] = {}
+_WRAP: dict[str, Harness] = {}
+
+#: Every harness with a package, by id (read-only; :func:`register` adds to it).
+SPECS: Final[Mapping[str, HarnessSpec]] = MappingProxyType(_SPECS)
 #: What each harness can prove (its package's ``proves``), as the reducer is handed it
 #: (``actors.core.reducer.reduce(..., proves=PROOFS)``: the supervisor's default reducer).
-PROOFS: Final[ProofTable] = MappingProxyType(
-    {spec.id: MappingProxyType(dict(spec.proof_table())) for spec in SPECS.values() if spec.proves}
-)
+PROOFS: Final[ProofTable] = MappingProxyType(_PROOFS)
 #: Harnesses that send hook payloads (``/hook/<id>`` over http, ``--harness`` of the hook client).
-HOOK_ROUTES: Final[Mapping[str, Harness]] = MappingProxyType(
-    {spec.id: spec.id for spec in SPECS.values() if spec.normalize is not None}
-)
+HOOK_ROUTES: Final[Mapping[str, Harness]] = MappingProxyType(_HOOK_ROUTES)
+#: Process names whose command line can prove something to the pane mapper (a live view).
+CLAIM_COMMS: Final = _CLAIMS.keys()
 
-_CLAIMS: Final[Mapping[str, ProcessClaim]] = MappingProxyType(
-    {
-        comm: spec.process_claim
-        for spec in SPECS.values()
-        if spec.process_claim is not None
-        for comm in spec.claim_comms
-    }
-)
-#: Process names whose command line can prove something to the pane mapper.
-CLAIM_COMMS: Final = frozenset(_CLAIMS)
+
+class _Installers(Mapping[str, "Installer"]):
+    """What ``install-hooks`` can install, by harness id, in catalog order: each spec's
+    ``installer()`` (its ``install`` module is imported on first use, not with the catalog)."""
+
+    def __getitem__(self, harness: str) -> Installer:
+        spec = _SPECS[harness]
+        if spec.installer is None:
+            raise KeyError(harness)
+        return spec.installer()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([h for h, spec in _SPECS.items() if spec.installer is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for spec in _SPECS.values() if spec.installer is not None)
+
+
+#: ``paneward install-hooks``' choices and what each does (a live view of the catalog).
+INSTALLERS: Final[Mapping[str, Installer]] = _Installers()
+
+
+def home_env() -> tuple[str, ...]:
+    """Every spec's ``home_env``, in catalog order: the variables ``install-service`` passes
+    into the unit besides paneward's own (:data:`actors.core.service.PASSED_ENV`)."""
+    return tuple(name for spec in _SPECS.values() for name in spec.home_env)
+
+
+def wrap_choices() -> tuple[str, ...]:
+    """The harnesses ``paneward wrap --harness`` accepts: every spec's id, then
+    :data:`TERMINAL`."""
+    return (*_SPECS, TERMINAL)
+
+
+def register(spec: HarnessSpec) -> None:
+    """Add ``spec`` to the catalog, as its line in :data:`_PACKAGES` does at import.
+
+    :raises ValueError: its id is taken (or is :data:`TERMINAL`); a process name it claims, a
+        wrap command or a source of its own is another harness's; or it proves something from a
+        source that is neither its own (``sources``) nor a shared one (a word of
+        ``messages.common.Source`` no harness owns: the host's PTY, OSC 7501, process identity,
+        ...). Nothing is added then.
+    """
+    if spec.id in _SPECS or spec.id == TERMINAL:
+        raise ValueError(f"harness {spec.id!r} is registered already")
+    owned = {s for other in _SPECS.values() for s in other.sources}
+    taken = sorted(c for c in spec.claim_comms if c in _CLAIMS)
+    taken += sorted(c for c in spec.wrap_commands if c in _WRAP)
+    taken += sorted(s for s in spec.sources if s in owned)
+    if taken:
+        raise ValueError(f"harness {spec.id!r}: {', '.join(taken)} belong to another harness")
+    _add(spec)
+    problem = _foreign_sources(spec)
+    if problem is not None:
+        unregister(spec.id)
+        raise ValueError(problem)
+
+
+def unregister(harness: str) -> None:
+    """Remove what :func:`register` added for ``harness`` (a test's throwaway harness).
+
+    :raises KeyError: ``harness`` is not registered.
+    """
+    spec = _SPECS.pop(harness)
+    _PROOFS.pop(harness, None)
+    _HOOK_ROUTES.pop(harness, None)
+    for comm in spec.claim_comms:
+        _CLAIMS.pop(comm, None)
+    for command in spec.wrap_commands:
+        _WRAP.pop(command, None)
+
+
+def _add(spec: HarnessSpec) -> None:
+    _SPECS[spec.id] = spec
+    if spec.proves:
+        _PROOFS[spec.id] = MappingProxyType(dict(spec.proof_table()))
+    if spec.normalize is not None:
+        _HOOK_ROUTES[spec.id] = spec.id
+    if spec.process_claim is not None:
+        for comm in spec.claim_comms:
+            _CLAIMS[comm] = spec.process_claim
+    for command in spec.wrap_commands:
+        _WRAP[command] = spec.id
+
+
+def _foreign_sources(spec: HarnessSpec) -> str | None:
+    """Why ``spec`` may not prove from the sources it names (``None``: it may)."""
+    owned = {s for other in _SPECS.values() for s in other.sources}
+    shared = set(get_args(Source)) - owned
+    foreign = {s for proof in spec.proves for s in proof.sources} - set(spec.sources) - shared
+    if foreign:
+        return f"harness {spec.id!r} proves from sources not its own: {sorted(foreign)}"
+    return None
+
+
+def wrap_harness(command: str) -> Harness:
+    """The harness ``paneward wrap`` reports for ``command`` (a program's base name): the one
+    whose spec lists it in ``wrap_commands``, else :data:`TERMINAL`."""
+    return _WRAP.get(command, TERMINAL)
+
+
+def wrap_commands() -> list[str]:
+    """Every program name a spec lists in ``wrap_commands``, in catalog order."""
+    return list(_WRAP)
 
 
 def process_claim(
@@ -123,3 +240,16 @@ def http_refusal(hook: NotifyHook) -> str | None:
 HOOKS: Final = HookIngress(routes=HOOK_ROUTES, http_refusal=http_refusal)
 #: The pane mapper's view of the harnesses (passed to it by the daemon's wiring).
 CLAIMS: Final = ProcessClaims(comms=CLAIM_COMMS, claim=process_claim)
+
+
+def _load() -> None:
+    """Register every package of :data:`_PACKAGES` (at import)."""
+    for package in _PACKAGES:
+        _add(package.SPEC)
+    for spec in _SPECS.values():  # once all are in: which sources are shared is known
+        problem = _foreign_sources(spec)
+        if problem is not None:  # pragma: no cover - a package's mistake: every run fails
+            raise ValueError(problem)
+
+
+_load()

@@ -671,7 +671,7 @@ def tmux_config_snippet(paneward: str | None = None) -> str:
             "#   @paneward_presence   persisted | running | shutting_down",
             "#   @paneward_turn       unknown | idle | working | needs_input",
             "#   @paneward_attention  needs_input | failed | turn_done | (empty)",
-            "#   @paneward_harness    claude-code | codex | cursor | hermes | terminal",
+            "#   @paneward_harness    the harness id: claude-code, codex, ... or terminal",
             "#   @paneward_reason     why attention is open, e.g. 'permission: Bash' (redacted)",
             "#   @paneward_age        how long it has been open: <1m, 2m, 3h (once a minute)",
             "# and globally @paneward_summary, e.g. '2 need you · 3 working' (empty: nothing),",

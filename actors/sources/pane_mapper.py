@@ -24,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 import messages
 from actors.core.clock import now_ms
 from actors.core.harness import ProcessClaims
-from actors.core.pane_map import MAX_VISIT, Binding, PaneChange, PaneMap
+from actors.core.pane_map import MAX_VISIT, OBSERVED, Binding, PaneChange, PaneMap
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 
@@ -111,19 +111,9 @@ class PaneMapper:
     disables it.
     """
 
-    #: What the mapper learns from: owners and panes; everything else is not its business.
-    accepts: ClassVar[tuple[type[messages.Inbound], ...]] = (
-        messages.RegistryStatus,
-        messages.RegistryRemoved,
-        messages.RolloutOwned,
-        messages.RolloutReleased,
-        messages.HookHint,
-        messages.ClientAttached,
-        messages.ThreadStatus,
-        messages.ProcessGone,
-        messages.PaneOpened,
-        messages.PaneClosed,
-    )
+    #: What the mapper learns from: owners and panes (:data:`actors.core.pane_map.Observed`,
+    #: what :meth:`PaneMap.observe` has a case for); everything else is not its business.
+    accepts: ClassVar[tuple[type[messages.Inbound], ...]] = OBSERVED
 
     def __init__(
         self,

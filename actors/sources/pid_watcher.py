@@ -26,7 +26,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, get_args
 
 import anyio
 import msgspec
@@ -36,6 +36,9 @@ from actors.core.clock import now_ms
 from actors.core.pids import Ended, ProbeResult, plan
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 __all__ = [
     "PidWatcher",
@@ -77,25 +80,36 @@ def _pidfd_supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
 
 
+#: The messages that name a session's owner by ``pid`` and ``start_token`` (``pid`` ``None``: this
+#: one names none). :attr:`PidWatcher.accepts` is this union.
+Owners: TypeAlias = (
+    messages.RegistryStatus
+    | messages.RolloutOwned
+    | messages.PtySpawned
+    | messages.HookHint
+    | messages.ProcessSeen
+    | messages.ClientAttached
+    | messages.ThreadStatus
+)
+_OWNERS: Final[frozenset[type]] = frozenset(get_args(Owners))
+
+
+def _owner_message(message: messages.Inbound) -> TypeIs[Owners]:
+    return type(message) in _OWNERS
+
+
 class PidWatcher:
     """Actor: probes watched pids on a tick and reports their death via pidfd at once.
 
-    Fed by whoever learns owner pids (the supervisor, from ``RegistryStatus``,
-    ``RolloutOwned``, ``PtySpawned``, hook pids) through :meth:`watch`,
-    :meth:`unwatch` or :meth:`observe`; sends ``ProcessSeen`` / ``ProcessGone``
+    Fed by whoever learns owner pids (the supervisor hands it every :data:`Owners` message
+    it routes: :meth:`deliver_nowait`) through :meth:`watch`, :meth:`unwatch` or
+    :meth:`observe`; sends ``ProcessSeen`` / ``ProcessGone``
     to the sink. A dead or recycled pid is unwatched by the watcher itself.
     """
 
-    #: The evidence that names a session owner (handed over by the supervisor as it routes it).
-    accepts: ClassVar[tuple[type[messages.Inbound], ...]] = (
-        messages.RegistryStatus,
-        messages.RolloutOwned,
-        messages.PtySpawned,
-        messages.HookHint,
-        messages.ProcessSeen,
-        messages.ClientAttached,
-        messages.ThreadStatus,
-    )
+    #: The evidence that names a session owner (handed over by the supervisor as it routes it):
+    #: :data:`Owners`, the one list :meth:`deliver_nowait` handles.
+    accepts: ClassVar[tuple[type[messages.Inbound], ...]] = get_args(Owners)
 
     def __init__(
         self,
@@ -153,29 +167,15 @@ class PidWatcher:
     def deliver_nowait(self, message: messages.Inbound) -> None:
         """Watch the owner pid named by a piece of evidence, if any (never blocks).
 
-        ``RegistryStatus``, ``RolloutOwned``, ``PtySpawned``, ``ClientAttached`` (pid + token), a
-        ``ProcessSeen``
-        that claims a key, ``HookHint`` / ``NotifyHook`` with a pid. Other messages are
-        ignored.
+        Every type of :data:`Owners` (:attr:`accepts`) that names a pid, except a
+        ``ProcessSeen`` that claims no key; other messages are ignored.
         """
-        if type(message) is messages.HookHint:  # the most frequent by far: first, and cheap
-            if message.pid is not None:
-                self.watch(message.pid, message.start_token)
-        elif isinstance(
-            message,
-            messages.RegistryStatus
-            | messages.RolloutOwned
-            | messages.PtySpawned
-            | messages.ClientAttached,
-        ):
+        if not _owner_message(message):
+            return
+        if message.pid is None:
+            return
+        if not isinstance(message, messages.ProcessSeen) or message.key is not None:
             self.watch(message.pid, message.start_token)
-        elif isinstance(message, messages.ProcessSeen):
-            if message.key is not None:
-                self.watch(message.pid, message.start_token)
-        elif isinstance(message, messages.NotifyHook | messages.ThreadStatus):
-            pid = message.pid
-            if pid is not None:
-                self.watch(pid, message.start_token)
 
     def statistics(self) -> PidWatcherStatistics:
         """A point-in-time copy of the counters."""

@@ -11,8 +11,14 @@ parent is ``/bin/sh``): :mod:`.install` writes ``--owner env:CLAUDE_PID`` into t
 
 from __future__ import annotations
 
-from actors.core.harness import HarnessSpec, Proof
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from actors.core.harness import Discovery, DiscoveryActor, HarnessSpec, Proof
 from actors.harnesses.claude_code import hooks
+
+if TYPE_CHECKING:
+    from actors.core.config_edit import Installer
 
 __all__ = ["PROVES", "SPEC"]
 
@@ -35,9 +41,22 @@ PROVES = (
           "process evidence: death while working, a non-zero PTY exit or a signal"),
 )
 
+def _installer() -> Installer:
+    from actors.harnesses.claude_code import install
+
+    return install.INSTALLER
+
+
+def _registry(home: Path | None) -> DiscoveryActor:
+    from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher
+
+    return ClaudeRegistryWatcher(None if home is None else home / "sessions")
+
+
 SPEC = HarnessSpec(
     id="claude-code",
     summary="registry files, command/http hooks, OSC 7501 under paneward wrap",
+    sources=("claude_registry", "claude_hook"),
     normalize=hooks.normalize,
     http_refused=dict.fromkeys(
         hooks.HTTP_REFUSED_EVENTS,
@@ -45,4 +64,8 @@ SPEC = HarnessSpec(
         "hook (`paneward hook --harness claude-code`) for it",
     ),
     proves=PROVES,
+    installer=_installer,
+    discovery=(Discovery("claude_registry", _registry),),
+    home_env=("CLAUDE_CONFIG_DIR",),
+    wrap_commands=("claude",),
 )

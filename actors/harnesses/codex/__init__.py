@@ -14,8 +14,14 @@ is the hook's parent, the ``codex`` process that runs it.
 
 from __future__ import annotations
 
-from actors.core.harness import HarnessSpec, Proof
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from actors.core.harness import Discovery, DiscoveryActor, HarnessSpec, Proof
 from actors.harnesses.codex import hooks, tui
+
+if TYPE_CHECKING:
+    from actors.core.config_edit import Installer
 
 __all__ = ["PROVES", "SPEC"]
 
@@ -42,15 +48,38 @@ PROVES = (
           "daemon's systemError"),
 )
 
+def _installer() -> Installer:
+    from actors.harnesses.codex import install
+
+    return install.INSTALLER
+
+
+def _rollouts(home: Path | None) -> DiscoveryActor:
+    from actors.harnesses.codex.rollouts import CodexRolloutDiscovery
+
+    return CodexRolloutDiscovery(home)
+
+
+def _app_server(home: Path | None) -> DiscoveryActor:
+    from actors.harnesses.codex.daemon import CodexDaemonSource
+
+    return CodexDaemonSource(home)
+
+
 SPEC = HarnessSpec(
     id="codex",
     summary=(
         "rollout files held open, the app-server daemon's thread status, notify, hooks.json,"
         " OSC 7501 under paneward wrap"
     ),
+    sources=("codex_rollout", "codex_notify", "codex_hook", "codex_daemon"),
     normalize=hooks.normalize,
     claim_comms=tui.CLAIM_COMMS,
     process_claim=tui.process_claim,
     proves=PROVES,
     pane_note=tui.pane_note,
+    installer=_installer,
+    discovery=(Discovery("codex_rollouts", _rollouts), Discovery("codex_daemon", _app_server)),
+    home_env=("CODEX_HOME",),
+    wrap_commands=("codex",),
 )

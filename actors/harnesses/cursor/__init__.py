@@ -10,8 +10,13 @@ host or ``paneward wrap`` proves the process.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from actors.core.harness import HarnessSpec, Proof
 from actors.harnesses.cursor import hooks
+
+if TYPE_CHECKING:
+    from actors.core.config_edit import Installer
 
 __all__ = ["PROVES", "SPEC"]
 
@@ -26,6 +31,17 @@ PROVES = (
     Proof("failed", (), "no owner process is known, so no death can be seen"),
 )
 
+def _installer() -> Installer:
+    from actors.harnesses.cursor import install
+
+    return install.INSTALLER
+
+
 SPEC = HarnessSpec(
-    id="cursor", summary="hooks.json hooks", normalize=hooks.normalize, proves=PROVES
+    id="cursor",
+    summary="hooks.json hooks",
+    sources=("cursor_hook",),
+    normalize=hooks.normalize,
+    proves=PROVES,
+    installer=_installer,
 )

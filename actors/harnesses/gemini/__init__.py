@@ -10,8 +10,13 @@ Facts: reference/harnesses-3.md §1. The owner of a hook is its parent, the CLI'
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from actors.core.harness import HarnessSpec, Proof
 from actors.harnesses.gemini import hooks
+
+if TYPE_CHECKING:
+    from actors.core.config_edit import Installer
 
 __all__ = ["PROVES", "SPEC"]
 
@@ -29,9 +34,17 @@ PROVES = (
     Proof("failed", ("pid_probe",), "process evidence: the owner died while working"),
 )
 
+def _installer() -> Installer:
+    from actors.harnesses.gemini import install
+
+    return install.INSTALLER
+
+
 SPEC = HarnessSpec(
     id="gemini",
     summary="settings.json command hooks (synchronous: only the events paneward needs)",
+    sources=("gemini_hook",),
     normalize=hooks.normalize,
     proves=PROVES,
+    installer=_installer,
 )

@@ -12,8 +12,14 @@ a hook is its parent, the ``hermes`` process (``--owner parent``).
 
 from __future__ import annotations
 
-from actors.core.harness import HarnessSpec, Proof
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from actors.core.harness import Discovery, DiscoveryActor, HarnessSpec, Proof
 from actors.harnesses.hermes import hooks
+
+if TYPE_CHECKING:
+    from actors.core.config_edit import Installer
 
 __all__ = ["PROVES", "SPEC"]
 
@@ -34,9 +40,24 @@ PROVES = (
           "a cron fire whose status is failed; the hermes process died while working"),
 )
 
+def _installer() -> Installer:
+    from actors.harnesses.hermes import install
+
+    return install.INSTALLER
+
+def _ledger(home: Path | None) -> DiscoveryActor:
+    from actors.harnesses.hermes.ledger import HermesLedgerDiscovery
+
+    return HermesLedgerDiscovery(home)
+
+
 SPEC = HarnessSpec(
     id="hermes",
     summary="interactive shell hooks (config.yaml), the cron execution ledger",
+    sources=("hermes_executions", "hermes_hook"),
     normalize=hooks.normalize,
     proves=PROVES,
+    installer=_installer,
+    discovery=(Discovery("hermes_ledger", _ledger),),
+    home_env=("HERMES_HOME",),
 )

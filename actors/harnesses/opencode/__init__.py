@@ -12,8 +12,13 @@ port.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from actors.core.harness import HarnessSpec, Proof
 from actors.harnesses.opencode import hooks
+
+if TYPE_CHECKING:
+    from actors.core.config_edit import Installer
 
 __all__ = ["PROVES", "SPEC"]
 
@@ -30,9 +35,17 @@ PROVES = (
     Proof("failed", ("pid_probe",), "process evidence: the owner died while working"),
 )
 
+def _installer() -> Installer:
+    from actors.harnesses.opencode import install
+
+    return install.INSTALLER
+
+
 SPEC = HarnessSpec(
     id="opencode",
     summary="paneward's in-process plugin (bus events)",
+    sources=("opencode_plugin",),
     normalize=hooks.normalize,
     proves=PROVES,
+    installer=_installer,
 )

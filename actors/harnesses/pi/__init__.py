@@ -10,8 +10,13 @@ from it) and asks no permission. The owner is the pi process the extension runs 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from actors.core.harness import HarnessSpec, Proof
 from actors.harnesses.pi import hooks
+
+if TYPE_CHECKING:
+    from actors.core.config_edit import Installer
 
 __all__ = ["PROVES", "SPEC"]
 
@@ -26,9 +31,17 @@ PROVES = (
     Proof("failed", ("pid_probe",), "process evidence: the owner died while working"),
 )
 
+def _installer() -> Installer:
+    from actors.harnesses.pi import install
+
+    return install.INSTALLER
+
+
 SPEC = HarnessSpec(
     id="pi",
     summary="paneward's in-process extension (agent events); no OSC 7501",
+    sources=("pi_extension",),
     normalize=hooks.normalize,
     proves=PROVES,
+    installer=_installer,
 )
