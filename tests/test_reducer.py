@@ -52,6 +52,7 @@ K = SessionKey("claude-code", "s1")
 CX = SessionKey("codex", "thread-root")
 CHILD = SessionKey("codex", "thread-child")
 PID, TOK = 4242, "154519"
+WRITE = "permission: Bash: echo hi > hi.txt"
 
 
 def reg(
@@ -423,6 +424,38 @@ CASES = [
         ),
         ("running", "needs_input", "needs_input"),
         reason="permission: Bash",
+    ),
+    Case(
+        "the registry's generic word after the hook's named reason keeps the named one",
+        (
+            reg("busy", 0),
+            hook("PermissionRequest", "needs_input", 5, tool="Bash", summary=WRITE),
+            reg("waiting", 8, "permission prompt"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason=WRITE,
+    ),
+    Case(
+        "the hook's named reason arriving after the registry's newer generic word replaces it",
+        (
+            reg("busy", 0),
+            reg("waiting", 8, "permission prompt"),
+            hook("PermissionRequest", "needs_input", 5, tool="Bash", summary=WRITE),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason=WRITE,
+    ),
+    Case(
+        "an older record of a wait that was closed since names nothing",
+        (
+            reg("busy", 0),
+            reg("waiting", 8, "permission prompt"),
+            reg("busy", 9),
+            reg("waiting", 12, "permission prompt"),
+            hook("PermissionRequest", "needs_input", 5, tool="Bash", summary=WRITE),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason="permission prompt",
     ),
     Case(
         "Stop completes the turn: idle and turn_done",

@@ -25,7 +25,7 @@ from typing import Final
 
 import msgspec
 
-from actors.core.hints import blocked_reason
+from actors.core.hints import blocked_reason, reason_detail
 from messages.activity import Activity, PaneView
 from messages.codec import SessionMessage
 from messages.common import (
@@ -147,6 +147,10 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # Attention that is not derived from the turn.
     needs_reason: str = ""
     needs_since_ms: int = 0
+    # The open wait: the time of the turn claim it followed (a needs_input claim older than the
+    # newest one but newer than this is the same wait), and of the claim its reason came from.
+    needs_after_ms: int = 0
+    needs_reason_at_ms: int = 0
     failed: Attention | None = None
     done: Attention | None = None
     # Claude specifics.
@@ -643,7 +647,11 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
         if turn == "needs_input":
             if state.turn != "needs_input":
                 updates["needs_since_ms"] = claim.at_ms
-            needs_reason = claim.reason or state.needs_reason or "input required"
+                updates["needs_after_ms"] = state.turn_at_ms
+                needs_reason = claim.reason or "input required"
+                updates["needs_reason_at_ms"] = claim.at_ms
+            else:
+                needs_reason = _kept_reason(state, claim, updates)
         elif state.needs_since_ms:
             updates["needs_since_ms"] = 0
         updates["needs_reason"] = needs_reason
@@ -683,6 +691,19 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
             changed = True
         elif deferred is not None and deferred is not state.deferred:
             changed = True  # the turn ended while its background work runs: that is news
+    elif (
+        claim.turn == "needs_input"
+        and state.turn == "needs_input"
+        and claim.at_ms >= state.needs_after_ms
+        and presence != "persisted"
+    ):
+        # An older record of the wait that is still open (nothing closed it since): it may
+        # name what the newer one did not, and the wait opened when it says.
+        needs_reason = _kept_reason(state, claim, updates)
+        if needs_reason != state.needs_reason:
+            updates["needs_reason"] = needs_reason
+        if claim.at_ms < state.needs_since_ms:
+            updates["needs_since_ms"] = claim.at_ms
     # A new native word from the same state-word source is news (registry idle -> shell);
     # event names of hooks are not (every tool call would publish).
     reworded = (
@@ -701,6 +722,22 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
     if not updates:
         return state
     return msgspec.structs.replace(state, **updates)
+
+
+def _kept_reason(state: SessionState, claim: _Claim, updates: dict[str, object]) -> str:
+    """The reason of the open wait after ``claim``, another record of it: the one that says
+    most (:func:`actors.core.hints.reason_detail`), the newer of two that say as much -- so
+    the hook's ``permission: Bash: echo hi`` is not replaced by the registry's ``permission
+    prompt`` for the same dialog, in either order. Records ``needs_reason_at_ms`` in
+    ``updates`` when the claim's reason is taken."""
+    reason = claim.reason
+    if not reason:
+        return state.needs_reason or "input required"
+    held = state.needs_reason
+    if (reason_detail(reason), claim.at_ms) >= (reason_detail(held), state.needs_reason_at_ms):
+        updates["needs_reason_at_ms"] = claim.at_ms
+        return reason
+    return held
 
 
 # --------------------------------------------------------------------------- reduce
@@ -774,6 +811,18 @@ def _only_proven(
         )
     if after.turn != before.turn and after.turn != "unknown" and not proven(after.turn):
         updates.update(turn="unknown", needs_reason="", needs_since_ms=0)
+    elif (
+        after.turn == "needs_input"
+        and (after.needs_reason, after.needs_since_ms)
+        != (before.needs_reason, before.needs_since_ms)
+        and not proven("needs_input")
+    ):
+        # A record of the open wait from a source that cannot prove one tells nothing of it.
+        updates.update(
+            needs_reason=before.needs_reason,
+            needs_since_ms=before.needs_since_ms,
+            needs_reason_at_ms=before.needs_reason_at_ms,
+        )
     if after.done is not None and after.done != before.done and not proven("turn_done"):
         updates["done"] = before.done
     if after.failed is not None and after.failed != before.failed and not proven("failed"):
