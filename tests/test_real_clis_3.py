@@ -256,7 +256,7 @@ async def test_gemini_cli_hooks_through_the_daemon_to_its_pane(
             await world.submit("please DANGER now", "needs_input", "needs_input")
             await world.wait_text("Allow execution of")
             needs = await world.activity("gemini")
-            assert needs["attention"]["reason"] == "permission: rm -rf ./junkdir"
+            assert needs["attention"]["reason"] == "permission: run_shell_command: rm -rf ./junkdir"
             # The answer has no event: the AfterTool that follows closes the wait.
             await world.press_until("Enter", "idle", "turn_done")
             assert not (world.work / "junkdir").exists()
@@ -306,7 +306,8 @@ async def test_opencode_plugin_through_the_daemon_to_its_pane(
             # bash is "ask": the permission wait (session.status stays busy meanwhile).
             await world.submit("please TOOL now", "needs_input", "needs_input")
             await world.wait_text("Permission required")
-            assert (await world.activity("opencode"))["attention"]["reason"] == "bash: echo hi"
+            reason = (await world.activity("opencode"))["attention"]["reason"]
+            assert reason == "permission: bash: echo hi"
             assert await world.option("@paneward_harness") == "opencode"
             await world.press_until("Enter", "idle", "turn_done")  # "Allow once"
 
@@ -406,7 +407,7 @@ async def test_hermes_interactive_hooks_through_the_daemon_to_its_pane(
             await world.submit("please DANGER now", "needs_input", "needs_input")
             await world.wait_text("Allow once")
             reason = (await world.activity("hermes"))["attention"]["reason"]
-            assert reason == "approval: recursive delete"
+            assert reason == "permission: terminal: rm -rf ./junkdir"
             await world.press_until("Enter", "idle", "turn_done")  # "Allow once" is preselected
             assert not (world.work / "junkdir").exists()
 
