@@ -82,14 +82,20 @@ class PaneBound(ControlMessage, frozen=True, kw_only=True):
     proof: str = "host"
 
 
-class PaneUnbound(ControlMessage, frozen=True):
-    """``key`` is no longer shown in ``pane`` (pane closed or another agent started)."""
+class PaneUnbound(ControlMessage, frozen=True, kw_only=True):
+    """``key`` is no longer shown in ``pane`` (pane closed or another agent started).
+
+    ``replaced``: ``key`` was the session a process stood for by itself (a Codex TUI whose
+    thread nothing named yet) and the session that process shows now has the pane; ``key``
+    ends with it (sent by the pane mapper; the reducer ends it, and the table hides it).
+    """
 
     source: ClassVar[Source] = "pane_mapper"
 
     key: SessionKey
     pane: Id
     at_ms: TimeMs
+    replaced: bool = False
 
 
 class Acknowledge(ControlMessage, frozen=True):

@@ -13,11 +13,13 @@ from actors.core.hints import permission_reason
 from actors.core.reducer import (
     SessionMessage,
     SessionState,
+    hidden_after,
     initial_state,
     pane_rank,
     pane_views,
     pane_winners,
     reduce,
+    replaced,
 )
 from messages import (
     Acknowledge,
@@ -793,7 +795,11 @@ CASES = [
     ),
     Case(
         "unbinding a pane clears it from the activity",
-        (PaneBound(key=K, pane="%1", at_ms=T), reg("idle", 0), PaneUnbound(K, "%1", T + 3)),
+        (
+            PaneBound(key=K, pane="%1", at_ms=T),
+            reg("idle", 0),
+            PaneUnbound(key=K, pane="%1", at_ms=T + 3),
+        ),
         ("running", "idle", None),
     ),
     # ---- work that outlives the turn (DESIGN §4): still working, turn_done when it ends
@@ -1336,3 +1342,42 @@ def test_a_session_bound_to_the_pane_already_focused_is_focused() -> None:
     shown = table.states[K].activity
     assert shown is not None and shown.attention is not None
     assert shown.attention.kind == "turn_done"
+
+
+TUI = SessionKey("codex", "tui-31-310")
+
+
+def test_a_tuis_own_session_that_gave_way_to_its_thread_ends_and_leaves_the_table() -> None:
+    seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
+    standing = run(seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"),
+                   key=TUI)
+    assert (standing.axes, standing.last.pane) == (("running", "unknown", None), "%1")
+    assert not hidden_after(standing.last, T + 1)
+    gave_way = run(seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"),
+                   PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True), key=TUI)
+    assert (gave_way.axes, gave_way.last.pane) == (("persisted", "unknown", None), None)
+    assert replaced(gave_way.last) and hidden_after(gave_way.last, T + 6)
+    # a plain unbind (another agent in the pane) ends nothing
+    moved = run(seen, PaneBound(key=TUI, pane="%1", at_ms=T),
+                PaneUnbound(key=TUI, pane="%1", at_ms=T + 5), key=TUI)
+    assert moved.axes == ("running", "unknown", None)
+
+
+def test_the_dead_tuis_own_session_shows_it_ended_in_its_pane() -> None:
+    seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
+    gone = ProcessGone(pid=31, start_token="310", at_ms=T + 9, observed_at_ms=T + 9, key=TUI)
+    back = PaneBound(key=TUI, pane="%1", at_ms=T + 9, proof="exited_client")
+    # it had given way to the thread (and ended), or it was never known: either way it is
+    # shown in the pane, ended, by the process's death
+    earlier: tuple[tuple[SessionMessage, ...], ...] = (
+        (seen, PaneBound(key=TUI, pane="%1", at_ms=T),
+         PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True)),
+        (),
+    )
+    for before in earlier:
+        orders: tuple[tuple[SessionMessage, ...], ...] = ((gone, back), (back, gone))
+        for last in orders:
+            after = run(*before, *last, key=TUI)
+            assert (after.axes, after.last.pane) == (("persisted", "unknown", None), "%1")
+            assert after.last.evidence.source == "pid_probe" and not replaced(after.last)
+            assert not hidden_after(after.last, T + 10)

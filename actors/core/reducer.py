@@ -66,6 +66,7 @@ __all__ = [
     "ATTENTION_PRIORITY",
     "ENDED_SHOWN_MS",
     "ENDED_RETENTION_MS",
+    "REPLACED",
     "UNLIMITED_SOURCES",
     "Reproof",
     "SessionMessage",
@@ -83,6 +84,7 @@ __all__ = [
     "pane_views",
     "pane_winners",
     "reduce",
+    "replaced",
     "reprove",
     "restored",
     "retirable",
@@ -100,6 +102,8 @@ _ATTENTION_RANK: Final[dict[str, int]] = {
 ENDED_SHOWN_MS: Final = 24 * 3600 * 1000
 #: ... and the store forgets it after a week (deleted at load rather than restored).
 ENDED_RETENTION_MS: Final = 7 * 24 * 3600 * 1000
+#: The native word of a session that gave way to the session its process shows (:func:`replaced`).
+REPLACED: Final = "replaced"
 
 # How many recent fingerprints / completed turn ids a session remembers. Small and
 # bounded: memory follows live sessions, not history.
@@ -308,11 +312,25 @@ def pane_views(
     return views
 
 
+def replaced(activity: Activity) -> bool:
+    """A process's own session that gave way to the session the process shows
+    (``PaneUnbound.replaced``: a Codex TUI whose thread became known), ended: it stood only
+    for that process, nothing of its own is left to show."""
+    evidence = activity.evidence
+    return (
+        activity.presence == "persisted"
+        and evidence.source == "pane_mapper"
+        and evidence.native_state == REPLACED
+    )
+
+
 def hidden_after(activity: Activity, now_ms: int, after_ms: int = ENDED_SHOWN_MS) -> bool:
-    """:func:`settled` for longer than ``after_ms`` (by its evidence time): the status table
-    leaves it out (``--all`` lists it)."""
+    """:func:`settled` for longer than ``after_ms`` (by its evidence time), or at once when it
+    is :func:`replaced` and in no pane: the status table leaves it out (``--all`` lists it)."""
     if not settled(activity):
         return False
+    if activity.pane is None and replaced(activity):
+        return True
     evidence = activity.evidence
     at_ms = evidence.at_ms or evidence.observed_at_ms
     return at_ms is not None and now_ms - at_ms > after_ms
@@ -872,11 +890,17 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             )
             return _apply_claim(state, claim)
         case ProcessGone():
+            native = "recycled" if message.recycled else "gone"
+            if message.key == state.key and not state.host_owned:
+                # The pane mapper names the session the dead process stood for by itself: it
+                # ends, even if it had ended (given way to the session the process showed).
+                if state.known and state.source == "pid_probe" and state.presence == "persisted":
+                    return None
+                return _end(state, message.at_ms, "pid_probe", native, message.observed_at_ms)
             if state.host_owned or state.presence != "running":
                 return None
             if not _owned_by(state, message.pid, message.start_token):
                 return None
-            native = "recycled" if message.recycled else "gone"
             return _end(state, message.at_ms, "pid_probe", native, message.observed_at_ms)
         case RegistryRemoved():
             if state.host_owned or state.presence != "running":
@@ -944,7 +968,12 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
         case PaneUnbound():
             if state.pane != message.pane:
                 return None
-            return msgspec.structs.replace(state, pane=None, focused=False)
+            left = msgspec.structs.replace(state, pane=None, focused=False)
+            if message.replaced and state.presence == "running" and not state.host_owned:
+                return _end(
+                    left, message.at_ms, "pane_mapper", REPLACED, message.at_ms, graceful=True
+                )
+            return left
         case PaneFocused():
             focused = state.pane is not None and state.pane == message.pane
             new = msgspec.structs.replace(state, focused=focused)
