@@ -1381,3 +1381,60 @@ def test_the_dead_tuis_own_session_shows_it_ended_in_its_pane() -> None:
             assert (after.axes, after.last.pane) == (("persisted", "unknown", None), "%1")
             assert after.last.evidence.source == "pid_probe" and not replaced(after.last)
             assert not hidden_after(after.last, T + 10)
+
+
+GEM = SessionKey("gemini", "g1")
+
+
+def gemini(event: str, hint: HintKind, t: int) -> HookHint:
+    return HookHint(key=GEM, source="gemini_hook", event=event, hint=hint, at_ms=T + t,
+                    observed_at_ms=T + t, pid=PID, start_token=TOK)
+
+
+GEM_DONE = (PaneBound(key=GEM, pane="%1", at_ms=T), gemini("BeforeAgent", "working", 1),
+            gemini("AfterAgent", "completed", 2))
+GEM_KILLED = ProcessGone(pid=PID, start_token=TOK, at_ms=T + 9, observed_at_ms=T + 9)
+
+
+def test_an_agent_killed_after_a_finished_turn_keeps_the_unseen_done_and_leaves_once_seen() -> (
+    None
+):
+    killed = run(*GEM_DONE, GEM_KILLED, key=GEM)
+    assert (killed.axes, killed.last.pane) == (("persisted", "unknown", "turn_done"), "%1")
+    # looking at the pane closes the done and, the agent being gone, leaves the pane bare
+    seen = run(*GEM_DONE, GEM_KILLED, PaneFocused("%1", T + 20), key=GEM)
+    assert (seen.axes, seen.last.pane) == (("persisted", "unknown", None), None)
+    # so does acknowledging it (a focus elsewhere does neither)
+    elsewhere = run(*GEM_DONE, GEM_KILLED, PaneFocused("%2", T + 20), key=GEM)
+    assert (elsewhere.axes, elsewhere.last.pane) == (("persisted", "unknown", "turn_done"), "%1")
+    acked = run(*GEM_DONE, GEM_KILLED, Acknowledge(T + 20, pane="%1"), key=GEM)
+    assert (acked.axes, acked.last.pane) == (("persisted", "unknown", None), None)
+
+
+def test_an_agent_that_ends_in_the_focused_pane_leaves_it_when_the_focus_moves() -> None:
+    watched = (PaneBound(key=GEM, pane="%1", at_ms=T), PaneFocused("%1", T),
+               gemini("BeforeAgent", "working", 1), gemini("AfterAgent", "completed", 2),
+               GEM_KILLED)
+    ended = run(*watched, key=GEM)
+    assert (ended.axes, ended.last.pane) == (("persisted", "unknown", None), "%1")
+    moved = run(*watched, PaneFocused("%2", T + 20), key=GEM)
+    assert moved.last.pane is None
+
+
+def test_a_failed_end_stays_in_its_pane_until_acknowledged() -> None:
+    dying = (PaneBound(key=GEM, pane="%1", at_ms=T), gemini("BeforeAgent", "working", 1),
+             GEM_KILLED)
+    focused = run(*dying, PaneFocused("%1", T + 20), key=GEM)
+    assert (focused.axes, focused.last.pane) == (("persisted", "unknown", "failed"), "%1")
+    acked = run(*dying, PaneFocused("%1", T + 20), Acknowledge(T + 21, key=GEM), key=GEM)
+    assert (acked.axes, acked.last.pane) == (("persisted", "unknown", None), None)
+
+
+def test_a_session_that_left_its_pane_shows_there_again_when_it_is_alive_again() -> None:
+    left = (*GEM_DONE, GEM_KILLED, PaneFocused("%1", T + 20))
+    again = run(*left, HookHint(key=GEM, source="gemini_hook", event="SessionStart",
+                                hint="start", at_ms=T + 30, observed_at_ms=T + 30, pid=PID + 1,
+                                start_token="2"), key=GEM)
+    assert (again.last.presence, again.last.pane) == ("running", "%1")
+    rebound = run(*left, PaneBound(key=GEM, pane="%3", at_ms=T + 30), key=GEM)
+    assert rebound.last.pane == "%3"

@@ -137,6 +137,9 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     observed_at_ms: int | None = None
     pane: str | None = None
     focused: bool = False
+    # Ended and seen there (:func:`_seen_ended`): the pane shows it no more (published pane
+    # ``None``), though it stays bound to it until a live claim or a new binding.
+    left_pane: bool = False
     exit: ExitInfo | None = None
     # Owner incarnation; a host-owned session takes presence from the host only.
     owner_pid: int | None = None
@@ -444,7 +447,7 @@ def derive(state: SessionState) -> Activity | None:
             harness_version=state.version,
         ),
         attention=attention,
-        pane=state.pane,
+        pane=None if state.left_pane else state.pane,
         exit=state.exit,
         subagents=background_items(state),
     )
@@ -650,6 +653,8 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
         updates["presence"] = "running"
         if state.exit is not None:
             updates["exit"] = None
+        if state.left_pane:
+            updates["left_pane"] = False  # alive again: its pane shows it
         if claim.owner is not None:
             updates["owner_pid"], updates["owner_token"] = claim.owner
     if claim.turn is not None and claim.at_ms >= state.turn_at_ms:
@@ -939,6 +944,7 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
                 owner_token=message.start_token,
                 exit=None,
                 pane=message.pane or state.pane,
+                left_pane=False,
                 source="pty_host",
                 native="spawned",
                 evidence_at_ms=message.at_ms,
@@ -964,11 +970,11 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             )
             return msgspec.structs.replace(ended, host_owned=False)
         case PaneBound():
-            return msgspec.structs.replace(state, pane=message.pane)
+            return msgspec.structs.replace(state, pane=message.pane, left_pane=False)
         case PaneUnbound():
             if state.pane != message.pane:
                 return None
-            left = msgspec.structs.replace(state, pane=None, focused=False)
+            left = msgspec.structs.replace(state, pane=None, focused=False, left_pane=False)
             if message.replaced and state.presence == "running" and not state.host_owned:
                 return _end(
                     left, message.at_ms, "pane_mapper", REPLACED, message.at_ms, graceful=True
@@ -979,9 +985,12 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             new = msgspec.structs.replace(state, focused=focused)
             if focused:
                 new = msgspec.structs.replace(new, done=None)
+            if focused or state.focused:
+                # Focused now, or the focus leaves the pane it had: its pane was seen.
+                new = _seen_ended(new)
             return new
         case Acknowledge():
-            return msgspec.structs.replace(state, done=None, failed=None)
+            return _seen_ended(msgspec.structs.replace(state, done=None, failed=None))
         case Forget():
             if not state.known or state.presence != "persisted":
                 return None  # a live session is not forgotten: it ends when its owner does
@@ -1022,6 +1031,20 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             return None  # eof: the program decides what it means
         case _:  # pragma: no cover - exhaustive over SessionMessage
             raise TypeError(f"not a session message: {type(message).__name__}")
+
+
+def _seen_ended(state: SessionState) -> SessionState:
+    """An ended session the user has seen in its pane (focused there, or acknowledged) with
+    nothing left open leaves the pane: a plain shell has no badge (docs/tmux.md)."""
+    if (
+        state.known
+        and state.presence == "persisted"
+        and state.pane is not None
+        and state.done is None
+        and state.failed is None
+    ):
+        return msgspec.structs.replace(state, left_pane=True)
+    return state
 
 
 def _owned_by(state: SessionState, pid: int, token: str | None) -> bool:
