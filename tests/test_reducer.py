@@ -1357,6 +1357,16 @@ def test_a_tuis_own_session_that_gave_way_to_its_thread_ends_and_leaves_the_tabl
                    PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True), key=TUI)
     assert (gave_way.axes, gave_way.last.pane) == (("persisted", "unknown", None), None)
     assert replaced(gave_way.last) and hidden_after(gave_way.last, T + 6)
+    # the pid watcher's probe of that process, still alive, does not bring it back; the pane
+    # mapper showing it again (the thread closed) does
+    standing_in = (seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"),
+                   PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True))
+    probed = ProcessSeen(pid=31, start_token="310", at_ms=T + 7, observed_at_ms=T + 7)
+    still = run(*standing_in, probed, key=TUI)
+    assert still.axes == ("persisted", "unknown", None) and replaced(still.last)
+    again = msgspec.structs.replace(seen, at_ms=T + 8, observed_at_ms=T + 8)
+    shown = run(*standing_in, again, PaneBound(key=TUI, pane="%1", at_ms=T + 8), key=TUI)
+    assert (shown.axes, shown.last.pane) == (("running", "unknown", None), "%1")
     # a plain unbind (another agent in the pane) ends nothing
     moved = run(seen, PaneBound(key=TUI, pane="%1", at_ms=T),
                 PaneUnbound(key=TUI, pane="%1", at_ms=T + 5), key=TUI)

@@ -885,6 +885,10 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
                 return None
             if state.presence == "running" or message.at_ms <= state.ended_at_ms:
                 return None
+            if not claims and state.source == "pane_mapper" and state.native == REPLACED:
+                # Its process lives on, showing the session that replaced it: only the pane
+                # mapper showing it again (a ProcessSeen naming it) brings it back.
+                return None
             claim = _Claim(
                 "pid_probe",
                 "alive",
