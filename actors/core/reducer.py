@@ -13,9 +13,11 @@ This module is the ONLY place that decides a published field. Besides :func:`red
 every other decision about what is shown: :func:`crashed` (an actor stopped after repeated
 crashes: attention ``failed``), :func:`reprove` (a state restored after a restart, re-proven
 against its owner's live start token), :func:`settled` (ended with nothing to act on: the actor
-may retire, the table may hide it, the store may forget it), :data:`ATTENTION_PRIORITY`, and
-:func:`pane_rank` (which session a pane shows when several are bound to it; :func:`pane_winners`
-and :func:`pane_views` apply it). Sinks render an ``Activity``; they never re-decide it.
+may retire, the table may hide it, the store may forget it), :func:`replaced` (a process's own
+session that gave way to the session it shows: the table hides it at once),
+:data:`ATTENTION_PRIORITY`, and :func:`pane_rank` (which session a pane shows when several are
+bound to it; :func:`pane_winners` and :func:`pane_views` apply it). Sinks render an
+``Activity``; they never re-decide it.
 """
 
 from __future__ import annotations
