@@ -365,8 +365,9 @@ def test_a_tuis_own_session_gives_way_ended_to_the_thread_it_shows() -> None:
     assert m.bindings["%1"].key == own
     m.observe(attached(KEY_X, 3))
     out = rebind(m)
-    assert out[:2] == [
+    assert out == [
         messages.PaneUnbound(key=own, pane="%1", at_ms=AT, replaced=True),
+        messages.Forget(own, AT),  # it stood only for the process: gone from every view
         messages.PaneBound(key=KEY_X, pane="%1", at_ms=AT, proof="codex_daemon_mcp"),
     ]
     # another thread of the same TUI moves the pane without any "replaced"

@@ -306,9 +306,10 @@ def _codex_processes(home: Path) -> list[int]:
 
 
 async def _tui_rows(panes: Panes) -> list[str]:
-    """The rows of ``paneward status`` that are a Codex TUI's own session."""
+    """The rows of ``paneward status --all`` that are a Codex TUI's own session."""
     activities = msgspec.convert((await panes.daemon.status())["activities"], list[Activity])
-    return [row for row in format_table(activities, now_ms()).splitlines() if " tui-" in row]
+    table = format_table(activities, now_ms(), show_all=True)
+    return [row for row in table.splitlines() if " tui-" in row]
 
 
 def _tui_pid(tmux: Tmux, pane: str) -> int:
@@ -358,7 +359,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 assert thread_a.harness == "codex" and not thread_a.session_id.startswith("tui-")
 
                 # The TUI's own session, which the pane showed until the thread was known, gave
-                # way to it: it has no row of its own.
+                # way to it: forgotten, it has no row of its own, even in `status --all`.
                 async def no_tui_rows() -> bool:
                     return not await _tui_rows(panes)
 

@@ -11,21 +11,21 @@ import pytest
 
 from actors.core.hints import permission_reason
 from actors.core.reducer import (
+    REPLACED,
     SessionMessage,
     SessionState,
-    hidden_after,
     initial_state,
     pane_rank,
     pane_views,
     pane_winners,
     reduce,
-    replaced,
 )
 from messages import (
     Acknowledge,
     Activity,
     Attention,
     Evidence,
+    Forget,
     HookHint,
     HostSignal,
     LedgerFire,
@@ -1347,29 +1347,29 @@ def test_a_session_bound_to_the_pane_already_focused_is_focused() -> None:
 TUI = SessionKey("codex", "tui-31-310")
 
 
-def test_a_tuis_own_session_that_gave_way_to_its_thread_ends_and_leaves_the_table() -> None:
+def test_a_tuis_own_session_that_gave_way_to_its_thread_ends_and_can_be_forgotten() -> None:
     seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
-    standing = run(seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"),
-                   key=TUI)
+    standing_in = (seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"))
+    standing = run(*standing_in, key=TUI)
     assert (standing.axes, standing.last.pane) == (("running", "unknown", None), "%1")
-    assert not hidden_after(standing.last, T + 1)
-    gave_way = run(seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"),
-                   PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True), key=TUI)
-    assert (gave_way.axes, gave_way.last.pane) == (("persisted", "unknown", None), None)
-    assert replaced(gave_way.last) and hidden_after(gave_way.last, T + 6)
+    gave_way = (*standing_in, PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True))
+    ended = run(*gave_way, key=TUI)
+    assert (ended.axes, ended.last.pane) == (("persisted", "unknown", None), None)
+    assert (ended.last.evidence.source, ended.last.evidence.native_state) == (
+        "pane_mapper", REPLACED)
+    # ended, the Forget the pane mapper sends next is taken (published: the session leaves)
+    forgotten = run(*gave_way, Forget(TUI, T + 5), key=TUI)
+    assert len(forgotten.published) == len(ended.published) + 1
     # the pid watcher's probe of that process, still alive, does not bring it back; the pane
     # mapper showing it again (the thread closed) does
-    standing_in = (seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"),
-                   PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True))
     probed = ProcessSeen(pid=31, start_token="310", at_ms=T + 7, observed_at_ms=T + 7)
-    still = run(*standing_in, probed, key=TUI)
-    assert still.axes == ("persisted", "unknown", None) and replaced(still.last)
+    still = run(*gave_way, probed, key=TUI)
+    assert still.axes == ("persisted", "unknown", None)
     again = msgspec.structs.replace(seen, at_ms=T + 8, observed_at_ms=T + 8)
-    shown = run(*standing_in, again, PaneBound(key=TUI, pane="%1", at_ms=T + 8), key=TUI)
+    shown = run(*gave_way, again, PaneBound(key=TUI, pane="%1", at_ms=T + 8), key=TUI)
     assert (shown.axes, shown.last.pane) == (("running", "unknown", None), "%1")
     # a plain unbind (another agent in the pane) ends nothing
-    moved = run(seen, PaneBound(key=TUI, pane="%1", at_ms=T),
-                PaneUnbound(key=TUI, pane="%1", at_ms=T + 5), key=TUI)
+    moved = run(*standing_in, PaneUnbound(key=TUI, pane="%1", at_ms=T + 5), key=TUI)
     assert moved.axes == ("running", "unknown", None)
 
 
@@ -1377,8 +1377,8 @@ def test_the_dead_tuis_own_session_shows_it_ended_in_its_pane() -> None:
     seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
     gone = ProcessGone(pid=31, start_token="310", at_ms=T + 9, observed_at_ms=T + 9, key=TUI)
     back = PaneBound(key=TUI, pane="%1", at_ms=T + 9, proof="exited_client")
-    # it had given way to the thread (and ended), or it was never known: either way it is
-    # shown in the pane, ended, by the process's death
+    # it had given way to the thread (and ended), or it was never known (or forgotten): either
+    # way it is shown in the pane, ended, by the process's death
     earlier: tuple[tuple[SessionMessage, ...], ...] = (
         (seen, PaneBound(key=TUI, pane="%1", at_ms=T),
          PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True)),
@@ -1389,8 +1389,7 @@ def test_the_dead_tuis_own_session_shows_it_ended_in_its_pane() -> None:
         for last in orders:
             after = run(*before, *last, key=TUI)
             assert (after.axes, after.last.pane) == (("persisted", "unknown", None), "%1")
-            assert after.last.evidence.source == "pid_probe" and not replaced(after.last)
-            assert not hidden_after(after.last, T + 10)
+            assert after.last.evidence.source == "pid_probe"
 
 
 GEM = SessionKey("gemini", "g1")

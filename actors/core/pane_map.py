@@ -22,8 +22,8 @@ attachment elsewhere moves it), and its pane is unbound as soon as that client d
 session itself lives on in the daemon: the pane shows the client's own session instead, ended
 (``■ exited``). Where no owner is known, what a process proves by itself (its harness package's
 claim, e.g. Codex's ``codex resume <id>`` command line) binds; a process's own session (a Codex
-TUI whose thread nothing names yet) gives way, ended (``PaneUnbound.replaced``), once the
-session that process shows is known.
+TUI whose thread nothing names yet) gives way, ended (``PaneUnbound.replaced``) and forgotten
+(``Forget``), once the session that process shows is known.
 
 Bindings change only on proof: a newer agent found nearer (or the only one) in the pane
 rebinds it (``PaneUnbound`` old, then ``PaneBound`` new); ``PaneClosed`` unbinds. When the
@@ -60,7 +60,11 @@ MAX_VISIT: Final = 256
 
 ChildrenLookup = Callable[[int], Sequence[int]]
 PaneChange = (
-    messages.PaneBound | messages.PaneUnbound | messages.ProcessSeen | messages.ProcessGone
+    messages.PaneBound
+    | messages.PaneUnbound
+    | messages.ProcessSeen
+    | messages.ProcessGone
+    | messages.Forget
 )
 #: ``PaneBound.proof`` of a pane that shows its dead client's own session again.
 EXITED_CLIENT: Final = "exited_client"
@@ -389,6 +393,10 @@ class PaneMap:
                         key=current.key, pane=pane, at_ms=at_ms, replaced=replaced
                     )
                 )
+                if replaced:
+                    # It stood only for that process: ended, it leaves every view and the
+                    # store. The process's death shows it again, anew (``ProcessGone.key``).
+                    out.append(messages.Forget(current.key, at_ms))
             if found.pid is not None and found.token is not None:
                 out.append(
                     messages.ProcessSeen(

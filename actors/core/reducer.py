@@ -13,11 +13,9 @@ This module is the ONLY place that decides a published field. Besides :func:`red
 every other decision about what is shown: :func:`crashed` (an actor stopped after repeated
 crashes: attention ``failed``), :func:`reprove` (a state restored after a restart, re-proven
 against its owner's live start token), :func:`settled` (ended with nothing to act on: the actor
-may retire, the table may hide it, the store may forget it), :func:`replaced` (a process's own
-session that gave way to the session it shows: the table hides it at once),
-:data:`ATTENTION_PRIORITY`, and :func:`pane_rank` (which session a pane shows when several are
-bound to it; :func:`pane_winners` and :func:`pane_views` apply it). Sinks render an
-``Activity``; they never re-decide it.
+may retire, the table may hide it, the store may forget it), :data:`ATTENTION_PRIORITY`, and
+:func:`pane_rank` (which session a pane shows when several are bound to it; :func:`pane_winners`
+and :func:`pane_views` apply it). Sinks render an ``Activity``; they never re-decide it.
 """
 
 from __future__ import annotations
@@ -86,7 +84,6 @@ __all__ = [
     "pane_views",
     "pane_winners",
     "reduce",
-    "replaced",
     "reprove",
     "restored",
     "retirable",
@@ -104,7 +101,8 @@ _ATTENTION_RANK: Final[dict[str, int]] = {
 ENDED_SHOWN_MS: Final = 24 * 3600 * 1000
 #: ... and the store forgets it after a week (deleted at load rather than restored).
 ENDED_RETENTION_MS: Final = 7 * 24 * 3600 * 1000
-#: The native word of a session that gave way to the session its process shows (:func:`replaced`).
+#: The native word of a session that gave way to the session its process shows
+#: (``PaneUnbound.replaced``; the pane mapper then forgets it).
 REPLACED: Final = "replaced"
 
 # How many recent fingerprints / completed turn ids a session remembers. Small and
@@ -317,25 +315,11 @@ def pane_views(
     return views
 
 
-def replaced(activity: Activity) -> bool:
-    """A process's own session that gave way to the session the process shows
-    (``PaneUnbound.replaced``: a Codex TUI whose thread became known), ended: it stood only
-    for that process, nothing of its own is left to show."""
-    evidence = activity.evidence
-    return (
-        activity.presence == "persisted"
-        and evidence.source == "pane_mapper"
-        and evidence.native_state == REPLACED
-    )
-
-
 def hidden_after(activity: Activity, now_ms: int, after_ms: int = ENDED_SHOWN_MS) -> bool:
-    """:func:`settled` for longer than ``after_ms`` (by its evidence time), or at once when it
-    is :func:`replaced` and in no pane: the status table leaves it out (``--all`` lists it)."""
+    """:func:`settled` for longer than ``after_ms`` (by its evidence time): the status table
+    leaves it out (``--all`` lists it)."""
     if not settled(activity):
         return False
-    if activity.pane is None and replaced(activity):
-        return True
     evidence = activity.evidence
     at_ms = evidence.at_ms or evidence.observed_at_ms
     return at_ms is not None and now_ms - at_ms > after_ms
