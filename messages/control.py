@@ -82,14 +82,20 @@ class PaneBound(ControlMessage, frozen=True, kw_only=True):
     proof: str = "host"
 
 
-class PaneUnbound(ControlMessage, frozen=True):
-    """``key`` is no longer shown in ``pane`` (pane closed or another agent started)."""
+class PaneUnbound(ControlMessage, frozen=True, kw_only=True):
+    """``key`` is no longer shown in ``pane`` (pane closed or another agent started).
+
+    ``replaced``: ``key`` was the session a process stood for by itself (a Codex TUI whose
+    thread nothing named yet) and the session that process shows now has the pane; ``key``
+    ends with it (sent by the pane mapper, which then forgets it: :class:`Forget`).
+    """
 
     source: ClassVar[Source] = "pane_mapper"
 
     key: SessionKey
     pane: Id
     at_ms: TimeMs
+    replaced: bool = False
 
 
 class Acknowledge(ControlMessage, frozen=True):
@@ -106,14 +112,16 @@ class Acknowledge(ControlMessage, frozen=True):
 
 
 class Forget(ControlMessage, frozen=True):
-    """The user dismissed an ended session (``paneward forget``): it leaves every view and the
-    store.
+    """An ended session is dismissed: it leaves every view and the store.
 
-    Sent by the CLI (or a host); routed to ``key``'s session, whose reducer takes it only when
-    the session has ended (presence ``persisted``): it then publishes one last transition
-    (cause ``Forget``: :attr:`messages.activity.Transition.forgets`; no pane, no attention), and
-    the supervisor drops the session from its catalog, so no later snapshot has it and the
-    store deletes its row. A live session is left as it is. Evidence for the key after that
+    Sent by the CLI (``paneward forget``: the user dismissed it) or a host, and by the pane
+    mapper for a process's own session that gave way to the session the process shows
+    (``PaneUnbound.replaced``: a Codex TUI whose thread became known); routed to ``key``'s
+    session, whose reducer takes it only when the session has ended (presence ``persisted``):
+    it then publishes one last transition (cause ``Forget``:
+    :attr:`messages.activity.Transition.forgets`; no pane, no attention), and the supervisor
+    drops the session from its catalog, so no later snapshot has it and the store deletes its
+    row. A live session is left as it is. Evidence for the key after that
     starts the session again.
     """
 

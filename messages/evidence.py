@@ -89,7 +89,9 @@ class ProcessGone(EvidenceMessage, frozen=True, kw_only=True):
     Sent by the pid watcher; routed by the supervisor to the sessions owned by
     that incarnation (``start_token``; ``None`` means any incarnation). Handled by
     the session reducer: presence ``persisted``, turn ``unknown``, and attention
-    ``failed`` if the turn was ``working``.
+    ``failed`` if the turn was ``working``. With ``key`` (sent by the pane mapper) it names
+    the session that process stood for by itself -- a Codex TUI's own session, shown in its
+    pane again when the TUI that showed a thread died -- which it ends even if it had ended.
     """
 
     source: ClassVar[Source] = "pid_probe"
@@ -99,6 +101,7 @@ class ProcessGone(EvidenceMessage, frozen=True, kw_only=True):
     observed_at_ms: TimeMs
     start_token: str | None = None
     recycled: bool = False
+    key: SessionKey | None = None
 
 
 class RegistryStatus(EvidenceMessage, frozen=True, kw_only=True):

@@ -161,7 +161,7 @@ INBOUND: list[msgspec.Struct] = [
     PaneClosed("%1", T),
     PaneFocused("%1", T),
     PaneBound(key=CLAUDE, pane="%1", at_ms=T, proof="claude_registry_pid"),
-    PaneUnbound(CLAUDE, "%1", T),
+    PaneUnbound(key=CLAUDE, pane="%1", at_ms=T),
     Acknowledge(T, pane="%1"),
     Forget(CLAUDE, T),
     HostSignal(key=CLAUDE, signal="interrupt", at_ms=T, reason="ctrl-c"),

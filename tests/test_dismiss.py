@@ -155,6 +155,36 @@ async def test_ack_and_forget_through_the_daemon_and_a_restart(tmp_path: Path) -
                 "session_id"] == LIVE
 
 
+async def test_ack_of_an_exited_pane_leaves_it_a_plain_shell(tmp_path: Path) -> None:
+    """An agent that ended cleanly (nothing to act on) still says ``■ exited`` in its pane until
+    seen: ``paneward ack %7`` is seeing it, and the session leaves the pane."""
+    state = tmp_path / "state"
+    with anyio.fail_after(60):
+        async with Daemon(state) as daemon:
+            now = _now()
+            ended = PtyExit(key=SessionKey("terminal", ENDED), code=0, at_ms=now,
+                            observed_at_ms=now)
+            for message in (spawned(ENDED, "%7"), ended):
+                done = await cli(daemon.env, "inject", messages.encode(message).decode())
+                assert done.returncode == 0, done.stderr
+
+            async def exited() -> bool:
+                shown = (await _activities(daemon)).get(ENDED)
+                return shown is not None and shown["presence"] == "persisted"
+
+            await poll_until(exited, "the exit")
+            assert (await _activities(daemon))[ENDED]["pane"] == "%7"
+            done = await cli(daemon.env, "ack", "%7")
+            assert (done.returncode, done.stdout) == (0, "%7: exited acknowledged\n"), done.stderr
+
+            async def left() -> bool:
+                return (await _activities(daemon))[ENDED]["pane"] is None
+
+            await poll_until(left, "the session off its pane")
+            done = await cli(daemon.env, "ack", ENDED[:13])
+            assert done.stdout == f"terminal:{ENDED}: nothing to acknowledge\n"
+
+
 async def test_the_reference_table_forgets_as_the_supervisor_does() -> None:
     """actors.runtime.table.SessionTable (the model replay and property tests use) publishes
     the same transitions for a forget and a session of the same key after it."""

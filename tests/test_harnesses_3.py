@@ -113,7 +113,7 @@ def test_gemini_permission_reason_and_other_notifications() -> None:
     hint = gemini_hooks.normalize(permission)
     assert isinstance(hint, HookHint)
     assert (hint.hint, hint.summary, hint.source) == (
-        "needs_input", "permission: rm -rf ./junkdir", "gemini_hook"
+        "needs_input", "permission: run_shell_command: rm -rf ./junkdir", "gemini_hook"
     )
     other = NotifyHook(harness="gemini", at_ms=10**12 * 2, observed_at_ms=10**12 * 2, payload={
         "hook_event_name": "Notification", "session_id": "s", "notification_type": "Other"})
@@ -149,7 +149,7 @@ def test_hermes_capture_replays_to_the_turns_the_screen_showed() -> None:
     ]
     needs = next(t for t in seen if t.after.turn == "needs_input")
     assert needs.after.attention is not None
-    assert needs.after.attention.reason == "approval: recursive delete"
+    assert needs.after.attention.reason == "permission: terminal: rm -rf ./junkdir"
     # The approval hooks carry an empty session_id: their session is extra.session_key.
     assert {t.key for t in seen} == {SessionKey("hermes", "20261201_090257_aa66ac")}
     # The `smart` surface (Hermes's own model reviewing) is not a wait for the user.
@@ -273,7 +273,7 @@ async def test_opencode_plugin_forwards_the_captured_events_once_per_run(tmp_pat
     assert _replay([h for h in same_ms for _ in (0, 1)]) == turns
     asked = next(h for h in hooks if h.payload["hook_event_name"] == "permission.asked")
     hint = opencode_hooks.normalize(asked)
-    assert isinstance(hint, HookHint) and hint.summary == "bash: echo hi"
+    assert isinstance(hint, HookHint) and hint.summary == "permission: bash: echo hi"
 
 
 async def test_opencode_exit_ends_every_session_it_saw(tmp_path: Path) -> None:

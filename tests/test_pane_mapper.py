@@ -15,7 +15,14 @@ import msgspec
 import pytest
 
 import messages
-from actors.core.pane_map import MAX_VISIT, Binding, ClaimLookup, PaneMap
+from actors.core.pane_map import (
+    EXITED_CLIENT,
+    MAX_VISIT,
+    Binding,
+    ClaimLookup,
+    PaneChange,
+    PaneMap,
+)
 from actors.harnesses import catalog
 from actors.harnesses.catalog import CLAIMS
 from actors.harnesses.codex.tui import codex_resume_thread, codex_tui_key, is_codex_tui
@@ -306,7 +313,7 @@ def daemon_map() -> PaneMap:
     return m
 
 
-def rebind(m: PaneMap) -> list[messages.PaneBound | messages.PaneUnbound | messages.ProcessSeen]:
+def rebind(m: PaneMap) -> list[PaneChange]:
     return m.rebind(lambda p: DAEMON_TREE.get(p, []), claims(DAEMON_PROCS, DAEMON_TOKENS), AT)
 
 
@@ -328,15 +335,44 @@ def test_the_daemons_attachment_binds_each_tui_pane_to_its_thread() -> None:
     assert m.bindings["%2"].key == codex_tui_key(13, "130")
 
 
-def test_a_dead_client_unbinds_its_pane_at_once() -> None:
+def test_a_dead_client_unbinds_its_pane_at_once_and_its_own_session_shows_it_ended() -> None:
     m = daemon_map()
     m.observe(attached(KEY_X, 13))
     rebind(m)
-    assert m.bindings["%2"] == Binding(KEY_X, "codex_daemon_mcp", client=13)
-    # the thread lives on in the daemon: the pane of the TUI that quit shows it no longer
+    own = codex_tui_key(13, "130")
+    assert m.bindings["%2"] == Binding(KEY_X, "codex_daemon_mcp", client=13, itself=own)
+    # the thread lives on in the daemon: the pane of the TUI that quit shows it no longer, and
+    # shows the TUI's own session instead, ended (its badge: exited)
     gone = messages.ProcessGone(pid=13, start_token="130", at_ms=AT + 9, observed_at_ms=AT + 9)
-    assert m.observe(gone) == [messages.PaneUnbound(key=KEY_X, pane="%2", at_ms=AT + 9)]
-    assert "%2" not in m.bindings
+    assert m.observe(gone) == [
+        messages.PaneUnbound(key=KEY_X, pane="%2", at_ms=AT + 9),
+        messages.ProcessGone(pid=13, start_token="130", at_ms=AT + 9, observed_at_ms=AT + 9,
+                             key=own),
+        messages.PaneBound(key=own, pane="%2", at_ms=AT + 9, proof=EXITED_CLIENT),
+    ]
+    assert m.bindings["%2"] == Binding(own, EXITED_CLIENT)
+    # the ProcessGone naming it comes back to the mapper (it is a listener): nothing more
+    named = messages.ProcessGone(pid=13, start_token="130", at_ms=AT + 9,
+                                 observed_at_ms=AT + 9, key=own)
+    assert m.observe(named) == []
+    assert rebind(m) == []  # the shell left in the pane proves nothing: it keeps showing it
+
+
+def test_a_tuis_own_session_gives_way_ended_to_the_thread_it_shows() -> None:
+    m = daemon_map()
+    rebind(m)
+    own = codex_tui_key(3, "30")
+    assert m.bindings["%1"].key == own
+    m.observe(attached(KEY_X, 3))
+    out = rebind(m)
+    assert out == [
+        messages.PaneUnbound(key=own, pane="%1", at_ms=AT, replaced=True),
+        messages.Forget(own, AT),  # it stood only for the process: gone from every view
+        messages.PaneBound(key=KEY_X, pane="%1", at_ms=AT, proof="codex_daemon_mcp"),
+    ]
+    # another thread of the same TUI moves the pane without any "replaced"
+    m.observe(attached(KEY_Y, 3, at=5))
+    assert rebind(m)[0] == messages.PaneUnbound(key=KEY_X, pane="%1", at_ms=AT)
 
 
 def test_a_closed_thread_or_a_dead_daemon_leaves_the_tuis_showing_themselves() -> None:

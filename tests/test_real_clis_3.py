@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import psutil
 import pytest
 
 from actors.sources import procfs
@@ -256,7 +258,7 @@ async def test_gemini_cli_hooks_through_the_daemon_to_its_pane(
             await world.submit("please DANGER now", "needs_input", "needs_input")
             await world.wait_text("Allow execution of")
             needs = await world.activity("gemini")
-            assert needs["attention"]["reason"] == "permission: rm -rf ./junkdir"
+            assert needs["attention"]["reason"] == "permission: run_shell_command: rm -rf ./junkdir"
             # The answer has no event: the AfterTool that follows closes the wait.
             await world.press_until("Enter", "idle", "turn_done")
             assert not (world.work / "junkdir").exists()
@@ -306,7 +308,8 @@ async def test_opencode_plugin_through_the_daemon_to_its_pane(
             # bash is "ask": the permission wait (session.status stays busy meanwhile).
             await world.submit("please TOOL now", "needs_input", "needs_input")
             await world.wait_text("Permission required")
-            assert (await world.activity("opencode"))["attention"]["reason"] == "bash: echo hi"
+            reason = (await world.activity("opencode"))["attention"]["reason"]
+            assert reason == "permission: bash: echo hi"
             assert await world.option("@paneward_harness") == "opencode"
             await world.press_until("Enter", "idle", "turn_done")  # "Allow once"
 
@@ -336,13 +339,7 @@ async def test_pi_extension_through_the_daemon_to_its_pane(
 ) -> None:
     pi = _cli("pi")
     async with lab(tmp_path, server) as world:
-        agent = world.home / ".pi" / "agent"
-        agent.mkdir(parents=True)
-        (agent / "models.json").write_text(json.dumps({"providers": {"mock": {
-            "baseUrl": f"{chat.url}/v1", "api": "openai-completions", "apiKey": "mock-key",
-            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-            "models": [{"id": "mock-model"}],
-        }}}))
+        _pi_models(world, chat)
         said = world.install("pi", {})
         assert "no permission prompt" in said
         with anyio.fail_after(240):
@@ -362,6 +359,55 @@ async def test_pi_extension_through_the_daemon_to_its_pane(
             gone = await world.quit("/quit", "pi")
             assert gone["evidence"]["source"] == "pi_extension"  # session_shutdown
             assert gone["attention"] is None
+
+
+async def test_pi_killed_after_a_finished_turn_says_exited_until_seen(
+    tmp_path: Path, server: TmuxServer, chat: MockServer
+) -> None:
+    """Pi killed with SIGKILL after a turn it finished: the pane it ran in (its shell stays)
+    says the agent is gone with the done nobody saw (``■ exited · done``), and is a plain shell
+    with no option of paneward's once the user has looked at it."""
+    pi = _cli("pi")
+    async with lab(tmp_path, server) as world:
+        _pi_models(world, chat)
+        world.install("pi", {})
+        with anyio.fail_after(240):
+            command = shlex.join([os.fspath(pi), "--provider", "mock", "--model", "mock-model"])
+            pane = await world.start(["sh", "-c", f"{command}; exec sleep 600"], {})
+            await world.wait_text("paneward.ts")
+            await world.shows("unknown")
+            await world.submit("please TOOL now", "idle", "turn_done")
+            root = psutil.Process(int(await server.arun(
+                "display-message", "-p", "-t", pane, "#{pane_pid}")))
+            [agent] = root.children()  # the shell's one child: Pi's node process
+            os.kill(agent.pid, signal.SIGKILL)
+
+            async def badge(want: str | None) -> bool:
+                return await world.option("@paneward_badge") == want
+
+            await poll_until(lambda: badge("■ exited · done"), "exited · done", within=60,
+                             interval=0.05)
+            assert await world.option("@paneward_presence") == "persisted"
+            assert (await world.activity("pi"))["attention"]["kind"] == "turn_done"
+            await server.arun("select-pane", "-t", pane)  # the user looks at it
+
+            async def bare() -> bool:
+                return await server.pane_option_names(pane) == []
+
+            await poll_until(bare, "a plain shell again", within=60, interval=0.05)
+            seen = await world.activity("pi")
+            assert (seen["presence"], seen["attention"], seen["pane"]) == ("persisted", None, None)
+
+
+def _pi_models(world: Lab, chat: MockServer) -> None:
+    """Pi's model list: one model, served by the loopback Chat Completions mock."""
+    agent = world.home / ".pi" / "agent"
+    agent.mkdir(parents=True)
+    (agent / "models.json").write_text(json.dumps({"providers": {"mock": {
+        "baseUrl": f"{chat.url}/v1", "api": "openai-completions", "apiKey": "mock-key",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [{"id": "mock-model"}],
+    }}}))
 
 
 # ------------------------------------------------------------------------------ Hermes Agent
@@ -406,7 +452,7 @@ async def test_hermes_interactive_hooks_through_the_daemon_to_its_pane(
             await world.submit("please DANGER now", "needs_input", "needs_input")
             await world.wait_text("Allow once")
             reason = (await world.activity("hermes"))["attention"]["reason"]
-            assert reason == "approval: recursive delete"
+            assert reason == "permission: terminal: rm -rf ./junkdir"
             await world.press_until("Enter", "idle", "turn_done")  # "Allow once" is preselected
             assert not (world.work / "junkdir").exists()
 

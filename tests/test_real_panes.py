@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -28,10 +29,13 @@ from typing import Any
 
 import anyio
 import msgspec
+import psutil
 import pytest
 
+from actors.core.clock import now_ms
 from actors.core.redact import shown_reason
 from actors.core.reducer import pane_winners
+from actors.core.status_table import format_table
 from messages import Activity
 from tests.daemon_helpers import PANEWARD, Daemon, Watcher, daemon_env, watching
 from tests.mock_apis.servers import MockServer
@@ -301,6 +305,22 @@ def _codex_processes(home: Path) -> list[int]:
     return found
 
 
+async def _tui_rows(panes: Panes) -> list[str]:
+    """The rows of ``paneward status --all`` that are a Codex TUI's own session."""
+    activities = msgspec.convert((await panes.daemon.status())["activities"], list[Activity])
+    table = format_table(activities, now_ms(), show_all=True)
+    return [row for row in table.splitlines() if " tui-" in row]
+
+
+def _tui_pid(tmux: Tmux, pane: str) -> int:
+    """The Codex TUI process running in ``pane`` (the native ``codex`` below its launcher)."""
+    root = psutil.Process(int(tmux.pane_value(pane, "#{pane_pid}")))
+    tuis = [p.pid for p in [root, *root.children(recursive=True)]
+            if p.name() == "codex" and "app-server" not in p.cmdline()]
+    assert len(tuis) == 1, tuis
+    return tuis[0]
+
+
 def _thread_at_exit(screen: str) -> str:
     """The thread id Codex itself prints when its TUI quits (the ground truth)."""
     found = re.search(r"codex resume ([0-9a-f-]{36})", screen)
@@ -337,6 +357,13 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 await panes.wait(a, turn="idle", what="pane A bound to its thread (idle)")
                 thread_a = (await panes.shown(a)).key
                 assert thread_a.harness == "codex" and not thread_a.session_id.startswith("tui-")
+
+                # The TUI's own session, which the pane showed until the thread was known, gave
+                # way to it: forgotten, it has no row of its own, even in `status --all`.
+                async def no_tui_rows() -> bool:
+                    return not await _tui_rows(panes)
+
+                await poll_until(no_tui_rows, "no row of the TUI's own session", within=STEP_S)
 
                 # The approval dialog: needs_input from the daemon's own status.
                 mark = await _submit(panes, a, "please WRITE a file",
@@ -383,7 +410,11 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 assert panes.option(a, "@paneward_attention") == ""  # A did not take it on
 
                 # Pane A quits; Codex names the thread it showed: the one paneward bound.
+                a_tui = _tui_pid(panes.tmux, a)
                 assert await _quit_codex(tmux, a) == thread_a.session_id
+                await poll_until(lambda: anyio.to_thread.run_sync(
+                    lambda: panes.option(a, "@paneward_badge") == "■ exited"),
+                    "pane A: exited", within=STEP_S, interval=0.02)
                 # Pane C: `codex resume <id>` shows that thread.
                 c = panes.tmux.start([str(codex), "resume", thread_a.session_id], env,
                                      width=160, height=50, cwd=work)
@@ -417,6 +448,24 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 assert (await panes.shown(c)).key == thread_a
                 assert (await panes.shown(c)).presence == "running"
                 assert int((await panes.daemon.counters())["codex_daemon"]["connects"]) == 2
+                # The only TUI of its own in the table is pane A's, whose TUI quit: the pane
+                # shows it ended (the row is the badge's).
+                rows = [row.split() for row in await _tui_rows(panes)]
+                assert [(row[0], row[3]) for row in rows] == [(a, "persisted")], rows
+                assert rows[0][2].startswith(f"tui-{a_tui}-")
+
+                # Pane D's TUI is killed: the thread lives on in the daemon, and the pane says
+                # its agent is gone (the TUI's own session, ended) rather than nothing.
+                os.kill(_tui_pid(panes.tmux, d), signal.SIGKILL)
+
+                def exited() -> bool:
+                    return panes.option(d, "@paneward_badge") == "■ exited"
+
+                await poll_until(lambda: anyio.to_thread.run_sync(exited),
+                                 "pane D: exited", within=STEP_S, interval=0.02)
+                shown = await panes.shown(d)
+                assert shown.key.session_id.startswith("tui-") and shown.presence == "persisted"
+                assert sorted(row.split()[0] for row in await _tui_rows(panes)) == sorted([a, d])
     finally:
         _stop_codex_leftovers(home)
 

@@ -11,6 +11,7 @@ import pytest
 
 from actors.core.hints import permission_reason
 from actors.core.reducer import (
+    REPLACED,
     SessionMessage,
     SessionState,
     initial_state,
@@ -24,6 +25,7 @@ from messages import (
     Activity,
     Attention,
     Evidence,
+    Forget,
     HookHint,
     HostSignal,
     LedgerFire,
@@ -52,6 +54,7 @@ K = SessionKey("claude-code", "s1")
 CX = SessionKey("codex", "thread-root")
 CHILD = SessionKey("codex", "thread-child")
 PID, TOK = 4242, "154519"
+WRITE = "permission: Bash: echo hi > hi.txt"
 
 
 def reg(
@@ -425,6 +428,38 @@ CASES = [
         reason="permission: Bash",
     ),
     Case(
+        "the registry's generic word after the hook's named reason keeps the named one",
+        (
+            reg("busy", 0),
+            hook("PermissionRequest", "needs_input", 5, tool="Bash", summary=WRITE),
+            reg("waiting", 8, "permission prompt"),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason=WRITE,
+    ),
+    Case(
+        "the hook's named reason arriving after the registry's newer generic word replaces it",
+        (
+            reg("busy", 0),
+            reg("waiting", 8, "permission prompt"),
+            hook("PermissionRequest", "needs_input", 5, tool="Bash", summary=WRITE),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason=WRITE,
+    ),
+    Case(
+        "an older record of a wait that was closed since names nothing",
+        (
+            reg("busy", 0),
+            reg("waiting", 8, "permission prompt"),
+            reg("busy", 9),
+            reg("waiting", 12, "permission prompt"),
+            hook("PermissionRequest", "needs_input", 5, tool="Bash", summary=WRITE),
+        ),
+        ("running", "needs_input", "needs_input"),
+        reason="permission prompt",
+    ),
+    Case(
         "Stop completes the turn: idle and turn_done",
         (reg("busy", 0), hook("UserPromptSubmit", "working", 1), hook("Stop", "completed", 5)),
         ("running", "idle", "turn_done"),
@@ -760,7 +795,11 @@ CASES = [
     ),
     Case(
         "unbinding a pane clears it from the activity",
-        (PaneBound(key=K, pane="%1", at_ms=T), reg("idle", 0), PaneUnbound(K, "%1", T + 3)),
+        (
+            PaneBound(key=K, pane="%1", at_ms=T),
+            reg("idle", 0),
+            PaneUnbound(key=K, pane="%1", at_ms=T + 3),
+        ),
         ("running", "idle", None),
     ),
     # ---- work that outlives the turn (DESIGN §4): still working, turn_done when it ends
@@ -1303,3 +1342,108 @@ def test_a_session_bound_to_the_pane_already_focused_is_focused() -> None:
     shown = table.states[K].activity
     assert shown is not None and shown.attention is not None
     assert shown.attention.kind == "turn_done"
+
+
+TUI = SessionKey("codex", "tui-31-310")
+
+
+def test_a_tuis_own_session_that_gave_way_to_its_thread_ends_and_can_be_forgotten() -> None:
+    seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
+    standing_in = (seen, PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process"))
+    standing = run(*standing_in, key=TUI)
+    assert (standing.axes, standing.last.pane) == (("running", "unknown", None), "%1")
+    gave_way = (*standing_in, PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True))
+    ended = run(*gave_way, key=TUI)
+    assert (ended.axes, ended.last.pane) == (("persisted", "unknown", None), None)
+    assert (ended.last.evidence.source, ended.last.evidence.native_state) == (
+        "pane_mapper", REPLACED)
+    # ended, the Forget the pane mapper sends next is taken (published: the session leaves)
+    forgotten = run(*gave_way, Forget(TUI, T + 5), key=TUI)
+    assert len(forgotten.published) == len(ended.published) + 1
+    # the pid watcher's probe of that process, still alive, does not bring it back; the pane
+    # mapper showing it again (the thread closed) does
+    probed = ProcessSeen(pid=31, start_token="310", at_ms=T + 7, observed_at_ms=T + 7)
+    still = run(*gave_way, probed, key=TUI)
+    assert still.axes == ("persisted", "unknown", None)
+    again = msgspec.structs.replace(seen, at_ms=T + 8, observed_at_ms=T + 8)
+    shown = run(*gave_way, again, PaneBound(key=TUI, pane="%1", at_ms=T + 8), key=TUI)
+    assert (shown.axes, shown.last.pane) == (("running", "unknown", None), "%1")
+    # a plain unbind (another agent in the pane) ends nothing
+    moved = run(*standing_in, PaneUnbound(key=TUI, pane="%1", at_ms=T + 5), key=TUI)
+    assert moved.axes == ("running", "unknown", None)
+
+
+def test_the_dead_tuis_own_session_shows_it_ended_in_its_pane() -> None:
+    seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
+    gone = ProcessGone(pid=31, start_token="310", at_ms=T + 9, observed_at_ms=T + 9, key=TUI)
+    back = PaneBound(key=TUI, pane="%1", at_ms=T + 9, proof="exited_client")
+    # it had given way to the thread (and ended), or it was never known (or forgotten): either
+    # way it is shown in the pane, ended, by the process's death
+    earlier: tuple[tuple[SessionMessage, ...], ...] = (
+        (seen, PaneBound(key=TUI, pane="%1", at_ms=T),
+         PaneUnbound(key=TUI, pane="%1", at_ms=T + 5, replaced=True)),
+        (),
+    )
+    for before in earlier:
+        orders: tuple[tuple[SessionMessage, ...], ...] = ((gone, back), (back, gone))
+        for last in orders:
+            after = run(*before, *last, key=TUI)
+            assert (after.axes, after.last.pane) == (("persisted", "unknown", None), "%1")
+            assert after.last.evidence.source == "pid_probe"
+
+
+GEM = SessionKey("gemini", "g1")
+
+
+def gemini(event: str, hint: HintKind, t: int) -> HookHint:
+    return HookHint(key=GEM, source="gemini_hook", event=event, hint=hint, at_ms=T + t,
+                    observed_at_ms=T + t, pid=PID, start_token=TOK)
+
+
+GEM_DONE = (PaneBound(key=GEM, pane="%1", at_ms=T), gemini("BeforeAgent", "working", 1),
+            gemini("AfterAgent", "completed", 2))
+GEM_KILLED = ProcessGone(pid=PID, start_token=TOK, at_ms=T + 9, observed_at_ms=T + 9)
+
+
+def test_an_agent_killed_after_a_finished_turn_keeps_the_unseen_done_and_leaves_once_seen() -> (
+    None
+):
+    killed = run(*GEM_DONE, GEM_KILLED, key=GEM)
+    assert (killed.axes, killed.last.pane) == (("persisted", "unknown", "turn_done"), "%1")
+    # looking at the pane closes the done and, the agent being gone, leaves the pane bare
+    seen = run(*GEM_DONE, GEM_KILLED, PaneFocused("%1", T + 20), key=GEM)
+    assert (seen.axes, seen.last.pane) == (("persisted", "unknown", None), None)
+    # so does acknowledging it (a focus elsewhere does neither)
+    elsewhere = run(*GEM_DONE, GEM_KILLED, PaneFocused("%2", T + 20), key=GEM)
+    assert (elsewhere.axes, elsewhere.last.pane) == (("persisted", "unknown", "turn_done"), "%1")
+    acked = run(*GEM_DONE, GEM_KILLED, Acknowledge(T + 20, pane="%1"), key=GEM)
+    assert (acked.axes, acked.last.pane) == (("persisted", "unknown", None), None)
+
+
+def test_an_agent_that_ends_in_the_focused_pane_leaves_it_when_the_focus_moves() -> None:
+    watched = (PaneBound(key=GEM, pane="%1", at_ms=T), PaneFocused("%1", T),
+               gemini("BeforeAgent", "working", 1), gemini("AfterAgent", "completed", 2),
+               GEM_KILLED)
+    ended = run(*watched, key=GEM)
+    assert (ended.axes, ended.last.pane) == (("persisted", "unknown", None), "%1")
+    moved = run(*watched, PaneFocused("%2", T + 20), key=GEM)
+    assert moved.last.pane is None
+
+
+def test_a_failed_end_stays_in_its_pane_until_acknowledged() -> None:
+    dying = (PaneBound(key=GEM, pane="%1", at_ms=T), gemini("BeforeAgent", "working", 1),
+             GEM_KILLED)
+    focused = run(*dying, PaneFocused("%1", T + 20), key=GEM)
+    assert (focused.axes, focused.last.pane) == (("persisted", "unknown", "failed"), "%1")
+    acked = run(*dying, PaneFocused("%1", T + 20), Acknowledge(T + 21, key=GEM), key=GEM)
+    assert (acked.axes, acked.last.pane) == (("persisted", "unknown", None), None)
+
+
+def test_a_session_that_left_its_pane_shows_there_again_when_it_is_alive_again() -> None:
+    left = (*GEM_DONE, GEM_KILLED, PaneFocused("%1", T + 20))
+    again = run(*left, HookHint(key=GEM, source="gemini_hook", event="SessionStart",
+                                hint="start", at_ms=T + 30, observed_at_ms=T + 30, pid=PID + 1,
+                                start_token="2"), key=GEM)
+    assert (again.last.presence, again.last.pane) == ("running", "%1")
+    rebound = run(*left, PaneBound(key=GEM, pane="%3", at_ms=T + 30), key=GEM)
+    assert rebound.last.pane == "%3"

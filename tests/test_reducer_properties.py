@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +15,7 @@ from messages import (
     HookHint,
     HostSignal,
     LifecycleBoundary,
+    NotifyHook,
     PaneBound,
     PaneClosed,
     PaneFocused,
@@ -25,9 +29,11 @@ from messages import (
     RolloutOwned,
     RolloutReleased,
     SessionKey,
+    ThreadStatus,
     Transition,
 )
 from messages.codec import Inbound
+from messages.common import Harness
 from messages.evidence import HintKind
 
 T = 1_795_995_000_000
@@ -234,3 +240,145 @@ def test_the_same_sequence_twice_gives_the_same_states(messages: list[Inbound]) 
     second, out2 = _replay(messages)
     assert out1 == out2
     assert first.states == second.states
+
+
+# ------------------------------------------------------- one wait, several records, any order
+
+# The records each harness's sources make of one permission wait (the same dialog), built as
+# the sources build them -- hook payloads through the harness's own normalize -- and the reason
+# each one names. A record is (make(at_ms) -> message, reason, how much it says: 4 the tool and
+# its command, 2 the harness's own words, 1 a generic word).
+OWNER_PID, OWNER_TOKEN = 321, "77"
+CMD = "echo hi > hi.txt"
+WaitRecord = tuple[Callable[[int], Inbound], str, int]
+
+
+def _hook(harness: Harness, payload: dict[str, Any]) -> Callable[[int], Inbound]:
+    def make(at: int) -> Inbound:
+        return NotifyHook(harness=harness, payload=payload, at_ms=at, observed_at_ms=at,
+                          pid=OWNER_PID, start_token=OWNER_TOKEN)
+
+    return make
+
+
+def _osc(key: SessionKey, message: str | None) -> Callable[[int], Inbound]:
+    def make(at: int) -> Inbound:
+        return ProgramStatus(state="blocked", kind="permission", message=message, at_ms=at,
+                             observed_at_ms=at, key=key)
+
+    return make
+
+
+def _claude_registry(at: int) -> Inbound:
+    return RegistryStatus(key=SessionKey("claude-code", "w"), status="waiting",
+                          waiting_for="permission prompt", at_ms=at, observed_at_ms=at,
+                          pid=OWNER_PID, start_token=OWNER_TOKEN)
+
+
+def _codex_daemon(summary: str | None) -> Callable[[int], Inbound]:
+    def make(at: int) -> Inbound:
+        return ThreadStatus(key=SessionKey("codex", "w"), status="active",
+                            flags=("waitingOnApproval",), summary=summary, at_ms=at,
+                            observed_at_ms=at, pid=OWNER_PID, start_token=OWNER_TOKEN)
+
+    return make
+
+
+_CLAUDE_ASK = {"hook_event_name": "PermissionRequest", "session_id": "w", "tool_name": "Bash",
+               "tool_input": {"command": CMD}}
+_CODEX_ASK = {**_CLAUDE_ASK, "turn_id": "t1"}
+WAITS: dict[Harness, tuple[dict[str, Any], list[WaitRecord]]] = {
+    "claude-code": (
+        {"hook_event_name": "UserPromptSubmit", "session_id": "w", "prompt_id": "p1"},
+        [
+            (_hook("claude-code", _CLAUDE_ASK), f"permission: Bash: {CMD}", 4),
+            (_claude_registry, "permission prompt", 1),
+            (_osc(SessionKey("claude-code", "w"), f"approve Bash: {CMD}"),
+             f"permission: Bash: {CMD}", 4),
+            (_osc(SessionKey("claude-code", "w"), None), "permission", 1),
+        ],
+    ),
+    "codex": (
+        {"hook_event_name": "UserPromptSubmit", "session_id": "w", "turn_id": "t1"},
+        [
+            (_hook("codex", _CODEX_ASK), f"permission: Bash: {CMD}", 4),
+            (_codex_daemon(f"permission: Bash: {CMD}"), f"permission: Bash: {CMD}", 4),
+            (_codex_daemon(None), "permission", 1),
+            (_osc(SessionKey("codex", "w"), None), "permission", 1),
+        ],
+    ),
+    "gemini": (
+        {"hook_event_name": "BeforeAgent", "session_id": "w"},
+        [
+            (_hook("gemini", {"hook_event_name": "Notification", "session_id": "w",
+                              "notification_type": "ToolPermission",
+                              "message": "Tool Confirm Shell Command requires execution",
+                              "details": {"type": "exec", "command": CMD, "rootCommand": "echo"}}),
+             f"permission: run_shell_command: {CMD}", 4),
+            (_hook("gemini", {"hook_event_name": "Notification", "session_id": "w",
+                              "notification_type": "ToolPermission"}), "permission", 1),
+        ],
+    ),
+    "opencode": (
+        {"hook_event_name": "session.status", "session_id": "w", "status": "busy"},
+        [
+            (_hook("opencode", {"hook_event_name": "permission.asked", "session_id": "w",
+                                "permission": "bash", "patterns": [CMD]}),
+             f"permission: bash: {CMD}", 4),
+            (_hook("opencode", {"hook_event_name": "permission.asked", "session_id": "w"}),
+             "permission", 1),
+        ],
+    ),
+    "hermes": (
+        {"hook_event_name": "pre_llm_call", "session_id": "w"},
+        [
+            (_hook("hermes", {"hook_event_name": "pre_approval_request", "session_id": "",
+                              "extra": {"session_key": "w", "surface": "cli", "command": CMD,
+                                        "description": "recursive delete"}}),
+             f"permission: terminal: {CMD}", 4),
+            (_hook("hermes", {"hook_event_name": "pre_approval_request", "session_id": "",
+                              "extra": {"session_key": "w", "surface": "cli"}}),
+             "permission: terminal", 3),
+        ],
+    ),
+}
+
+
+def test_every_harness_that_can_prove_a_wait_is_in_the_order_test() -> None:
+    waits = {h for h, proof in PROOFS.items() if proof.get("needs_input")}
+    assert waits == set(WAITS)
+    assert {h for h in PROOFS if h not in WAITS} == {"cursor", "pi"}  # no permission event
+
+
+@st.composite
+def one_wait(draw: st.DrawFn) -> tuple[Harness, list[tuple[int, WaitRecord]], list[int]]:
+    harness = draw(st.sampled_from(sorted(WAITS)))
+    records = WAITS[harness][1]
+    picked = draw(st.lists(st.sampled_from(range(len(records))), min_size=1, max_size=4))
+    times = draw(st.lists(st.integers(1, 40), min_size=len(picked), max_size=len(picked),
+                          unique=True))
+    timed = [(T + t, records[i]) for t, i in zip(times, picked, strict=True)]
+    order = draw(st.permutations(range(len(timed))))
+    return harness, timed, list(order)
+
+
+@settings(max_examples=400, deadline=None)
+@given(one_wait())
+def test_the_most_specific_reason_of_one_wait_wins_in_any_order(
+    case: tuple[Harness, list[tuple[int, WaitRecord]], list[int]],
+) -> None:
+    """Every record one wait makes (hook, registry, daemon, OSC 7501), in every arrival order:
+    the attention names the record that says most (the newest of those that say as much) and
+    is open since the oldest record."""
+    harness, timed, order = case
+    table = SessionTable(normalize, PROOFS)
+    table.apply(_hook(harness, WAITS[harness][0])(T))  # the turn the wait is in
+    for i in order:
+        at, (make, _reason, _detail) = timed[i]
+        table.apply(make(at))
+    activity = table.activity(SessionKey(harness, "w"))
+    assert activity is not None and activity.attention is not None
+    _at, (_make, reason, _detail) = max(timed, key=lambda r: (r[1][2], r[0]))
+    assert (activity.turn, activity.attention.kind) == ("needs_input", "needs_input")
+    assert activity.attention.reason == reason
+    assert activity.attention.since_ms == min(at for at, _ in timed)

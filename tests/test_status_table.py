@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.core.reducer import ENDED_SHOWN_MS
-from actors.core.status_table import format_table
+from actors.core.status_table import ATTENTION_WIDTH, format_table
 from actors.core.text import clip, printable
 from messages import Activity
 
@@ -101,6 +101,25 @@ def test_the_attention_queue_comes_first_with_how_long_it_has_been_open() -> Non
     assert [line.split()[2] for line in lines] == ["old", "new", "done", "busy"]
     assert "needs you 1h: r" in lines[0] and "needs you 1m: r" in lines[1]
     assert "done 3m: r" in lines[2]
+def test_a_long_reason_is_cut_with_an_ellipsis_to_a_fixed_width() -> None:
+    def waiting(sid: str, reason: str) -> Activity:
+        return msgspec.convert(
+            {**_json(sid, "running", "needs_input", 0, "needs_input", None),
+             "attention": {"kind": "needs_input", "reason": reason, "since_ms": NOW}},
+            Activity,
+        )
+
+    long = "permission: Bash: " + "echo hi; " * 20
+    short = "permission: Bash: ls"
+    table = format_table([waiting("long", long), waiting("short", short)], NOW)
+    cells = {line.split()[2]: line for line in table.splitlines()[1:]}
+    assert f"needs you <1m: {short}" in cells["short"] and "…" not in cells["short"]
+    cut = cells["long"][cells["long"].index("needs you"):][:ATTENTION_WIDTH]
+    assert cut == f"needs you <1m: {long}"[: ATTENTION_WIDTH - 1] + "…"
+    # the column is as wide as the cut: the next column starts at one place in both rows
+    assert cells["long"].index("claude_hook") == cells["short"].index("claude_hook")
+
+
 # ------------------------------------------------------------------ control characters
 
 

@@ -2,10 +2,12 @@
 fake agents — processes renamed to ``claude`` / ``codex`` (``/proc/self/comm``) that write a
 Claude registry file or hold a Codex rollout open — and a plain shell.
 
-Nothing is injected: discovery finds the agents from their files and processes, the pane mapper
-binds them to the panes tmux reports, the reducer decides, and the badges appear as pane
-options. The fake Claude is driven by typing into its pane (``tmux send-keys``), as a user
-would; the fake Codex's rollout is appended to as Codex appends it.
+In the first test nothing is injected: discovery finds the agents from their files and
+processes, the pane mapper binds them to the panes tmux reports, the reducer decides, and the
+badges appear as pane options. The fake Claude is driven by typing into its pane (``tmux
+send-keys``), as a user would; the fake Codex's rollout is appended to as Codex appends it. The
+last test injects a hook-only agent's hooks (Gemini's) naming a real process in a pane as their
+owner, and kills that process.
 """
 
 from __future__ import annotations
@@ -410,3 +412,88 @@ async def test_a_killed_daemon_shows_in_tmux_and_a_restart_replaces_the_stale_ba
             assert summary.strip() == "1 need you"
             assert await daemon.stop() == 0
         assert set(seen) <= {"▲ needs you (stale)", "▲ needs you"}, seen
+
+
+async def test_a_killed_agents_pane_says_exited_and_is_a_plain_shell_once_seen(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """A hook-only agent (Gemini's hooks, injected as its node process would send them, naming
+    a real process in the pane as their owner) killed with SIGKILL: its pane says it is gone --
+    with the finished turn nobody saw still to see -- and, once the user has looked at it, is a
+    plain shell again with no option of paneward's. One that ends in the pane the user looks at
+    leaves it when the focus moves on."""
+    import signal
+
+    import psutil
+
+    import messages
+    from actors.core.clock import now_ms
+    from tests.daemon_helpers import raw_send, start_token
+
+    state = tmp_path / "state"
+    daemon = Daemon(state, extra_args=["--tmux", "-L", server.name])
+
+    async def agent_pane() -> tuple[str, int]:
+        # The shell stays when its agent dies (a user's shell would print its prompt).
+        pane = await server.new_pane("sh -c 'sleep 600; exec sleep 601'")
+        root = int(await server.arun("display-message", "-p", "-t", pane, "#{pane_pid}"))
+        [agent] = psutil.Process(root).children()
+        return pane, agent.pid
+
+    async def hook(session: str, pid: int, event: str) -> None:
+        at = now_ms()
+        frame = messages.encode(messages.NotifyHook(
+            harness="gemini", payload={"hook_event_name": event, "session_id": session},
+            at_ms=at, observed_at_ms=at, pid=pid, start_token=start_token(pid)))
+        await raw_send(daemon.hook_socket, frame + b"\n")
+
+    async def focus_changes() -> int:
+        return int((await daemon.counters())["tmux"]["panes"]["focused"])
+
+    async def badge(pane: str, want: str | None) -> None:
+        async def check() -> bool:
+            return await server.show(pane, "@paneward_badge") == want
+
+        await eventually(check, interval=0.02)
+
+    with anyio.fail_after(60):
+        a, a_agent = await agent_pane()
+        b, b_agent = await agent_pane()
+        async with daemon:
+            await hook("g-a", a_agent, "BeforeAgent")
+            await badge(a, "● working")
+            await hook("g-a", a_agent, "AfterAgent")
+            await badge(a, "✔ done")
+            os.kill(a_agent, signal.SIGKILL)
+            await badge(a, "■ exited · done")
+            assert await server.show(a, "@paneward_presence") == "persisted"
+            assert await server.show(a, "@paneward_attention") == "turn_done"
+            summary = await server.arun("show-options", "-g", "-v", "@paneward_summary")
+            assert summary.strip() == "1 done"  # the done is still to see
+            await server.arun("select-pane", "-t", a)  # the user looks: seen
+
+            async def bare(pane: str) -> bool:
+                return await server.pane_option_names(pane) == []
+
+            await eventually(lambda: bare(a), interval=0.02)
+
+            # Pane B is the one the user looks at when its agent ends: it says exited while
+            # looked at, and is a plain shell once the focus moves on.
+            await hook("g-b", b_agent, "BeforeAgent")
+            await badge(b, "● working")
+            changes = await focus_changes()
+            await server.arun("select-pane", "-t", b)
+
+            async def focus_taken() -> bool:
+                return await focus_changes() > changes
+
+            await eventually(focus_taken, interval=0.02)
+            await hook("g-b", b_agent, "AfterAgent")
+            await badge(b, "○ idle")  # looked at: no done opens
+            os.kill(b_agent, signal.SIGKILL)
+            await badge(b, "■ exited")
+            await server.arun("select-pane", "-t", a)
+            await eventually(lambda: bare(b), interval=0.02)
+            ended = {a["key"]["session_id"]: a for a in (await daemon.status())["activities"]}
+            assert {k: (v["presence"], v["pane"]) for k, v in ended.items()} == {
+                "g-a": ("persisted", None), "g-b": ("persisted", None)}

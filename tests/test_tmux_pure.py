@@ -154,6 +154,8 @@ def test_target_argv() -> None:
         ({"turn": "idle", "attention": "turn_done"}, "done"),
         ({"turn": "unknown", "presence": "persisted", "attention": "failed"}, "failed"),
         ({"turn": "unknown", "presence": "persisted"}, "exited"),
+        # an agent gone after a finished turn nobody saw: gone, with the done still to see
+        ({"turn": "unknown", "presence": "persisted", "attention": "turn_done"}, "exited · done"),
         ({"turn": "working", "presence": "shutting_down"}, "working"),
     ],
 )
@@ -267,6 +269,7 @@ def test_summary_text() -> None:
     assert summary_text(["idle", "exited", "unknown"]) == ""
     words = ["working", "needs you", "done", "working", "needs you", "failed", "idle"]
     assert summary_text(words) == "2 need you · 1 failed · 1 done · 2 working"
+    assert summary_text(["done", "exited · done", "exited"]) == "2 done"
 
 
 _WORD_OF_BADGE = {text: word for word, text in BADGES.items()}
@@ -339,7 +342,8 @@ def test_option_commands_write_only_differences() -> None:
 
 
 def test_window_badge_is_the_most_urgent() -> None:
-    order = ["▲ needs you", "✖ failed", "✔ done", "● working", "? unknown", "○ idle", "■ exited"]
+    order = ["▲ needs you", "✖ failed", "✔ done", "■ exited · done", "● working", "? unknown",
+             "○ idle", "■ exited"]
     assert sorted(BADGES.values(), key=order.index) == order  # every badge is ranked
     for i, badge in enumerate(order):
         assert window_badge(order[i:][::-1]) == badge

@@ -952,8 +952,9 @@ def _send_frames(args: argparse.Namespace, frames: Sequence[bytes]) -> None:
 
 
 def run_ack(args: argparse.Namespace) -> int:
-    """Close the ``turn_done`` / ``failed`` of each pane or session named: exit 0 (each one
-    named is said, with what was closed or why nothing was), 2 no daemon / usage, 4 a target
+    """Close the ``turn_done`` / ``failed`` of each pane or session named (an ended session in
+    its pane with nothing open: it leaves the pane): exit 0 (each one named is said, with what
+    was closed or why nothing was), 2 no daemon / usage, 4 a target
     that does not exist or an ambiguous prefix (then nothing is sent)."""
     import os
 
@@ -1019,7 +1020,11 @@ def run_ack(args: argparse.Namespace) -> int:
     lines = []
     for name, activity, ack in resolved:
         attention = activity.attention
-        if attention is None:
+        if attention is None and activity.presence == "persisted" and activity.pane is not None:
+            # An ended session seen: it leaves its pane (docs/tmux.md).
+            frames.append(messages.encode(ack) + b"\n")
+            lines.append(f"{printable(name)}: exited acknowledged")
+        elif attention is None:
             lines.append(f"{printable(name)}: nothing to acknowledge")
         elif attention.kind == "needs_input":
             lines.append(f"{printable(name)}: needs you (answer it in its pane: acknowledge "

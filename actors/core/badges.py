@@ -91,13 +91,17 @@ BADGES: Final[Mapping[str, str]] = {
     "working": "● working",
     "idle": "○ idle",
     "exited": "■ exited",
+    "exited · done": "■ exited · done",
     "unknown": "? unknown",
 }
 
 # The badges from the most urgent down, for a window's marker: what the user must act on
 # (the attention queue's order), then a turn running, then what needs nothing.
 _URGENCY: Final = tuple(
-    BADGES[w] for w in ("needs you", "failed", "done", "working", "unknown", "idle", "exited")
+    BADGES[w]
+    for w in (
+        "needs you", "failed", "done", "exited · done", "working", "unknown", "idle", "exited"
+    )
 )
 _URGENCY_RANK: Final = {badge: rank for rank, badge in enumerate(_URGENCY)}
 
@@ -127,11 +131,14 @@ _TURN_WORD: Final[Mapping[str, str]] = {
 def badge_word(activity: Activity) -> str:
     """The one word a pane shows for ``activity``.
 
-    Open attention comes first (it is what the user must act on); then a session that is no
-    longer proven alive shows ``exited``; else the turn.
+    Open attention comes first (it is what the user must act on) -- a finished turn nobody saw
+    of an agent that is gone reads ``exited · done``: gone, and the done still to see; then a
+    session that is no longer proven alive shows ``exited``; else the turn.
     """
     attention = activity.attention
     if attention is not None:
+        if attention.kind == "turn_done" and activity.presence == "persisted":
+            return "exited · done"
         return _ATTENTION_WORD[attention.kind]
     if activity.presence == "persisted":
         return "exited"
@@ -204,7 +211,9 @@ def summary_text(words: Iterable[str]) -> str:
 
 
 def _summary_of_counts(counts: Mapping[str, int]) -> str:
-    return " · ".join(f"{counts[w]} {_SUMMARY_LABEL[w]}" for w in _SUMMARY_WORDS if counts[w])
+    shown = {word: counts.get(word, 0) for word in _SUMMARY_WORDS}
+    shown["done"] += counts.get("exited · done", 0)  # a done still to see, of an agent gone
+    return " · ".join(f"{shown[w]} {_SUMMARY_LABEL[w]}" for w in _SUMMARY_WORDS if shown[w])
 
 
 class PaneChange(NamedTuple):
@@ -444,8 +453,8 @@ def option_commands(
 
 def window_badge(badges: Iterable[str]) -> str:
     """The most urgent of ``badges`` (the badges of one window's panes), ``""`` for none:
-    ``▲ needs you`` > ``✖ failed`` > ``✔ done`` > ``● working`` > ``? unknown`` > ``○ idle`` >
-    ``■ exited``."""
+    ``▲ needs you`` > ``✖ failed`` > ``✔ done`` > ``■ exited · done`` > ``● working`` >
+    ``? unknown`` > ``○ idle`` > ``■ exited``."""
     return min(badges, key=lambda b: _URGENCY_RANK.get(b, len(_URGENCY)), default="")
 
 

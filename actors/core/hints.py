@@ -14,11 +14,13 @@ from messages.activity import Unmapped
 from messages.common import MAX_ID_LEN, MAX_TEXT_LEN, Harness
 
 __all__ = [
+    "GENERIC_REASONS",
     "MAX_UNMAPPED_KEYS",
     "NEEDS_INPUT_NOTIFICATIONS",
     "blocked_reason",
     "first_str",
     "permission_reason",
+    "reason_detail",
     "text",
     "token",
     "unmapped",
@@ -112,3 +114,35 @@ def blocked_reason(kind: str | None, message: str | None) -> str:
             return permission_reason(found.group(1), found.group(2))
         return text(message, COMMAND_LIMIT + 100) or message
     return kind or "blocked"
+
+
+#: The words a source says when it cannot name what the user is asked (Claude's registry
+#: ``waitingFor``, Codex's daemon and OSC 7501 record without a call, the reducer's fallbacks).
+GENERIC_REASONS: Final = frozenset(
+    {
+        "permission",
+        "permission prompt",
+        "dialog open",
+        "waiting",
+        "blocked",
+        "input required",
+        "input requested",
+    }
+)
+
+
+def reason_detail(reason: str | None) -> int:
+    """How much a ``needs_input`` reason says, higher is more specific (pure).
+
+    4: ``permission: TOOL: command``; 3: ``permission: TOOL``; 2: any other text (a harness's
+    own message); 1: a generic word (:data:`GENERIC_REASONS`); 0: no reason. Two records of one
+    wait keep the reason that says most (:func:`actors.core.reducer.reduce`), whatever order
+    they arrive in.
+    """
+    if not reason:
+        return 0
+    if reason in GENERIC_REASONS:
+        return 1
+    if reason.startswith("permission: "):
+        return 4 if ": " in reason[len("permission: ") :] else 3
+    return 2

@@ -19,8 +19,11 @@ and forgotten on ``RegistryRemoved`` / ``RolloutReleased`` (that key), ``ThreadS
 shows a session another runs (``ClientAttached``: a Codex TUI and the thread the shared daemon
 runs for it) shows the one attached last; the thread has one such client at a time (a newer
 attachment elsewhere moves it), and its pane is unbound as soon as that client dies, since the
-session itself lives on in the daemon. Where no owner is known, what a process proves by itself
-(its harness package's claim, e.g. Codex's ``codex resume <id>`` command line) binds.
+session itself lives on in the daemon: the pane shows the client's own session instead, ended
+(``■ exited``). Where no owner is known, what a process proves by itself (its harness package's
+claim, e.g. Codex's ``codex resume <id>`` command line) binds; a process's own session (a Codex
+TUI whose thread nothing names yet) gives way, ended (``PaneUnbound.replaced``) and forgotten
+(``Forget``), once the session that process shows is known.
 
 Bindings change only on proof: a newer agent found nearer (or the only one) in the pane
 rebinds it (``PaneUnbound`` old, then ``PaneBound`` new); ``PaneClosed`` unbinds. When the
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from typing_extensions import TypeIs
 
 __all__ = [
+    "EXITED_CLIENT",
     "MAX_VISIT",
     "OBSERVED",
     "Binding",
@@ -55,7 +59,15 @@ __all__ = [
 MAX_VISIT: Final = 256
 
 ChildrenLookup = Callable[[int], Sequence[int]]
-PaneChange = messages.PaneBound | messages.PaneUnbound | messages.ProcessSeen
+PaneChange = (
+    messages.PaneBound
+    | messages.PaneUnbound
+    | messages.ProcessSeen
+    | messages.ProcessGone
+    | messages.Forget
+)
+#: ``PaneBound.proof`` of a pane that shows its dead client's own session again.
+EXITED_CLIENT: Final = "exited_client"
 #: What the pane map learns from (:meth:`PaneMap.observe`, one case each): owners and panes.
 #: The pane mapper accepts exactly these (:attr:`actors.sources.pane_mapper.PaneMapper.accepts`).
 Observed: TypeAlias = (
@@ -98,6 +110,8 @@ class Binding(msgspec.Struct, frozen=True):
     pid: int | None = None
     token: str | None = None
     client: int | None = None  # the client process that shows ``key``: its death unbinds
+    # The client's own session (what it proves by itself): shown, ended, when the client dies.
+    itself: messages.SessionKey | None = None
 
 
 #: pid -> what that process proves by itself about the session it shows, or ``None``.
@@ -186,9 +200,11 @@ class PaneMap:
         if len(keep) != len(owned):
             self.dirty.update(self.panes)
 
-    def observe(self, message: messages.Inbound) -> list[messages.PaneUnbound]:
-        """Learn from one message; returns the unbinds it implies at once (pane closed, or
-        the client that showed a session another process runs died).
+    def observe(self, message: messages.Inbound) -> list[PaneChange]:
+        """Learn from one message; returns the binding changes it implies at once (pane
+        closed, or the client that showed a session another process runs died: the pane
+        shows the client's own session, ended -- a ``ProcessGone`` naming it, then its
+        ``PaneBound``).
 
         Panes that need a new walk are collected in :attr:`dirty`. A message not of
         :data:`Observed` is counted in :attr:`ignored`.
@@ -237,12 +253,29 @@ class PaneMap:
                         for key in ran:
                             self._drop_owner(pid, key, None)
                 # The session a dead client showed lives on elsewhere: that pane no longer
-                # shows it.
+                # shows it, and shows the client's own session instead, ended (the agent in it
+                # is gone).
                 gone = [p for p, b in self.bindings.items() if b.client == m.pid]
-                out: list[messages.PaneUnbound] = []
+                out: list[PaneChange] = []
                 for pane in gone:
                     shown = self.bindings.pop(pane)
                     out.append(messages.PaneUnbound(key=shown.key, pane=pane, at_ms=m.at_ms))
+                    if shown.itself is not None:
+                        out.append(
+                            messages.ProcessGone(
+                                pid=m.pid,
+                                start_token=m.start_token,
+                                at_ms=m.at_ms,
+                                observed_at_ms=m.observed_at_ms,
+                                key=shown.itself,
+                            )
+                        )
+                        self.bindings[pane] = Binding(shown.itself, EXITED_CLIENT)
+                        out.append(
+                            messages.PaneBound(
+                                key=shown.itself, pane=pane, at_ms=m.at_ms, proof=EXITED_CLIENT
+                            )
+                        )
                 return out
             case messages.PaneOpened():
                 self.panes[m.pane] = m.root_pid
@@ -313,7 +346,15 @@ class PaneMap:
                             next_level.append(child)
             if best is not None:
                 self.visited += visited
-                return Binding(best.key, best.proof, client=best_pid if best.client else None)
+                if not best.client:
+                    return Binding(best.key, best.proof)
+                own = claim(best_pid) if claim is not None else None
+                return Binding(
+                    best.key,
+                    best.proof,
+                    client=best_pid,
+                    itself=own.key if own is not None and own.pid == best_pid else None,
+                )
             if named is not None:
                 self.visited += visited
                 return named
@@ -345,7 +386,17 @@ class PaneMap:
             if found is None or (current is not None and current.key == found.key):
                 continue  # no proof of another session: keep what the pane shows
             if current is not None:
-                out.append(messages.PaneUnbound(key=current.key, pane=pane, at_ms=at_ms))
+                # A process's own session gives way to the session that process shows.
+                replaced = current.pid is not None and current.pid == found.client
+                out.append(
+                    messages.PaneUnbound(
+                        key=current.key, pane=pane, at_ms=at_ms, replaced=replaced
+                    )
+                )
+                if replaced:
+                    # It stood only for that process: ended, it leaves every view and the
+                    # store. The process's death shows it again, anew (``ProcessGone.key``).
+                    out.append(messages.Forget(current.key, at_ms))
             if found.pid is not None and found.token is not None:
                 out.append(
                     messages.ProcessSeen(

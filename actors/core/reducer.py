@@ -25,7 +25,7 @@ from typing import Final
 
 import msgspec
 
-from actors.core.hints import blocked_reason
+from actors.core.hints import blocked_reason, reason_detail
 from messages.activity import Activity, PaneView
 from messages.codec import SessionMessage
 from messages.common import (
@@ -66,6 +66,7 @@ __all__ = [
     "ATTENTION_PRIORITY",
     "ENDED_SHOWN_MS",
     "ENDED_RETENTION_MS",
+    "REPLACED",
     "UNLIMITED_SOURCES",
     "Reproof",
     "SessionMessage",
@@ -100,6 +101,9 @@ _ATTENTION_RANK: Final[dict[str, int]] = {
 ENDED_SHOWN_MS: Final = 24 * 3600 * 1000
 #: ... and the store forgets it after a week (deleted at load rather than restored).
 ENDED_RETENTION_MS: Final = 7 * 24 * 3600 * 1000
+#: The native word of a session that gave way to the session its process shows
+#: (``PaneUnbound.replaced``; the pane mapper then forgets it).
+REPLACED: Final = "replaced"
 
 # How many recent fingerprints / completed turn ids a session remembers. Small and
 # bounded: memory follows live sessions, not history.
@@ -133,6 +137,9 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     observed_at_ms: int | None = None
     pane: str | None = None
     focused: bool = False
+    # Ended and seen there (:func:`_seen_ended`): the pane shows it no more (published pane
+    # ``None``), though it stays bound to it until a live claim or a new binding.
+    left_pane: bool = False
     exit: ExitInfo | None = None
     # Owner incarnation; a host-owned session takes presence from the host only.
     owner_pid: int | None = None
@@ -147,6 +154,10 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # Attention that is not derived from the turn.
     needs_reason: str = ""
     needs_since_ms: int = 0
+    # The open wait: the time of the turn claim it followed (a needs_input claim older than the
+    # newest one but newer than this is the same wait), and of the claim its reason came from.
+    needs_after_ms: int = 0
+    needs_reason_at_ms: int = 0
     failed: Attention | None = None
     done: Attention | None = None
     # Claude specifics.
@@ -422,7 +433,7 @@ def derive(state: SessionState) -> Activity | None:
             harness_version=state.version,
         ),
         attention=attention,
-        pane=state.pane,
+        pane=None if state.left_pane else state.pane,
         exit=state.exit,
         subagents=background_items(state),
     )
@@ -628,6 +639,8 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
         updates["presence"] = "running"
         if state.exit is not None:
             updates["exit"] = None
+        if state.left_pane:
+            updates["left_pane"] = False  # alive again: its pane shows it
         if claim.owner is not None:
             updates["owner_pid"], updates["owner_token"] = claim.owner
     if claim.turn is not None and claim.at_ms >= state.turn_at_ms:
@@ -643,7 +656,11 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
         if turn == "needs_input":
             if state.turn != "needs_input":
                 updates["needs_since_ms"] = claim.at_ms
-            needs_reason = claim.reason or state.needs_reason or "input required"
+                updates["needs_after_ms"] = state.turn_at_ms
+                needs_reason = claim.reason or "input required"
+                updates["needs_reason_at_ms"] = claim.at_ms
+            else:
+                needs_reason = _kept_reason(state, claim, updates)
         elif state.needs_since_ms:
             updates["needs_since_ms"] = 0
         updates["needs_reason"] = needs_reason
@@ -683,6 +700,19 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
             changed = True
         elif deferred is not None and deferred is not state.deferred:
             changed = True  # the turn ended while its background work runs: that is news
+    elif (
+        claim.turn == "needs_input"
+        and state.turn == "needs_input"
+        and claim.at_ms >= state.needs_after_ms
+        and presence != "persisted"
+    ):
+        # An older record of the wait that is still open (nothing closed it since): it may
+        # name what the newer one did not, and the wait opened when it says.
+        needs_reason = _kept_reason(state, claim, updates)
+        if needs_reason != state.needs_reason:
+            updates["needs_reason"] = needs_reason
+        if claim.at_ms < state.needs_since_ms:
+            updates["needs_since_ms"] = claim.at_ms
     # A new native word from the same state-word source is news (registry idle -> shell);
     # event names of hooks are not (every tool call would publish).
     reworded = (
@@ -701,6 +731,22 @@ def _apply_claim(state: SessionState, claim: _Claim) -> SessionState:
     if not updates:
         return state
     return msgspec.structs.replace(state, **updates)
+
+
+def _kept_reason(state: SessionState, claim: _Claim, updates: dict[str, object]) -> str:
+    """The reason of the open wait after ``claim``, another record of it: the one that says
+    most (:func:`actors.core.hints.reason_detail`), the newer of two that say as much -- so
+    the hook's ``permission: Bash: echo hi`` is not replaced by the registry's ``permission
+    prompt`` for the same dialog, in either order. Records ``needs_reason_at_ms`` in
+    ``updates`` when the claim's reason is taken."""
+    reason = claim.reason
+    if not reason:
+        return state.needs_reason or "input required"
+    held = state.needs_reason
+    if (reason_detail(reason), claim.at_ms) >= (reason_detail(held), state.needs_reason_at_ms):
+        updates["needs_reason_at_ms"] = claim.at_ms
+        return reason
+    return held
 
 
 # --------------------------------------------------------------------------- reduce
@@ -774,6 +820,18 @@ def _only_proven(
         )
     if after.turn != before.turn and after.turn != "unknown" and not proven(after.turn):
         updates.update(turn="unknown", needs_reason="", needs_since_ms=0)
+    elif (
+        after.turn == "needs_input"
+        and (after.needs_reason, after.needs_since_ms)
+        != (before.needs_reason, before.needs_since_ms)
+        and not proven("needs_input")
+    ):
+        # A record of the open wait from a source that cannot prove one tells nothing of it.
+        updates.update(
+            needs_reason=before.needs_reason,
+            needs_since_ms=before.needs_since_ms,
+            needs_reason_at_ms=before.needs_reason_at_ms,
+        )
     if after.done is not None and after.done != before.done and not proven("turn_done"):
         updates["done"] = before.done
     if after.failed is not None and after.failed != before.failed and not proven("failed"):
@@ -813,6 +871,10 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
                 return None
             if state.presence == "running" or message.at_ms <= state.ended_at_ms:
                 return None
+            if not claims and state.source == "pane_mapper" and state.native == REPLACED:
+                # Its process lives on, showing the session that replaced it: only the pane
+                # mapper showing it again (a ProcessSeen naming it) brings it back.
+                return None
             claim = _Claim(
                 "pid_probe",
                 "alive",
@@ -823,11 +885,17 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             )
             return _apply_claim(state, claim)
         case ProcessGone():
+            native = "recycled" if message.recycled else "gone"
+            if message.key == state.key and not state.host_owned:
+                # The pane mapper names the session the dead process stood for by itself: it
+                # ends, even if it had ended (given way to the session the process showed).
+                if state.known and state.source == "pid_probe" and state.presence == "persisted":
+                    return None
+                return _end(state, message.at_ms, "pid_probe", native, message.observed_at_ms)
             if state.host_owned or state.presence != "running":
                 return None
             if not _owned_by(state, message.pid, message.start_token):
                 return None
-            native = "recycled" if message.recycled else "gone"
             return _end(state, message.at_ms, "pid_probe", native, message.observed_at_ms)
         case RegistryRemoved():
             if state.host_owned or state.presence != "running":
@@ -866,6 +934,7 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
                 owner_token=message.start_token,
                 exit=None,
                 pane=message.pane or state.pane,
+                left_pane=False,
                 source="pty_host",
                 native="spawned",
                 evidence_at_ms=message.at_ms,
@@ -891,19 +960,27 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             )
             return msgspec.structs.replace(ended, host_owned=False)
         case PaneBound():
-            return msgspec.structs.replace(state, pane=message.pane)
+            return msgspec.structs.replace(state, pane=message.pane, left_pane=False)
         case PaneUnbound():
             if state.pane != message.pane:
                 return None
-            return msgspec.structs.replace(state, pane=None, focused=False)
+            left = msgspec.structs.replace(state, pane=None, focused=False, left_pane=False)
+            if message.replaced and state.presence == "running" and not state.host_owned:
+                return _end(
+                    left, message.at_ms, "pane_mapper", REPLACED, message.at_ms, graceful=True
+                )
+            return left
         case PaneFocused():
             focused = state.pane is not None and state.pane == message.pane
             new = msgspec.structs.replace(state, focused=focused)
             if focused:
                 new = msgspec.structs.replace(new, done=None)
+            if focused or state.focused:
+                # Focused now, or the focus leaves the pane it had: its pane was seen.
+                new = _seen_ended(new)
             return new
         case Acknowledge():
-            return msgspec.structs.replace(state, done=None, failed=None)
+            return _seen_ended(msgspec.structs.replace(state, done=None, failed=None))
         case Forget():
             if not state.known or state.presence != "persisted":
                 return None  # a live session is not forgotten: it ends when its owner does
@@ -944,6 +1021,20 @@ def _dispatch(state: SessionState, message: SessionMessage) -> SessionState | No
             return None  # eof: the program decides what it means
         case _:  # pragma: no cover - exhaustive over SessionMessage
             raise TypeError(f"not a session message: {type(message).__name__}")
+
+
+def _seen_ended(state: SessionState) -> SessionState:
+    """An ended session the user has seen in its pane (focused there, or acknowledged) with
+    nothing left open leaves the pane: a plain shell has no badge (docs/tmux.md)."""
+    if (
+        state.known
+        and state.presence == "persisted"
+        and state.pane is not None
+        and state.done is None
+        and state.failed is None
+    ):
+        return msgspec.structs.replace(state, left_pane=True)
+    return state
 
 
 def _owned_by(state: SessionState, pid: int, token: str | None) -> bool:

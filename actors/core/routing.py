@@ -128,7 +128,7 @@ class RoutingIndex:
                 if message.root_key is not None and message.root_key != message.key:
                     yield Delivery(message.root_key, message, True)
             case ProcessSeen() | ProcessGone():
-                claimed = message.key if isinstance(message, ProcessSeen) else None
+                claimed = message.key
                 if claimed is not None:
                     yield Delivery(claimed, message, True)
                 for key in _sorted(self.owners.get(message.pid)):
@@ -152,7 +152,8 @@ class RoutingIndex:
                 if self.focused_pane == message.pane:
                     self.focused_pane = None
                 for key in _sorted(self.panes.get(message.pane)):
-                    yield Delivery(key, PaneUnbound(key, message.pane, message.at_ms), False)
+                    unbound = PaneUnbound(key=key, pane=message.pane, at_ms=message.at_ms)
+                    yield Delivery(key, unbound, False)
             case PaneOpened() | NotifyHook() | ClientAttached():
                 return  # for the listeners (pane mapper, pid watcher) only
             case _:

@@ -13,10 +13,14 @@ from typing import Any
 
 from actors.core.attention import attention_label
 from actors.core.reducer import attention_order, hidden_after, pane_winners
-from actors.core.text import clip, printable
+from actors.core.text import clip, ellipsize, printable
 from messages import Activity
 
-__all__ = ["actor_line", "counter_line", "format_table"]
+__all__ = ["ATTENTION_WIDTH", "actor_line", "counter_line", "format_table"]
+
+#: The ATTENTION column's width: a longer attention is cut, ending with ``…`` (``--json`` and
+#: ``paneward watch`` carry the whole reason).
+ATTENTION_WIDTH = 48
 
 
 def _age(now_ms: int, at_ms: int | None) -> str:
@@ -38,8 +42,8 @@ def format_table(
     """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
     source, age (of the evidence), most urgent first (:func:`actors.core.reducer.attention_order`:
     the attention queue, :func:`actors.core.attention.attention_queue`, comes first, in its
-    order). The attention reads ``needs you 2m: permission: Bash``: its word, how long it has
-    been open, its reason (in full: this is the user's own view).
+    order). The attention reads ``needs you 2m: permission: Bash: echo hi``: its word, how long
+    it has been open, its reason, cut to :data:`ATTENTION_WIDTH` with ``…``.
 
     Sessions settled for more than a day (:func:`actors.core.reducer.hidden_after`) are left out
     (and counted in a last line) unless ``show_all``. A session bound to a pane that shows
@@ -69,7 +73,7 @@ def format_table(
                 clip(a.key.session_id, 13),
                 a.presence,
                 a.turn,
-                clip(attention, 48),
+                ellipsize(attention, ATTENTION_WIDTH),
                 evidence.source,
                 _age(now_ms, evidence.at_ms or evidence.observed_at_ms),
             )

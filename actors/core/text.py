@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["clip", "json_without_c1", "printable"]
+__all__ = ["clip", "ellipsize", "json_without_c1", "printable"]
 
 _NAMED: Final = {
     "\a": "\\a",
@@ -75,3 +75,10 @@ def json_without_c1(data: bytes) -> bytes:
     for code in range(0x80, 0xA0):
         data = data.replace(bytes((0xC2, code)), b"\\u%04x" % code)
     return data
+
+
+def ellipsize(text: str, width: int) -> str:
+    """:func:`printable` ``text`` in at most ``width`` characters: a longer one is cut (after
+    escaping) and ends with ``…``, so a cut text never reads as the whole."""
+    shown = printable(text)
+    return shown if len(shown) <= width else shown[: width - 1] + "…"

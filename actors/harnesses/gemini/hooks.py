@@ -16,14 +16,15 @@ after it and has its own ``Notification``).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
+from actors.core import hints
 from actors.core.hints import first_str, text, token, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize"]
+__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize", "permission_reason"]
 
 #: Every event paneward maps, by Gemini's names, in the order install-hooks writes them
 #: (:mod:`.install`); any other event is counted as unmapped. ``Notification`` is
@@ -40,6 +41,8 @@ EVENT_HINTS: Final[dict[str, HintKind]] = {
 #: runs before Gemini goes on, so the list is as short as the proof allows).
 INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(EVENT_HINTS)
 _PERMISSION: Final = token("ToolPermission")
+# The confirmation types Gemini's details name (``details.type``) whose tool is fixed.
+_CONFIRMED_TOOLS: Final = {"exec": "run_shell_command"}
 
 
 def normalize(hook: NotifyHook) -> HookHint | Unmapped:
@@ -54,9 +57,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     summary: str | None = None
     if event == "Notification":
         if token(first_str(payload, "notification_type") or "") == _PERMISSION:
-            details = payload.get("details")
-            what = text(details.get("command")) if isinstance(details, dict) else None
-            summary = f"permission: {what}" if what else text(payload.get("message"))
+            summary = permission_reason(payload)
         else:
             hint = "info"
     elif event == "SessionEnd":
@@ -73,3 +74,21 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
         pid=hook.pid,
         start_token=hook.start_token,
     )
+
+
+def permission_reason(payload: dict[str, Any]) -> str:
+    """The reason of a ``ToolPermission`` notification, in the one spelling of every harness
+    (:func:`actors.core.hints.permission_reason`): ``permission: run_shell_command: rm -rf
+    ./junkdir`` for a shell command (``details.type: "exec"``); an MCP tool by its name
+    (``details.toolName``); another confirmation by its type, with the file or prompt it
+    names; ``permission`` without details."""
+    details = payload.get("details")
+    if not isinstance(details, dict):
+        return hints.permission_reason(None)
+    kind = first_str(details, "type", limit=64)
+    tool = _CONFIRMED_TOOLS.get(kind or "") or first_str(details, "toolName", limit=200) or kind
+    what = next(
+        (details[k] for k in ("command", "fileName", "prompt") if isinstance(details.get(k), str)),
+        None,
+    )
+    return hints.permission_reason(tool, what)

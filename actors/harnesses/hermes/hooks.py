@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from actors.core import hints
 from actors.core.hints import first_str, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize"]
+__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize", "permission_reason"]
 
 #: Every event paneward maps, in the order install-hooks writes them (:mod:`.install`); any
 #: other event is counted as unmapped. ``pre_approval_request`` and ``on_session_end`` are
@@ -41,6 +42,9 @@ EVENT_HINTS: Final[dict[str, HintKind]] = {
 INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(EVENT_HINTS)
 # Approval surfaces where a person answers (``smart`` is Hermes's auxiliary model).
 _USER_SURFACES: Final = frozenset({"cli", "gateway"})
+#: The tool Hermes asks approval for: its dangerous-command check guards the ``terminal`` tool,
+#: and the approval hooks name no tool (``tool_name: null``).
+APPROVED_TOOL: Final = "terminal"
 
 
 def normalize(hook: NotifyHook) -> HookHint | Unmapped:
@@ -58,8 +62,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     summary: str | None = None
     if event == "pre_approval_request":
         if extra.get("surface") in _USER_SURFACES:
-            what = text(extra.get("description")) or text(extra.get("command"))
-            summary = f"approval: {what}" if what else "approval"
+            summary = permission_reason(payload, extra)
         else:
             hint = "info"
     elif event == "on_session_end":
@@ -81,3 +84,13 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
         pid=hook.pid,
         start_token=hook.start_token,
     )
+
+
+def permission_reason(payload: dict[str, Any], extra: dict[str, Any]) -> str:
+    """The reason of a ``pre_approval_request``, in the one spelling of every harness
+    (:func:`actors.core.hints.permission_reason`): ``permission: terminal: rm -rf
+    ./junkdir`` -- the command (``extra.command``; else the pattern Hermes matched,
+    ``extra.description``, e.g. ``recursive delete``)."""
+    tool = first_str(payload, "tool_name", limit=200) or APPROVED_TOOL
+    what = text(extra.get("command")) or text(extra.get("description"))
+    return hints.permission_reason(tool, what)

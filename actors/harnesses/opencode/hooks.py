@@ -18,15 +18,16 @@ reach the plugin before the process ended: the exit is then proven by the proces
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
+from actors.core import hints
 from actors.core.forwarder_js import serial
-from actors.core.hints import first_str, text, unmapped
+from actors.core.hints import first_str, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
 
-__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize"]
+__all__ = ["EVENT_HINTS", "INSTALLED_EVENTS", "normalize", "permission_reason"]
 
 #: Every event paneward maps (OpenCode's bus event types), in the order the plugin lists them;
 #: refined by the payload in :func:`normalize`.
@@ -59,14 +60,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
         if status not in _BUSY:
             hint = "info"  # idle is told by session.idle, which knows whether it completed
     elif event == "permission.asked":
-        patterns = payload.get("patterns")
-        what = (
-            " ".join(p for p in patterns if isinstance(p, str))
-            if isinstance(patterns, list)
-            else None
-        )
-        kind = first_str(payload, "permission", limit=200) or "permission"
-        summary = f"{kind}: {text(what)}" if what else kind
+        summary = permission_reason(payload)
     elif event == "session.idle" and first_str(payload, "error") is not None:
         hint = "interrupted"
         summary = first_str(payload, "error")
@@ -83,3 +77,15 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
         start_token=hook.start_token,
         serial=serial(payload),
     )
+
+
+def permission_reason(payload: dict[str, Any]) -> str:
+    """The reason of a ``permission.asked``, in the one spelling of every harness
+    (:func:`actors.core.hints.permission_reason`): ``permission: bash: echo hi`` -- the
+    permission OpenCode asks for (its tool: ``bash``, ``edit``, ``webfetch`` ...) and the
+    patterns it asks about."""
+    patterns = payload.get("patterns")
+    what = (
+        " ".join(p for p in patterns if isinstance(p, str)) if isinstance(patterns, list) else None
+    )
+    return hints.permission_reason(first_str(payload, "permission", limit=200), what)
