@@ -8,8 +8,10 @@ still work there, so the stall is shown in tmux); and with no badge shown (no pr
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import termios
 from collections.abc import Callable, Iterator
 
 import anyio
@@ -294,3 +296,61 @@ async def test_a_batch_begun_as_tmux_closes_the_client_ends_at_once(server: Tmux
                 client._lock.release()
             [lost] = outcome
             assert isinstance(lost, TmuxConnectionLost), lost
+
+
+async def test_a_tmux_stuck_in_its_exit_is_a_stalled_bridge_until_it_is_gone(
+    server: TmuxServer, sources: Sources
+) -> None:
+    """tmux 3.3a: a control client that stops reading (its stdout a full pipe) keeps a
+    kill-server from finishing; the server then closes every connection at once (`server
+    exited unexpectedly`), plain commands too, until that client goes. The bridge says STALLED
+    with the reason; once the client goes and the server with it, DISCONNECTED."""
+    with anyio.fail_after(60):
+        await server.new_pane("yes")
+        source = sources(activity("a", "%0", turn="working"))
+        bridge = TmuxBridge(socket_name=server.name, panes=False, backoff_initial=0.01,
+                            backoff_max=0.05)
+        read_end, write_end = os.pipe()
+        stuck = await anyio.open_process(server.argv("-C", "attach-session"), stdout=write_end)
+        os.close(write_end)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(bridge.serve, source.receive, None)
+                await eventually(lambda: _badge_is(server, "%0", "● working"))
+                await poll_until(lambda: _stuck(server, read_end), "the stuck client's pipe full")
+                await server.arun("kill-server")
+                await poll_until(lambda: bridge.statistics().state == "stalled")
+                assert footer(bridge.statistics()) == (
+                    "actors: tmux STALLED: tmux closes every control client at once (3 in a"
+                    f" row): tmux -L {server.name}: server exited unexpectedly"
+                )
+                stuck.kill()
+                await poll_until(lambda: bridge.statistics().state == "disconnected")
+                assert bridge.statistics().stalls == 1
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if stuck.returncode is None:
+                    stuck.kill()
+                await stuck.wait()
+                await stuck.aclose()
+                os.close(read_end)
+
+
+async def _badge_is(server: TmuxServer, pane: str, badge: str) -> bool:
+    return await server.show(pane, "@paneward_badge") == badge
+
+
+async def _stuck(server: TmuxServer, fd: int) -> bool:
+    """Whether the pipe ``fd`` reads from is full: ``yes`` prints all the time, so if what it
+    holds is the same before and after a round trip through the server, the server could not
+    write any of that pane's output into it (and keeps it queued)."""
+    before = _queued(fd)
+    await server.arun("display-message", "-p", "x")
+    return before > 0 and _queued(fd) == before
+
+
+def _queued(fd: int) -> int:
+    """Bytes waiting in the pipe ``fd`` reads from."""
+    raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    return int.from_bytes(raw, "little")

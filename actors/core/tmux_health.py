@@ -199,8 +199,8 @@ def stalled_commands(mine: str) -> list[str]:
     ``? unknown``, ``@paneward_summary`` :data:`STALLED_SUMMARY`.
 
     Only while the server's claim (:data:`~actors.core.tmux_owner.DAEMON_OPTION`) is unset or
-    ``mine``: the badges of another live daemon are never touched. A write that lands late
-    (tmux was stopped meanwhile) is harmless: every connection rewrites every badge.
+    ``mine``: the badges of another live daemon are never touched. A write sent while tmux
+    was stopped runs when it resumes, ahead of the reconnection whose full rewrite replaces it.
     """
     held = f"#{{{DAEMON_OPTION}}}"
     condition = f"#{{||:#{{==:{held},}},#{{==:{held},{format_literal(mine)}}}}}"
