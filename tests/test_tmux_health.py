@@ -12,7 +12,8 @@ import fcntl
 import os
 import signal
 import termios
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -29,6 +30,7 @@ from actors.core.tmux_protocol import TmuxConnectionLost, TmuxTarget
 from actors.sinks.tmux import TmuxBridge, TmuxStatistics
 from actors.sinks.tmux_client import ControlClient
 from messages import Activity
+from tests.daemon_helpers import Daemon
 from tests.polling import poll_until
 from tests.sinks import ListSink
 from tests.tmux_helpers import TmuxServer, TransitionSource, activity, eventually
@@ -163,9 +165,10 @@ async def test_a_stopped_tmux_stalls_the_bridge_and_sigcont_brings_the_truth_bac
                 await poll_until(lambda: bridge.statistics().state == "stalled")
                 stats = bridge.statistics()
                 assert not stats.connected and stats.stalls == 1
-                assert footer(stats) == (
-                    f"actors: tmux STALLED: tmux -L {server.name} did not answer within 0.5 s"
-                )
+                # The probe's deadline, or a reconnect try's (has-session) since.
+                assert footer(stats).startswith(
+                    f"actors: tmux STALLED: tmux -L {server.name} did not answer within "
+                ), footer(stats)
                 source.publish(activity("a", pane, turn="working"))
             finally:
                 os.kill(tmux_pid, signal.SIGCONT)
@@ -207,7 +210,7 @@ async def test_a_tmux_that_closes_every_control_client_shows_unknown_until_it_re
             assert await server.show(pane, "@paneward_reason") == ""
             assert await server.show(pane, "@paneward_harness") == "claude-code"
             stats = bridge.statistics()
-            assert stats.state == "stalled" and stats.stalls == 1 and stats.stall_writes >= 1
+            assert stats.state == "stalled" and stats.stalls >= 1 and stats.stall_writes >= 1
             assert footer(stats).startswith(
                 "actors: tmux STALLED: tmux closes every control client at once ("
             ), footer(stats)
@@ -235,7 +238,7 @@ async def test_a_tmux_that_closes_every_control_client_is_retried_ever_more_slow
             # The delay before connection n was set when connection n-1 ended: 0.01 * 2**(n-2);
             # read while connection n runs or after it ended, it is at least that.
             assert stats.retry_delay >= 0.01 * 2 ** (stats.connections - 2), stats
-            assert stats.state == "stalled" and stats.connect_failures == 0
+            assert stats.connect_failures == 0  # every try attached
             tg.cancel_scope.cancel()
 
 
@@ -354,3 +357,37 @@ def _queued(fd: int) -> int:
     """Bytes waiting in the pipe ``fd`` reads from."""
     raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
     return int.from_bytes(raw, "little")
+
+
+async def test_the_daemon_says_a_stalled_bridge_in_tmux_on_stderr_and_in_status(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    """`paneward run --tmux` end to end: tmux starts closing every control client at once
+    (its hook) and the daemon's client is detached: the summary in tmux, the daemon's stderr
+    and `paneward status` say the bridge is stalled; once clients stay, it is connected and
+    the summary is the daemon's own again (nothing to report: unset)."""
+    with anyio.fail_after(60):
+        daemon = Daemon(tmp_path / "state", extra_args=["--tmux", "-L", server.name])
+        async with daemon:
+
+            async def state() -> str:
+                return str((await daemon.counters())["tmux"]["state"])
+
+            await eventually(lambda: _is(state, "connected"))
+            await server.arun(*CLOSE_CONTROL_CLIENTS)
+            await server.arun("detach-client", "-s", "main")
+            await eventually(lambda: _is(lambda: _summary(server), STALLED_SUMMARY))
+            await eventually(lambda: _is(state, "stalled"))
+            footer = (await daemon.status())["table"].splitlines()[-1]
+            assert "tmux STALLED: tmux closes every control client at once (" in footer, footer
+            assert f"tmux: bridge to tmux -L {server.name} stalled (" in daemon.stderr()
+            await server.arun("set-hook", "-gu", "after-set-option")
+            await eventually(lambda: _is(state, "connected"))
+            await eventually(lambda: _is(lambda: _summary(server), ""))
+            footer = (await daemon.status())["table"].splitlines()[-1]
+            assert "tmux running" in footer and "STALLED" not in footer, footer
+        assert await daemon.stop() == 0
+
+
+async def _is(read: Callable[[], Awaitable[str]], want: str) -> bool:
+    return await read() == want
