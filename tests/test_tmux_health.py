@@ -391,3 +391,25 @@ async def test_the_daemon_says_a_stalled_bridge_in_tmux_on_stderr_and_in_status(
 
 async def _is(read: Callable[[], Awaitable[str]], want: str) -> bool:
     return await read() == want
+
+
+async def test_a_bridge_stopped_while_stalled_leaves_paneward_down(
+    server: TmuxServer, sources: Sources
+) -> None:
+    """Stopped while stalled, the bridge has no client whose hook would say it is gone: it sets
+    `paneward: down` itself; the badges keep `? unknown` (no truth, stale or not)."""
+    with anyio.fail_after(60):
+        pane = await server.new_pane()
+        source = sources(activity("a", pane, turn="working"))
+        bridge = TmuxBridge(socket_name=server.name, backoff_initial=0.01, backoff_max=0.05)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, source.receive, ListSink())
+            await eventually(lambda: _badge_is(server, pane, "● working"))
+            await server.arun(*CLOSE_CONTROL_CLIENTS)
+            await server.arun("detach-client", "-s", "main")
+            await eventually(lambda: _is(lambda: _summary(server), STALLED_SUMMARY))
+            await poll_until(lambda: bridge.statistics().state == "stalled")
+            tg.cancel_scope.cancel()
+        assert await _summary(server) == "paneward: down"
+        badge = await server.show(pane, "@paneward_badge")
+        assert badge is not None and badge.startswith("? unknown"), badge

@@ -43,7 +43,7 @@ from actors.core.badges import (
     TURN_OPTION,
     WINDOW_OPTION,
 )
-from actors.core.tmux_owner import DAEMON_OPTION, format_literal
+from actors.core.tmux_owner import DAEMON_OPTION, DOWN_SUMMARY, format_literal
 from actors.core.tmux_protocol import TmuxConnectionLost, TmuxUnavailable, quote
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "TmuxNoAnswer",
     "closed_at_once",
     "stalled_commands",
+    "stopped_commands",
 ]
 
 #: The round trip that proves the control client works (one reply line, no side effect).
@@ -192,6 +193,14 @@ def _pane_loop_body() -> str:
     )
 
 
+def _if_ours(mine: str, commands: list[str]) -> list[str]:
+    """``commands`` as one ``if-shell -F`` command (argv words) that runs them only while the
+    server's claim is unset or ``mine``."""
+    held = f"#{{{DAEMON_OPTION}}}"
+    condition = f"#{{||:#{{==:{held},}},#{{==:{held},{format_literal(mine)}}}}}"
+    return ["if-shell", "-F", condition, " ; ".join(commands)]
+
+
 def stalled_commands(mine: str) -> list[str]:
     """The one ``if-shell -F`` command (as argv words, for a one-shot ``tmux`` process) that
     shows a stalled bridge: every pane carrying a badge shows ``? unknown`` (turn ``unknown``,
@@ -202,12 +211,18 @@ def stalled_commands(mine: str) -> list[str]:
     ``mine``: the badges of another live daemon are never touched. A write sent while tmux
     was stopped runs when it resumes, ahead of the reconnection whose full rewrite replaces it.
     """
-    held = f"#{{{DAEMON_OPTION}}}"
-    condition = f"#{{||:#{{==:{held},}},#{{==:{held},{format_literal(mine)}}}}}"
-    body = " ; ".join(
+    return _if_ours(
+        mine,
         [
             f"run-shell -C {quote(_pane_loop_body())}",
             f"set-option -g {SUMMARY_OPTION} {quote(STALLED_SUMMARY)}",
-        ]
+        ],
     )
-    return ["if-shell", "-F", condition, body]
+
+
+def stopped_commands(mine: str) -> list[str]:
+    """The command (argv words) a bridge that stops while stalled leaves behind: the summary
+    :data:`~actors.core.tmux_owner.DOWN_SUMMARY`, as tmux's own hook says it when the daemon
+    goes (that hook belongs to a client that is already gone then); the badges keep
+    ``? unknown``. Only while the claim is unset or ``mine``."""
+    return _if_ours(mine, [f"set-option -g {SUMMARY_OPTION} {quote(DOWN_SUMMARY)}"])

@@ -76,6 +76,7 @@ from actors.core.tmux_health import (
     TmuxClosedAtOnce,
     TmuxNoAnswer,
     stalled_commands,
+    stopped_commands,
 )
 from actors.core.tmux_owner import (
     CLIENT_NAME_COMMAND,
@@ -170,7 +171,7 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     retry_delay: float = 0.0
     stalls: int = 0  # times the bridge became stalled
     probes: int = 0  # health round trips answered
-    stall_writes: int = 0  # one-shot writes of the stalled marks that tmux ran
+    stall_writes: int = 0  # one-shot writes (stalled marks; down at a stop) that tmux ran
     batches: int = 0  # control-mode writes, all purposes
     commands: int = 0
     badge_batches: int = 0  # writes carrying badge changes (one per tick at most)
@@ -275,16 +276,23 @@ class TmuxBridge:
             await self.serve(items if self._badges_on else None, host if self._panes_on else None)
 
     async def serve(self, items: AsyncIterator[Any] | None, sink: EvidenceSink | None) -> None:
-        """Run until cancelled, or until ``items`` ends; then remove every option set.
+        """Run until cancelled, or until ``items`` ends. Options stay (tmux's hook marks them
+        stale); a bridge that stops while stalled sets the summary ``paneward: down`` itself.
 
         ``items`` yields Snapshot/Transition items (``None``: no badges); ``sink`` receives the
         pane messages (``None``: panes are not followed).
         """
-        async with anyio.create_task_group() as tg:
-            if items is not None:
-                tg.start_soon(self._consume, items, tg.cancel_scope)
-                tg.start_soon(self._age_loop)
-            await self._connection_loop(sink)
+        try:
+            async with anyio.create_task_group() as tg:
+                if items is not None:
+                    tg.start_soon(self._consume, items, tg.cancel_scope)
+                    tg.start_soon(self._age_loop)
+                await self._connection_loop(sink)
+        finally:
+            if self._health.stalled is not None and self._badges_on:
+                # No client of ours is left whose hook would say so: say it ourselves.
+                with anyio.CancelScope(shield=True):
+                    await self._write_outside(stopped_commands(self._holder.value()))
 
     # -- subscription side -------------------------------------------------------------------
 
@@ -388,9 +396,9 @@ class TmuxBridge:
                     session=self._session,
                     reply_timeout=self._reply_timeout,
                 ) as client:
-                    attached = True
-                    backoff.connected(time.monotonic())
-                    health.connected(time.monotonic())
+                    attached, now = True, time.monotonic()
+                    backoff.connected(now)
+                    health.connected(now)
                     try:
                         await self._claim(client)
                         self._client = client
@@ -429,18 +437,14 @@ class TmuxBridge:
                 state, error = "stalled", health.stalled
             self._set_state(state, error)
             if health.stalled is not None and self._badges_on:
-                await self._write_stalled()
+                await self._write_outside(stalled_commands(self._holder.value()))
             await anyio.sleep(delay)
 
-    async def _write_stalled(self) -> None:
-        """Show the stall in tmux where it still takes a command: a one-shot ``tmux`` process
-        (the control client is what does not work), given at most ``stall_after`` seconds
-        (a stopped server never answers it: it is killed then)."""
-        argv = [
-            *self._target.argv(),
-            "-N",
-            *commands_argv([stalled_commands(self._holder.value())]),
-        ]
+    async def _write_outside(self, command: list[str]) -> None:
+        """Run ``command`` (argv words) in tmux where it still takes one, outside the control
+        client (which is what does not work): a one-shot ``tmux`` process, given at most
+        ``stall_after`` seconds (a stopped server never answers it: it is killed then)."""
+        argv = [*self._target.argv(), "-N", *commands_argv([command])]
         env = {k: v for k, v in os.environ.items() if k != "TMUX"}
         with anyio.move_on_after(self._stall_after):
             try:
