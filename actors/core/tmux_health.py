@@ -4,7 +4,8 @@ Who uses what: :class:`actors.sinks.tmux.TmuxBridge` feeds every connection try'
 one :class:`BridgeHealth` and asks it whether the bridge is *stalled*; while it is, it writes
 :func:`stalled_commands` with a one-shot ``tmux`` process (the control client being what does
 not work) and says ``stalled`` in its statistics, so ``paneward status`` shows
-``tmux STALLED: <reason>`` (:func:`actors.core.status_table.actor_line`).
+``tmux STALLED: <reason>`` (:func:`actors.core.status_table.actor_line`); stopping while
+stalled, it writes :func:`stopped_commands`.
 :class:`actors.sinks.tmux_client.ControlClient` raises the two errors that tell the outcomes
 apart (:class:`TmuxNoAnswer`, :class:`TmuxClosedAtOnce`).
 
