@@ -15,7 +15,9 @@ Who sends and handles what:
 - One daemon per server: after each attach it claims the server (:mod:`actors.core.tmux_owner`)
   before writing anything; while another live daemon holds it, it writes nothing there and
   retries with the backoff below (state ``refused``).
-- A lost connection (server killed, our session closed) is retried with exponential backoff;
+- A lost connection (server killed, our session closed) is retried with the one retry rule
+  (:class:`~actors.core.backoff.Backoff`: a connection resets the delay only once it worked for
+  a while, so a server that closes every client at once is retried ever more slowly);
   after each (re)connect the badges are re-applied from the book's current state (once the
   subscription's snapshot is in the book), options we left on panes that are no longer bound
   are removed, and the pane listing is diffed again.
@@ -26,6 +28,11 @@ Who sends and handles what:
   client closes and the tmux hook installed at connect marks every badge and window marker
   stale and the summary ``paneward: down``, as it does when the daemon is killed; the next
   daemon replaces them.
+- Health (:mod:`actors.core.tmux_health`): while badges are shown, a probe round trip every
+  few seconds; a probe tmux leaves unanswered, or tmux closing every control client at once,
+  makes the bridge ``stalled``: every badge shows ``? unknown`` and the summary says so (a
+  one-shot ``tmux`` process writes them, where tmux still takes a command), until a connection
+  rewrote every badge. No probe while no badge is shown.
 - Durations: ``@paneward_age`` of a pane with open attention is rewritten when its text
   changes (``<1m`` -> ``1m`` -> ... -> ``1h``), so at most once a minute per pane; one timer,
   for the next such change over all panes, and none while no attention is open.
@@ -48,6 +55,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from actors.core.backoff import Backoff
 from actors.core.badges import (
     BADGE_OPTION,
     WINDOW_OPTION,
@@ -60,6 +68,16 @@ from actors.core.badges import (
     window_command,
 )
 from actors.core.clock import now_ms
+from actors.core.tmux_health import (
+    PROBE_COMMAND,
+    PROBE_EVERY_S,
+    STALL_AFTER_S,
+    BridgeHealth,
+    TmuxClosedAtOnce,
+    TmuxNoAnswer,
+    stalled_commands,
+    stopped_commands,
+)
 from actors.core.tmux_owner import (
     CLIENT_NAME_COMMAND,
     Holder,
@@ -88,6 +106,7 @@ from actors.core.tmux_protocol import (
     TmuxConnectionLost,
     TmuxError,
     TmuxTarget,
+    commands_argv,
     format_literal,
     quote,
     quote_exact,
@@ -136,8 +155,10 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     ``state`` is where the connection is: ``connecting`` (the first attempt has not ended),
     ``connected``, ``waiting`` (no connection yet: no server, no session), ``disconnected``
     (a connection ended and none is back yet), ``refused`` (another live daemon drives that
-    server: :mod:`actors.core.tmux_owner`); ``last_error`` says why while it is not
-    ``connected`` and is cleared when a connection is made.
+    server: :mod:`actors.core.tmux_owner`), ``stalled`` (tmux left a probe unanswered or closes
+    every control client at once: :mod:`actors.core.tmux_health`; until a connection rewrote
+    every badge); ``last_error`` says why while it is not ``connected`` and is cleared when a
+    connection is made. ``retry_delay`` is the wait before the latest retry.
     """
 
     connected: bool = False
@@ -147,6 +168,10 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     refusals: int = 0  # connections left alone: another live daemon held the server
     takeovers: int = 0  # claims taken from a daemon that was gone
     last_error: str | None = None
+    retry_delay: float = 0.0
+    stalls: int = 0  # times the bridge became stalled
+    probes: int = 0  # health round trips answered
+    stall_writes: int = 0  # one-shot writes (stalled marks; down at a stop) that tmux ran
     batches: int = 0  # control-mode writes, all purposes
     commands: int = 0
     badge_batches: int = 0  # writes carrying badge changes (one per tick at most)
@@ -176,7 +201,8 @@ class TmuxBridge:
     arrive first — panes of every session are followed. ``full_text`` shows attention reasons
     unredacted in ``@paneward_reason`` (default: redacted, :mod:`actors.core.redact`).
     ``owner`` names this daemon in another one's refusal (its state directory); the claim is
-    this process's pid and start token (:mod:`actors.core.tmux_owner`).
+    this process's pid and start token (:mod:`actors.core.tmux_owner`). ``probe_every`` and
+    ``stall_after`` are the health probe's period and deadline (:mod:`actors.core.tmux_health`).
     """
 
     def __init__(
@@ -193,6 +219,8 @@ class TmuxBridge:
         clock: Callable[[], int] = now_ms,
         full_text: bool = False,
         owner: str = "",
+        probe_every: float = PROBE_EVERY_S,
+        stall_after: float = STALL_AFTER_S,
     ) -> None:
         self._target = TmuxTarget(socket_name, socket_path)
         self._owner = owner
@@ -204,6 +232,11 @@ class TmuxBridge:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._reply_timeout = reply_timeout
+        self._probe_every = probe_every
+        self._stall_after = stall_after
+        self._health = BridgeHealth()
+        # Set when the book shows a badge: the probe waits for it while none is shown.
+        self._badges_shown = anyio.Event()
         self._clock = clock
         self._book = BadgeBook(clock=clock, full_text=full_text)
         # Set once the subscription's first item (its snapshot) is in the book: the first write
@@ -243,16 +276,23 @@ class TmuxBridge:
             await self.serve(items if self._badges_on else None, host if self._panes_on else None)
 
     async def serve(self, items: AsyncIterator[Any] | None, sink: EvidenceSink | None) -> None:
-        """Run until cancelled, or until ``items`` ends; then remove every option set.
+        """Run until cancelled, or until ``items`` ends. Options stay (tmux's hook marks them
+        stale); a bridge that stops while stalled sets the summary ``paneward: down`` itself.
 
         ``items`` yields Snapshot/Transition items (``None``: no badges); ``sink`` receives the
         pane messages (``None``: panes are not followed).
         """
-        async with anyio.create_task_group() as tg:
-            if items is not None:
-                tg.start_soon(self._consume, items, tg.cancel_scope)
-                tg.start_soon(self._age_loop)
-            await self._connection_loop(sink)
+        try:
+            async with anyio.create_task_group() as tg:
+                if items is not None:
+                    tg.start_soon(self._consume, items, tg.cancel_scope)
+                    tg.start_soon(self._age_loop)
+                await self._connection_loop(sink)
+        finally:
+            if self._health.stalled is not None and self._badges_on:
+                # No client of ours is left whose hook would say so: say it ourselves.
+                with anyio.CancelScope(shield=True):
+                    await self._write_outside(stopped_commands(self._holder.value()))
 
     # -- subscription side -------------------------------------------------------------------
 
@@ -281,6 +321,8 @@ class TmuxBridge:
             self._ages_changed.set()
         self._applied += 1
         self._book_ready.set()
+        if book.shown:
+            self._badges_shown.set()
 
     async def _age_loop(self) -> None:
         """Rewrite ``@paneward_age`` when a pane's text is due to change: one timer for the
@@ -339,10 +381,14 @@ class TmuxBridge:
             logger.warning("tmux: connection to %s lost (%s); reconnecting", where, error)
         elif state == "refused":
             logger.warning("tmux: %s; waiting", error)
+        elif state == "stalled":
+            logger.warning("tmux: bridge to %s stalled (%s); reconnecting", where, error)
 
     async def _connection_loop(self, sink: EvidenceSink | None) -> None:
-        attempt = 0
+        backoff = Backoff(self._backoff_initial, self._backoff_max)
+        health = self._health
         while True:
+            attached = False
             try:
                 async with ControlClient(
                     self._target,
@@ -350,12 +396,15 @@ class TmuxBridge:
                     session=self._session,
                     reply_timeout=self._reply_timeout,
                 ) as client:
+                    attached, now = True, time.monotonic()
+                    backoff.connected(now)
+                    health.connected(now)
                     try:
                         await self._claim(client)
                         self._client = client
                         self._stats.connections += 1
-                        self._set_state("connected", None)
-                        attempt = 0
+                        if health.stalled is None:
+                            self._set_state("connected", None)
                         # Cancellation (shutdown) leaves every option as it is: the client
                         # closes, and tmux's hook marks the badges stale (see _serve_client).
                         await self._serve_client(client, sink)
@@ -364,16 +413,46 @@ class TmuxBridge:
                         self._old_client_stats.append(client.statistics())
             except TmuxRefused as exc:
                 self._stats.refusals += 1
-                self._set_state("refused", str(exc))
+                health.refused()
+                state, error = "refused", str(exc)
+            except TmuxNoAnswer as exc:
+                health.no_answer(str(exc))
+                state, error = "stalled", str(exc)
             except TmuxConnectionLost as exc:
-                self._set_state("disconnected", str(exc))
+                health.ended(time.monotonic(), str(exc))
+                state, error = "disconnected", str(exc)
             except TmuxError as exc:
                 self._stats.connect_failures += 1
-                connected_before = self._stats.state in ("connected", "disconnected")
-                self._set_state("disconnected" if connected_before else "waiting", str(exc))
-            delay = min(self._backoff_max, self._backoff_initial * 2**attempt)
-            attempt += 1
+                if isinstance(exc, TmuxClosedAtOnce):
+                    health.closed(str(exc))
+                else:
+                    health.gone()
+                connected_before = self._stats.state in ("connected", "disconnected", "stalled")
+                state, error = ("disconnected" if connected_before else "waiting"), str(exc)
+            # Only a connection that worked for a while resets the delay (Backoff).
+            delay = backoff.ended(time.monotonic()) if attached else backoff.failed()
+            self._stats.retry_delay = delay
+            self._stats.stalls = health.stalls
+            if health.stalled is not None:
+                state, error = "stalled", health.stalled
+            self._set_state(state, error)
+            if health.stalled is not None and self._badges_on:
+                await self._write_outside(stalled_commands(self._holder.value()))
             await anyio.sleep(delay)
+
+    async def _write_outside(self, command: list[str]) -> None:
+        """Run ``command`` (argv words) in tmux where it still takes one, outside the control
+        client (which is what does not work): a one-shot ``tmux`` process, given at most
+        ``stall_after`` seconds (a stopped server never answers it: it is killed then)."""
+        argv = [*self._target.argv(), "-N", *commands_argv([command])]
+        env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+        with anyio.move_on_after(self._stall_after):
+            try:
+                done = await anyio.run_process(argv, env=env, check=False)
+            except OSError:
+                return
+            if done.returncode == 0:
+                self._stats.stall_writes += 1
 
     async def _claim(self, client: ControlClient) -> None:
         """Make this daemon the one that drives the server (:mod:`actors.core.tmux_owner`).
@@ -443,13 +522,34 @@ class TmuxBridge:
                     self._dirty_windows |= marked
                 self._ready = client  # from now on the subscription side writes to it
                 await self._flush_locked(client)
+        if self._health.ready():
+            self._set_state("connected", None)  # every badge is the truth again
         self._refresh.set()
         async with anyio.create_task_group() as tg:
             if sink is not None:
                 tg.start_soon(self._pane_loop, client, sink)
+            if self._badges_on:
+                tg.start_soon(self._probe_loop, client)
             reason = await client.wait_closed()
             tg.cancel_scope.cancel()
-        raise TmuxConnectionLost(reason)
+        raise (TmuxNoAnswer if client.unanswered else TmuxConnectionLost)(reason)
+
+    async def _probe_loop(self, client: ControlClient) -> None:
+        """A round trip every ``probe_every`` seconds while a badge is shown, none (no timer)
+        while none is; one tmux leaves unanswered for ``stall_after`` seconds closes the client
+        (:meth:`ControlClient.run_batch`), which stalls the bridge."""
+        while True:
+            while not self._book.shown:
+                shown = self._badges_shown = anyio.Event()
+                await shown.wait()
+            await anyio.sleep(self._probe_every)
+            if not self._book.shown:
+                continue
+            try:
+                await client.run_batch([PROBE_COMMAND], answer_within=self._stall_after)
+            except TmuxConnectionLost:
+                return
+            self._stats.probes += 1
 
     def _on_notification(self, notification: Notification) -> None:
         if notification.name in TRIGGER_NOTIFICATIONS:

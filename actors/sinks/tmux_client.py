@@ -25,6 +25,7 @@ import anyio.abc
 import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from actors.core.tmux_health import TmuxClosedAtOnce, TmuxNoAnswer, closed_at_once
 from actors.core.tmux_protocol import (
     CLIENT_FLAGS,
     ControlParser,
@@ -67,8 +68,11 @@ class ControlClient:
 
     Use as an async context manager (``async with ControlClient(target, ...) as client``); it
     spawns ``tmux -C attach-session``, waits until the attach succeeded (else raises
-    :class:`TmuxUnavailable`) and runs its reader in its own task. :meth:`run_batch` is the only
-    way to send commands: the whole batch goes out in one write.
+    :class:`TmuxUnavailable`: :class:`~actors.core.tmux_health.TmuxClosedAtOnce` when the
+    server took the connection and closed it at once; or
+    :class:`~actors.core.tmux_health.TmuxNoAnswer` when tmux did not answer within
+    ``reply_timeout``) and runs its reader in its own task. :meth:`run_batch` is the only way
+    to send commands: the whole batch goes out in one write.
 
     ``on_notification`` is called synchronously from the reader task for every notification;
     it must not block.
@@ -92,6 +96,7 @@ class ControlClient:
         self._attached = anyio.Event()
         self._closed = anyio.Event()
         self._close_reason: str | None = None
+        self._unanswered = False  # closed because tmux did not answer in time
         self._attach_error: str | None = None
         self._process: anyio.abc.Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -115,14 +120,21 @@ class ControlClient:
         # The target is explicit in argv; $TMUX would make tmux refuse or pick another server.
         env.pop("TMUX", None)
         try:
-            probe = await anyio.run_process(
-                [*target, "-N", "has-session", *session], env=env, check=False
-            )
+            # Bounded: a stopped or hung server leaves it waiting (killed on cancellation).
+            with anyio.fail_after(self._reply_timeout):
+                probe = await anyio.run_process(
+                    [*target, "-N", "has-session", *session], env=env, check=False
+                )
+        except TimeoutError:  # (an OSError too: first)
+            raise TmuxNoAnswer(
+                f"{self._target.describe()} did not answer within {self._reply_timeout:g} s"
+            ) from None
         except OSError as exc:
             raise TmuxUnavailable(f"cannot run tmux: {exc}") from None
         if probe.returncode != 0:
             reason = probe.stderr.decode("utf-8", "replace").strip() or "no session"
-            raise TmuxUnavailable(f"{self._target.describe()}: {reason}")
+            error = TmuxClosedAtOnce if closed_at_once(reason) else TmuxUnavailable
+            raise error(f"{self._target.describe()}: {reason}")
         # -u: tmux writes to our client in UTF-8 whatever the locale (a daemon started by a
         # service manager often has no LANG); without it every non-ASCII character it sends us
         # (a pane's title, an option read back) arrives as "_".
@@ -138,14 +150,16 @@ class ControlClient:
             with anyio.fail_after(self._reply_timeout):
                 await self._attached.wait()
             if self._attach_error is not None:
-                raise TmuxUnavailable(
+                # The server answered has-session just now: it closed this client at once.
+                raise TmuxClosedAtOnce(
                     f"{self._target.describe()}: cannot attach: {self._attach_error}"
                 )
         except BaseException as exc:
             await self._shutdown(exc)
             if isinstance(exc, TimeoutError):
-                raise TmuxUnavailable(
-                    f"{self._target.describe()}: attach did not complete"
+                raise TmuxNoAnswer(
+                    f"{self._target.describe()}: attach did not complete within"
+                    f" {self._reply_timeout:g} s"
                 ) from None
             raise
         return self
@@ -267,27 +281,40 @@ class ControlClient:
     def closed(self) -> bool:
         return self._closed.is_set()
 
+    @property
+    def unanswered(self) -> bool:
+        """Whether the client was closed because tmux did not answer a batch in time."""
+        return self._unanswered
+
     async def wait_closed(self) -> str:
         """Wait until the connection ends; returns why."""
         await self._closed.wait()
         return self._close_reason or "closed"
 
-    async def run_batch(self, commands: Sequence[str]) -> list[Reply]:
+    async def run_batch(
+        self, commands: Sequence[str], *, answer_within: float | None = None
+    ) -> list[Reply]:
         """Send ``commands`` (one per line) in a single write and return their replies in order.
 
-        :raises TmuxConnectionLost: if the client ended before every reply arrived, or tmux did
-            not answer within ``reply_timeout`` (the client is then closed).
+        :raises TmuxConnectionLost: if the client ended before every reply arrived;
+            :class:`~actors.core.tmux_health.TmuxNoAnswer` if tmux did not answer within
+            ``answer_within`` seconds (default: ``reply_timeout``) -- the client is then closed, and
+            every other batch waiting on it raises the same.
         """
         if not commands:
             return []
         if any("\n" in command for command in commands):
             raise TmuxError("a tmux command line cannot contain a newline")
         if self._closed.is_set():
-            raise TmuxConnectionLost(self._close_reason or "closed")
+            raise self._lost(self._close_reason or "closed")
         assert self._process is not None and self._process.stdin is not None
         batch = _Batch(expected=len(commands))
         payload = ("\n".join(commands) + "\n").encode()
         async with self._lock:
+            # Taking the lock lets the reader run: a close it saw meanwhile resolved only the
+            # batches registered before it.
+            if self._closed.is_set():
+                raise self._lost(self._close_reason or "closed")
             # Register before writing: replies are matched to batches in write order.
             self._pending.append(batch)
             self._stats.batches += 1
@@ -296,14 +323,19 @@ class ControlClient:
                 await self._process.stdin.send(payload)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 self._mark_closed(f"write failed: {exc}")
-        with anyio.move_on_after(self._reply_timeout) as scope:
+        deadline = self._reply_timeout if answer_within is None else answer_within
+        with anyio.move_on_after(deadline) as scope:
             await batch.done.wait()
-        if scope.cancelled_caught:
-            self._mark_closed("tmux did not reply in time")
+        if scope.cancelled_caught and not self._closed.is_set():
+            self._unanswered = True
+            self._mark_closed(f"{self._target.describe()} did not answer within {deadline:g} s")
             self._process.kill()
         if batch.lost is not None:
-            raise TmuxConnectionLost(batch.lost)
+            raise self._lost(batch.lost)
         return batch.replies
+
+    def _lost(self, reason: str) -> TmuxConnectionLost:
+        return (TmuxNoAnswer if self._unanswered else TmuxConnectionLost)(reason)
 
     def statistics(self) -> ControlStatistics:
         """A point-in-time copy of the counters."""
