@@ -242,7 +242,7 @@ class Supervisor:
         # 2. Drain: closing the send side lets each actor finish its mailbox, then stop.
         actors = list(self._sessions.values())
         for actor in actors:
-            actor.mailbox.close()
+            actor.close(self)
         with anyio.move_on_after(self._grace if graceful else 0):
             for actor in actors:
                 await actor.done.wait()
@@ -334,7 +334,9 @@ class Supervisor:
             return False
         self._stats.inline += 1
         self._queued += 1  # applied now: the step's callback counts it off at once
-        actor.apply_inline(self, message)
+        if actor.apply_inline(self, message):
+            assert self._tg is not None
+            actor.start(self._tg, self)
         return True
 
     def _deliver_nowait(self, deliveries: list[Delivery], what: str) -> None:
@@ -438,7 +440,8 @@ class Supervisor:
         )
         self._sessions[key] = actor
         self._index.update(None, state)
-        self._tg.start_soon(actor.run, self, name=f"session {key}")
+        # No task: the message it is spawned for is applied inline by its caller, which starts
+        # the task only if the session must then wait for something (SessionActor.wants_task).
         return actor
 
     # ------------------------------------------------------------------ SessionHost
@@ -619,7 +622,10 @@ class Supervisor:
                 live.append(state)
         self._hub.restore(seeded, seq)
         for state in live:
-            self._spawn(state.key, state)
+            actor = self._spawn(state.key, state)
+            if actor.wants_task(self):
+                assert self._tg is not None
+                actor.start(self._tg, self)
         return len(self._corrections)
 
     def publish_corrections(self) -> int:
