@@ -9,7 +9,9 @@ This is paneward's public entry point for hosts::
                 ...
 
 One session actor per session key is spawned on the first evidence for it; each
-has a bounded mailbox and a task in the supervisor's task group, and is a thin
+has a bounded mailbox, and a task in the supervisor's task group only while its
+session must wait for something (see :class:`actors.runtime.session.SessionActor`:
+otherwise its messages are applied by the task that delivers them), and is a thin
 shell around the pure reducer (:mod:`actors.core.reducer`). An actor that
 raises is restarted one_for_one from its last state; the message that crashed it
 is dropped and counted; too many crashes within the restart window stop it and
@@ -118,7 +120,7 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     harness module could map; ``rejected`` malformed messages; ``restarts`` actor
     restarts; ``overflows`` full mailboxes plus lagging ``all`` subscribers;
     ``sessions`` live session actors; ``inline`` messages applied at once by the task that
-    delivered them (their actor waited on an empty mailbox: no wake-up of it); ``stopped``
+    delivered them (nothing was queued for their actor: no task of it woken); ``stopped``
     session actors stopped after repeated crashes; ``sessions_refused`` messages for a new
     session refused because ``max_sessions`` actors were live; ``forwarder_dropped`` frames
     paneward's OpenCode/Pi forwarders dropped in the agent's process (their frames say how
@@ -328,8 +330,9 @@ class Supervisor:
             await anyio.lowlevel.checkpoint()  # inject is a checkpoint, queued or not
 
     def _applied_inline(self, actor: SessionActor, message: SessionMessage) -> bool:
-        """Apply ``message`` at once if ``actor``'s task waits on an empty mailbox (rather than
-        wake it: same step, same order, same crash accounting); False if it must be queued."""
+        """Apply ``message`` at once if nothing is queued for ``actor`` (rather than queue it
+        for a task: same step, same order, same crash accounting), and start its task if the
+        session must now wait for something; False if it must be queued."""
         if not actor.idle:
             return False
         self._stats.inline += 1
