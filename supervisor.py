@@ -92,7 +92,8 @@ _RECENT_RECORDS: Final = 32
 #: published as proven.
 CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proves=PROOFS)
 #: Live session actors at most; evidence for one more new session is refused (counted in
-#: ``sessions_refused``) until one retires. Each costs ~13 KB (bench/RESULTS.md, issue 2).
+#: ``sessions_refused``) until one retires. Each costs ~5 KB while it has no task (bench/RESULTS.md,
+#: "The runtime's own cost").
 DEFAULT_MAX_SESSIONS: Final = 4096
 
 ActorState = Literal["running", "restarting", "stopped", "done"]
