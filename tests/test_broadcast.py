@@ -633,6 +633,34 @@ async def test_parked_receiver_wakes_on_publish() -> None:
         assert got == [t]
 
 
+async def test_wait_pending_returns_once_the_count_is_pending_or_the_hub_closes() -> None:
+    """A batching reader parked in ``wait_pending(n)`` stays parked while fewer are pending
+    and returns once ``n`` are (the publish loop wakes it), or when the hub closes."""
+    hub = BroadcastHub()
+    a = key(1)
+    seen: list[int] = []
+
+    async def wait(sub: Subscription[Item], count: int) -> None:
+        await sub.wait_pending(count)
+        seen.append(sub.pending)
+
+    with anyio.fail_after(5), hub.subscribe(snapshot=False) as sub:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait, sub, 3)
+            await anyio.wait_all_tasks_blocked()
+            hub.publish(a, act(a, native="1"), "c")
+            hub.publish(a, act(a, native="2"), "c")
+            await anyio.wait_all_tasks_blocked()
+            assert seen == []
+            hub.publish(a, act(a, native="3"), "c")
+        assert seen == [3]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait, sub, 10)
+            await anyio.wait_all_tasks_blocked()
+            hub.close()
+        assert seen == [3, 3]
+
+
 async def test_closing_the_subscription_fails_a_parked_receiver_and_a_second_receiver_is_busy() -> (
     None
 ):
