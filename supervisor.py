@@ -9,7 +9,9 @@ This is paneward's public entry point for hosts::
                 ...
 
 One session actor per session key is spawned on the first evidence for it; each
-has a bounded mailbox and a task in the supervisor's task group, and is a thin
+has a bounded mailbox, and a task in the supervisor's task group only while its
+session must wait for something (see :class:`actors.runtime.session.SessionActor`:
+otherwise its messages are applied by the task that delivers them), and is a thin
 shell around the pure reducer (:mod:`actors.core.reducer`). An actor that
 raises is restarted one_for_one from its last state; the message that crashed it
 is dropped and counted; too many crashes within the restart window stop it and
@@ -90,7 +92,8 @@ _RECENT_RECORDS: Final = 32
 #: published as proven.
 CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proves=PROOFS)
 #: Live session actors at most; evidence for one more new session is refused (counted in
-#: ``sessions_refused``) until one retires. Each costs ~13 KB (bench/RESULTS.md, issue 2).
+#: ``sessions_refused``) until one retires. Each costs ~5 KB while it has no task (bench/RESULTS.md,
+#: "The runtime's own cost").
 DEFAULT_MAX_SESSIONS: Final = 4096
 
 ActorState = Literal["running", "restarting", "stopped", "done"]
@@ -118,7 +121,7 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     harness module could map; ``rejected`` malformed messages; ``restarts`` actor
     restarts; ``overflows`` full mailboxes plus lagging ``all`` subscribers;
     ``sessions`` live session actors; ``inline`` messages applied at once by the task that
-    delivered them (their actor waited on an empty mailbox: no wake-up of it); ``stopped``
+    delivered them (nothing was queued for their actor: no task of it woken); ``stopped``
     session actors stopped after repeated crashes; ``sessions_refused`` messages for a new
     session refused because ``max_sessions`` actors were live; ``forwarder_dropped`` frames
     paneward's OpenCode/Pi forwarders dropped in the agent's process (their frames say how
@@ -242,7 +245,7 @@ class Supervisor:
         # 2. Drain: closing the send side lets each actor finish its mailbox, then stop.
         actors = list(self._sessions.values())
         for actor in actors:
-            actor.mailbox.close()
+            actor.close(self)
         with anyio.move_on_after(self._grace if graceful else 0):
             for actor in actors:
                 await actor.done.wait()
@@ -328,13 +331,16 @@ class Supervisor:
             await anyio.lowlevel.checkpoint()  # inject is a checkpoint, queued or not
 
     def _applied_inline(self, actor: SessionActor, message: SessionMessage) -> bool:
-        """Apply ``message`` at once if ``actor``'s task waits on an empty mailbox (rather than
-        wake it: same step, same order, same crash accounting); False if it must be queued."""
+        """Apply ``message`` at once if nothing is queued for ``actor`` (rather than queue it
+        for a task: same step, same order, same crash accounting), and start its task if the
+        session must now wait for something; False if it must be queued."""
         if not actor.idle:
             return False
         self._stats.inline += 1
         self._queued += 1  # applied now: the step's callback counts it off at once
-        actor.apply_inline(self, message)
+        if actor.apply_inline(self, message):
+            assert self._tg is not None
+            actor.start(self._tg, self)
         return True
 
     def _deliver_nowait(self, deliveries: list[Delivery], what: str) -> None:
@@ -438,7 +444,8 @@ class Supervisor:
         )
         self._sessions[key] = actor
         self._index.update(None, state)
-        self._tg.start_soon(actor.run, self, name=f"session {key}")
+        # No task: the message it is spawned for is applied inline by its caller, which starts
+        # the task only if the session must then wait for something (SessionActor.wants_task).
         return actor
 
     # ------------------------------------------------------------------ SessionHost
@@ -619,7 +626,10 @@ class Supervisor:
                 live.append(state)
         self._hub.restore(seeded, seq)
         for state in live:
-            self._spawn(state.key, state)
+            actor = self._spawn(state.key, state)
+            if actor.wants_task(self):
+                assert self._tg is not None
+                actor.start(self._tg, self)
         return len(self._corrections)
 
     def publish_corrections(self) -> int:

@@ -8,18 +8,22 @@ session, so every event is a transition for every subscriber) over ``--sessions`
 The paneward path, as the daemon runs it: ``deliver_nowait`` (what the hook listener calls for
 every frame it decoded with :func:`messages.decode_inbound`) or ``await inject`` (a message built
 in Python: validated again) -> normalize (the harness maps the payload) -> route -> the
-session's actor mailbox (bounded, 256) -> the actor task -> reducer -> hub publish -> S ``all``
+session's actor (applied at once by the delivering task while nothing is queued for it, else
+through its bounded mailbox of 256 and its task) -> reducer -> hub publish -> S ``all``
 subscriptions (buffer 1024) -> S subscriber tasks.
 
-The baseline, in the same run, does the same fan-out with bare anyio: the same bytes decoded by
-a msgspec decoder -> a memory object stream per session (buffer 256) fed with ``send_nowait``
--> one task per session keeping its state in a dict -> on a change, ``send_nowait`` of one
-record into S memory object streams (buffer 1024) -> S subscriber tasks. Producers and
-subscribers are the same code on both sides: the producer hands over ``--batch`` frames then
-yields once (as the hook listener does per read of its socket), or, for ``inject``, awaits a
-send per frame (``await stream.send``: the baseline counterpart); every subscriber takes what
-is pending at each wake-up (``receive`` then ``receive_nowait``), as the sinks do. Nothing is
-dropped on either side (checked).
+The baseline, in the same run, does the same work and the same routing with bare anyio: the
+same bytes decoded by a msgspec decoder -> one memory object stream (buffer 256) fed with
+``send_nowait`` -> one consumer task that calls the same pure functions the supervisor does
+(the harness's normalize, ``RoutingIndex.route`` and ``update``, the catalog's reducer with
+what each harness can prove, ``cause_of``), keeping every session's state in a dict -> on a
+published step, ``send_nowait`` of one Transition into S memory object streams (buffer 1024)
+-> S subscriber tasks. Producers are the same code on both sides: the producer hands over
+``--batch`` frames then yields once (as the hook listener does per read of its socket), or, for
+``inject``, awaits a send per frame (``await stream.send``: the baseline counterpart). Every
+subscriber takes what is pending at each wake-up, each with what its channel offers: a hub
+subscription in one ``receive_many`` call, a memory object stream by ``receive`` then
+``receive_nowait`` until it would block. Nothing is dropped on either side (checked).
 
 Rounds are interleaved (baseline, paneward, baseline, ...); ratios are medians of per-round
 ratios. Idle latency: one event at a time, until every subscriber has it.
@@ -45,11 +49,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.core.reducer import SessionState, initial_state, reduce
+from actors.core.reducer import SessionState, initial_state
+from actors.core.routing import RoutingIndex
 from actors.harnesses.catalog import normalize
 from actors.runtime.hub import DEFAULT_BUFFER
+from actors.runtime.table import cause_of
 from messages import HookHint, Inbound, NotifyHook, SessionKey, Transition, decode_inbound
-from supervisor import Supervisor
+from supervisor import CATALOG_REDUCER, Supervisor
 
 T0 = 1_795_995_000_000
 MAILBOX = 256  # the supervisor's default mailbox_size
@@ -124,7 +130,17 @@ class Counter:
 
     async def run(self, index: int, source: Receiver) -> None:
         counts = self.counts
-        while True:
+        receive_many = getattr(source, "receive_many", None)
+        if receive_many is not None:  # a hub subscription: one call per wake-up
+            while True:
+                try:
+                    taken = len(await receive_many())
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    return
+                counts[index] += taken
+                if counts[index] >= self.target and min(counts) >= self.target:
+                    self.reached.set()
+        while True:  # a memory object stream: receive, then what receive_nowait has
             try:
                 await source.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -191,11 +207,13 @@ async def baseline(
     """The bare pipeline: decode -> one stream (buffer 256) -> one consumer -> on a change,
     ``send_nowait`` of one record into S streams (buffer 1024) -> S subscriber tasks.
 
-    ``domain``: the consumer does paneward's domain work, with the same pure functions: the
-    harness's normalize, the session reducer (its states in a dict) and a Transition per
-    published step, so that the ratio is the framework's overhead (routing, actors and
-    mailboxes, supervision, the hub). Without it: a dict of one word per session (no domain
-    work at all: a reference, not the budget's baseline).
+    ``domain``: the consumer does paneward's domain work and routing, with the same pure
+    functions the supervisor calls: the harness's normalize, the routing index (``route``,
+    and ``update`` after each step), the catalog's reducer (what each harness can prove
+    included; its states in a dict), the transition's cause, and a Transition per published
+    step, so that the ratio is the framework's overhead (actors and mailboxes, supervision,
+    the hub). Without it: a dict of one word per session (no domain work and no routing at
+    all: a reference, not the budget's baseline).
     """
     counter = Counter(subscribers)
     outs: list[MemoryObjectSendStream[object]] = []
@@ -207,6 +225,7 @@ async def baseline(
     inbox, receive_inbox = anyio.create_memory_object_stream[Inbound](MAILBOX)
     words: dict[str, str] = {}
     states: dict[SessionKey, SessionState] = {}
+    index = RoutingIndex()
     seq = [0]
 
     def handle_word(message: Inbound) -> None:
@@ -223,20 +242,23 @@ async def baseline(
     def handle_domain(message: Inbound) -> None:
         hint = normalize(message)
         assert isinstance(hint, HookHint)
-        state = states.get(hint.key) or initial_state(hint.key)
-        step = reduce(state, hint)
-        states[hint.key] = step.state
-        if step.publish is not None:
-            seq[0] += 1
-            record = Transition(
-                seq=seq[0],
-                key=hint.key,
-                after=step.publish,
-                cause=f"HookHint:{hint.event}",
-                before=state.activity,
-            )
-            for out in outs:
-                out.send_nowait(record)  # raises WouldBlock: a drop, the run fails
+        for delivery in index.route(hint):
+            key = delivery.key
+            state = states.get(key) or initial_state(key)
+            step = CATALOG_REDUCER(state, delivery.message)
+            states[key] = step.state
+            index.update(state, step.state)
+            if step.publish is not None:
+                seq[0] += 1
+                record = Transition(
+                    seq=seq[0],
+                    key=key,
+                    after=step.publish,
+                    cause=cause_of(delivery.message),
+                    before=state.activity,
+                )
+                for out in outs:
+                    out.send_nowait(record)  # raises WouldBlock: a drop, the run fails
 
     handle = handle_domain if domain else handle_word
 

@@ -318,6 +318,73 @@ def test_receive_many_takes_what_is_ready_in_order_and_the_marker_alone() -> Non
             sub.receive_many_nowait(100)
 
 
+def test_receive_many_of_latest_and_states_subscriptions_matches_receive_nowait() -> None:
+    """A batch is what ``receive_nowait`` would return one by one: coalesced per key in order
+    of last update for ``latest``, each with its reducer state for ``states``; ``limit``
+    bounds it and the rest stays pending in the same order."""
+    hub = BroadcastHub()
+    a, b, c = key(1), key(2), key(3)
+    with (
+        hub.subscribe("latest", snapshot=False) as latest,
+        hub.subscribe("latest", snapshot=False) as one_by_one,
+        hub.subscribe("all", snapshot=False, states=True) as states,
+    ):
+        published = [
+            hub.publish(k, act(k, native=f"n{i}"), "c")
+            for i, k in enumerate([a, b, a, c, b])
+        ]
+        expected = [one_by_one.receive_nowait() for _ in range(3)]
+        assert expected == [published[2], published[3], published[4]]
+        assert latest.receive_many_nowait(2) == expected[:2]
+        assert latest.receive_many_nowait() == expected[2:]
+        with pytest.raises(anyio.WouldBlock):
+            latest.receive_many_nowait()
+        assert latest.statistics().delivered == 3
+        records = states.receive_many_nowait()
+        assert [record.transition for record in records] == published  # type: ignore[union-attr]
+        assert all(record.state is None for record in records)  # type: ignore[union-attr]
+
+
+async def test_receive_many_waits_for_the_first_item_then_takes_the_burst() -> None:
+    """``receive_many`` parks until something is published, then returns the whole burst in
+    one list; a closed subscription fails a parked one; after the hub closes it drains, then
+    ends; a limit below 1 is refused."""
+    hub = BroadcastHub()
+    a, b = key(1), key(2)
+    got: list[list[Item]] = []
+    errors: list[type[BaseException]] = []
+
+    async def take(sub: Subscription[Item]) -> None:
+        got.append(await sub.receive_many())
+
+    async def park(sub: Subscription[Item]) -> None:
+        try:
+            await sub.receive_many()
+        except anyio.ClosedResourceError as exc:
+            errors.append(type(exc))
+
+    with anyio.fail_after(5), hub.subscribe(snapshot=False) as sub:
+        with pytest.raises(ValueError, match="limit must be at least 1"):
+            await sub.receive_many(0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take, sub)
+            await anyio.wait_all_tasks_blocked()
+            assert got == []  # parked, not spinning
+            burst = [hub.publish(k, act(k), "c") for k in (a, b)]
+        assert got == [burst]
+        async with anyio.create_task_group() as tg:
+            closing = hub.subscribe(snapshot=False)
+            tg.start_soon(park, closing)
+            await anyio.wait_all_tasks_blocked()
+            closing.close()
+        assert errors == [anyio.ClosedResourceError]
+        last = hub.publish(a, act(a, "idle"), "c")
+        hub.close()
+        assert await sub.receive_many() == [last]
+        with pytest.raises(anyio.EndOfStream):
+            await sub.receive_many()
+
+
 def test_all_subscriber_overflow_marker_then_end_others_unaffected() -> None:
     hub = BroadcastHub()
     ks = [key(i) for i in range(3)]
@@ -564,6 +631,34 @@ async def test_parked_receiver_wakes_on_publish() -> None:
             await anyio.wait_all_tasks_blocked()
             t = hub.publish(a, act(a), "c")
         assert got == [t]
+
+
+async def test_wait_pending_returns_once_the_count_is_pending_or_the_hub_closes() -> None:
+    """A batching reader parked in ``wait_pending(n)`` stays parked while fewer are pending
+    and returns once ``n`` are (the publish loop wakes it), or when the hub closes."""
+    hub = BroadcastHub()
+    a = key(1)
+    seen: list[int] = []
+
+    async def wait(sub: Subscription[Item], count: int) -> None:
+        await sub.wait_pending(count)
+        seen.append(sub.pending)
+
+    with anyio.fail_after(5), hub.subscribe(snapshot=False) as sub:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait, sub, 3)
+            await anyio.wait_all_tasks_blocked()
+            hub.publish(a, act(a, native="1"), "c")
+            hub.publish(a, act(a, native="2"), "c")
+            await anyio.wait_all_tasks_blocked()
+            assert seen == []
+            hub.publish(a, act(a, native="3"), "c")
+        assert seen == [3]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait, sub, 10)
+            await anyio.wait_all_tasks_blocked()
+            hub.close()
+        assert seen == [3, 3]
 
 
 async def test_closing_the_subscription_fails_a_parked_receiver_and_a_second_receiver_is_busy() -> (

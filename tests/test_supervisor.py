@@ -324,36 +324,71 @@ async def test_ended_session_actor_retires_and_its_activity_stays() -> None:
             assert (activity.presence, activity.turn) == ("running", "working")
 
 
+def ended(n: int, pid: int) -> list[Inbound]:
+    """Session ``n`` seen with owner ``pid``, then its owner gone: it lingers, so its actor's
+    task is started (and has not run yet when the next message is delivered)."""
+    return [
+        status(n, "idle", 0, pid=pid),
+        ProcessGone(pid=pid, at_ms=T + 1, observed_at_ms=T + 1),
+    ]
+
+
 async def test_a_waiting_actor_gets_its_message_at_once_and_the_order_holds() -> None:
-    """Messages for a session whose actor waits on an empty mailbox are applied by the
-    delivering task itself (no wake-up of the actor per message); while messages are queued,
-    later ones queue behind them: the order per session holds either way."""
+    """Messages for a session whose actor has nothing queued are applied by the delivering task
+    itself (no wake-up of a task per message); while messages are queued for its task (started
+    for the linger of the ended session, not run yet), later ones queue behind them: the order
+    per session holds either way."""
     with anyio.fail_after(10):
-        async with Supervisor() as sup:
+        async with Supervisor(linger=60) as sup:
             with sup.subscribe("all") as sub:
                 words = ["idle", "busy"] * 5
-                sup.inject_nowait(status(1, "waiting", 0))  # spawns: queued for the new actor
-                sup.inject_nowait(status(1, "busy", 1))  # queued behind it
-                await wait_for(lambda: sup.statistics().transitions == 2)
-                assert sup.statistics().inline == 0
-                for at, word in enumerate(words, start=2):
-                    await sup.inject(status(1, word, at))  # the actor waits: applied at once
-                got = await collect(sub, 2 + len(words))
+                for message in ended(1, 777):
+                    sup.inject_nowait(message)  # applied at once: no task yet
+                assert sup.statistics().inline == 2
+                sup.inject_nowait(status(1, "waiting", 2, pid=778))  # queued for the new task
+                sup.inject_nowait(status(1, "busy", 3, pid=778))  # queued behind it
+                await wait_for(lambda: sup.statistics().transitions == 4)
+                assert sup.statistics().inline == 2
+                for at, word in enumerate(words, start=4):
+                    await sup.inject(status(1, word, at, pid=778))  # the task waits: at once
+                got = await collect(sub, 4 + len(words))
             stats = sup.statistics()
-    assert [t.after.turn for t in got] == ["needs_input", "working"] + [
+    assert [t.after.presence for t in got[:2]] == ["running", "persisted"]
+    assert [t.after.turn for t in got[2:]] == ["needs_input", "working"] + [
         "working" if w == "busy" else "idle" for w in words
     ]
-    assert [t.seq for t in got] == list(range(1, 3 + len(words)))
-    assert stats.inline == len(words) and stats.drops == 0
+    assert [t.seq for t in got] == list(range(1, 5 + len(words)))
+    assert stats.inline == 2 + len(words) and stats.drops == 0
+
+
+async def test_a_session_actor_has_a_task_only_while_it_must_wait() -> None:
+    """Live sessions take their evidence inline and have no task; an ended one gets a task
+    for its linger, which retires it; shutdown ends the task-less ones at once."""
+    with anyio.fail_after(10):
+        async with Supervisor(linger=0) as sup:
+            tasks = len(asyncio.all_tasks())
+            for n in range(20):
+                await sup.inject(status(n, "busy", n))
+            assert sup.statistics().sessions == 20
+            assert len(asyncio.all_tasks()) == tasks  # no task per session
+            for message in ended(20, 777):
+                await sup.inject(message)
+            assert len(asyncio.all_tasks()) == tasks + 1  # the ended session lingers
+            await wait_for(lambda: sup.statistics().sessions == 20)  # and retired
+            assert len(asyncio.all_tasks()) == tasks
+        stats = sup.statistics()
+    assert stats.sessions == 0 and stats.transitions == 22 and stats.drops == 0
 
 
 async def test_inject_nowait_on_a_full_mailbox_raises_and_counts() -> None:
     with anyio.fail_after(10):
-        async with Supervisor(mailbox_size=2) as sup:
-            sup.inject_nowait(status(1, "busy", 0))
-            sup.inject_nowait(status(1, "idle", 1))
+        async with Supervisor(mailbox_size=2, linger=60) as sup:
+            for message in ended(1, 777):
+                sup.inject_nowait(message)
+            sup.inject_nowait(status(1, "busy", 2, pid=778))
+            sup.inject_nowait(status(1, "idle", 3, pid=778))
             with pytest.raises(MailboxFull, match="mailbox full"):
-                sup.inject_nowait(status(1, "busy", 2))
+                sup.inject_nowait(status(1, "busy", 4, pid=778))
             stats = sup.statistics()
             assert stats.overflows == 1 and stats.drops == 1
 

@@ -24,6 +24,7 @@ supervisor's actors all run there).
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator
 from types import TracebackType
@@ -187,6 +188,10 @@ class Subscription(ObjectReceiveStream[_ItemT]):
         self._states = states
         self._head = head
         self._queue: deque[StateTransition] = deque()
+        # The queue the hub appends to directly while this ``all`` subscriber is live and has
+        # not overflowed (``None`` otherwise), and the room it has (its ``buffer``).
+        self._open: deque[StateTransition] | None = self._queue if mode == "all" else None
+        self._room = buffer
         self._latest: dict[SessionKey, StateTransition] = {}
         self._waiter: anyio.Event | None = None
         self._want = 1  # wake the waiter once this many items are pending
@@ -207,6 +212,7 @@ class Subscription(ObjectReceiveStream[_ItemT]):
                 # Freeze the queue: the subscriber keeps what it has, then learns exactly
                 # where its gap starts. Publishing goes on unaffected.
                 self._overflow_next_seq = record.transition.seq
+                self._open = None
                 stats.dropped = 1
                 stats.ended = True
                 self._wake()
@@ -258,6 +264,12 @@ class Subscription(ObjectReceiveStream[_ItemT]):
             after the :class:`~messages.Overflow` marker
         :raises ~anyio.ClosedResourceError: if this subscription was closed by its owner
         """
+        queue = self._queue
+        if queue and self._head is None:
+            # The hot path: a queued transition (the queue is empty once closed).
+            self._stats.delivered += 1
+            record = queue.popleft()
+            return cast(_ItemT, record if self._states else record.transition)
         stats = self._stats
         if stats.closed:
             raise anyio.ClosedResourceError
@@ -291,21 +303,62 @@ class Subscription(ObjectReceiveStream[_ItemT]):
             return cast(_ItemT, item.transition)
         return cast(_ItemT, item.snapshot)
 
-    def receive_many_nowait(self, limit: int) -> list[_ItemT]:
-        """Return the next items ready now, at most ``limit`` (at least one), in order.
+    def receive_many_nowait(self, limit: int = DEFAULT_BUFFER) -> list[_ItemT]:
+        """Return the items ready now, at most ``limit`` (at least one), in order.
 
-        For a reader that writes everything pending at once (the control server's watchers):
-        one call per wake-up instead of one per transition. Raises as :meth:`receive_nowait`
-        when nothing is ready; the :class:`~messages.Overflow` marker always comes alone.
+        For a reader that takes everything pending at each wake-up (the sinks, the watch
+        fan-out): one call per wake-up instead of one per transition. The items are those
+        :meth:`receive_nowait` would return one by one: the :class:`~messages.Snapshot` and the
+        :class:`~messages.Overflow` marker always come alone (a batch is transitions only, and
+        the marker follows the last one queued, in the next call).
+
+        :raises ~anyio.WouldBlock: if nothing is pending and the subscription is still live
+        :raises ~anyio.EndOfStream: once everything was received after the hub closed or
+            after the :class:`~messages.Overflow` marker
+        :raises ~anyio.ClosedResourceError: if this subscription was closed by its owner
         """
-        queue = self._queue
-        if self._head is not None or not queue or self._states:
+        if self._head is not None:
             return [self.receive_nowait()]
-        count = min(limit, len(queue))
-        popleft = queue.popleft
-        items = [popleft().transition for _ in range(count)]
-        self._stats.delivered += count
-        return cast(list[_ItemT], items)
+        queue = self._queue
+        if queue:
+            count = min(limit, len(queue))
+            popleft = queue.popleft
+            records = [popleft() for _ in range(count)]
+        elif self._latest:
+            latest = self._latest
+            if limit >= len(latest):
+                records = list(latest.values())
+                latest.clear()
+            else:
+                keys = list(itertools.islice(latest, limit))
+                records = [latest.pop(key) for key in keys]
+        else:
+            return [self.receive_nowait()]  # the marker, or what ends or blocks
+        self._stats.delivered += len(records)
+        if self._states:
+            return cast(list[_ItemT], records)
+        return cast(list[_ItemT], [record.transition for record in records])
+
+    async def receive_many(self, limit: int = DEFAULT_BUFFER) -> list[_ItemT]:
+        """Wait for at least one item, then return every item ready, at most ``limit``, in
+        order (as :meth:`receive_many_nowait`). Always a checkpoint.
+
+        :raises ~anyio.EndOfStream: once everything was received after the hub closed or
+            after the :class:`~messages.Overflow` marker
+        :raises ~anyio.ClosedResourceError: if this subscription is (or gets, while waiting)
+            closed by its owner
+        :raises ~anyio.BusyResourceError: if another task is already waiting on it
+        :raises ValueError: if ``limit`` is below 1
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        await anyio.lowlevel.checkpoint()
+        while True:
+            try:
+                return self.receive_many_nowait(limit)
+            except anyio.WouldBlock:
+                pass
+            await self._park(1)
 
     async def receive(self) -> _ItemT:
         """Wait for and return the next item. Always a checkpoint.
@@ -359,6 +412,7 @@ class Subscription(ObjectReceiveStream[_ItemT]):
         if self._stats.closed:
             return
         self._stats.closed = True
+        self._open = None
         self._detach()
         self._head = None
         self._queue.clear()
@@ -522,7 +576,15 @@ class BroadcastHub:
         stats.sessions = len(catalog)
         record = StateTransition(transition, state)
         for subscription in self._subscribers:
-            if subscription._deliver(record):
+            # The common case inline (an ``all`` subscriber with room): one append, and a
+            # wake-up only for a reader parked for it. Everything else: ``_deliver``.
+            queue = subscription._open
+            if queue is not None and len(queue) < subscription._room:
+                queue.append(record)
+                waiter = subscription._waiter
+                if waiter is not None and len(queue) >= subscription._want:
+                    waiter.set()
+            elif subscription._deliver(record):
                 stats.overflows += 1
         return transition
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 import anyio
+from anyio.abc import TaskGroup
 
 from actors.core.reducer import SessionState, Step, reduce, retirable
 from actors.runtime.mailbox import Mailbox, RestartWindow
@@ -52,12 +53,15 @@ class SessionHost(Protocol):
 class SessionActor:
     """One session: a bounded :class:`~actors.runtime.mailbox.Mailbox` and its reducer state.
 
-    Messages are applied one at a time, in the order the host delivered them. While the
-    actor's task is parked on an empty mailbox with nothing in flight (:attr:`idle`), the host
-    applies the next message at once, in its own task (:meth:`apply_inline`): the same step,
-    the same crash accounting, and no wake-up of this task per message -- the cost of a
-    message then follows the message, not the number of sessions it is spread over. Otherwise
-    the message is queued and this task applies it.
+    Messages are applied one at a time, in the order the host delivered them. While nothing
+    is queued or in flight to the actor (:attr:`idle`), the host applies the next message at
+    once, in its own task (:meth:`apply_inline`): the same step, the same crash accounting,
+    and no task wake-up per message -- the cost of a message then follows the message, not the
+    number of sessions it is spread over. An actor has no task of its own until it needs one:
+    the host starts it (:meth:`start`) when the session must wait for something (an ended
+    session's linger, or a session nothing proved retiring at the next scheduler round), and
+    from then on it runs until the actor ends; while it is not parked on its empty mailbox,
+    messages queue there and it applies them.
 
     :param linger: seconds an ended session waits for new evidence before it stops.
     """
@@ -77,6 +81,7 @@ class SessionActor:
         self.mailbox: Mailbox[SessionMessage] = Mailbox(mailbox_size)
         self.restarts = restarts or RestartWindow(3, 10.0)
         self.done = anyio.Event()
+        self._task = False  # its task was started (it runs until the actor ends)
         self._parked = False  # the task waits on an empty mailbox
         self._queued = 0  # messages handed to the mailbox and not taken by the task yet
         self._reducer = reducer
@@ -87,9 +92,30 @@ class SessionActor:
 
     @property
     def idle(self) -> bool:
-        """True while the task waits on an empty mailbox and nothing is queued or in flight to
-        it: the host may then call :meth:`apply_inline` instead of :meth:`send_nowait`."""
-        return self._parked and not self._queued
+        """True while nothing is queued or in flight to the actor and it has no task or its task
+        waits on an empty mailbox: the host may then call :meth:`apply_inline` instead of
+        :meth:`send_nowait`."""
+        return not self._queued and (self._parked or not self._task)
+
+    def wants_task(self, host: SessionHost) -> bool:
+        """True when the actor has no task and its state must wait for something (see the
+        class): the host then calls :meth:`start`."""
+        return not self._task and self._linger_of(host) is not None
+
+    def start(self, task_group: TaskGroup, host: SessionHost) -> None:
+        """Start the actor's task in ``task_group`` (once; see :meth:`wants_task`)."""
+        if self._task or self.done.is_set():
+            return
+        self._task = True
+        task_group.start_soon(self.run, host, name=f"session {self.key}")
+
+    def close(self, host: SessionHost) -> None:
+        """No more messages (shutdown): a task drains what is queued, then ends; an actor with
+        no task has nothing queued and ends now."""
+        if self._task:
+            self.mailbox.close()
+        elif not self.done.is_set():
+            self._end(host)
 
     def send_nowait(self, message: SessionMessage) -> None:
         """Queue ``message`` for the task (see :meth:`Mailbox.send_nowait`).
@@ -125,21 +151,29 @@ class SessionActor:
         host.session_step(self, old, message, step)
         return True
 
-    def apply_inline(self, host: SessionHost, message: SessionMessage) -> None:
+    def apply_inline(self, host: SessionHost, message: SessionMessage) -> bool:
         """Apply ``message`` now, in the caller's task. Only while :attr:`idle` (the caller
         checks): nothing is queued or in flight, so the order of messages is kept.
 
-        If the step stops the actor (too many crashes), its mailbox is closed: the parked task
-        wakes, finds it drained and ends. If the step changes whether or how long the session
-        lingers, the parked wait is re-decided.
+        If the step stops the actor (too many crashes), it ends: a parked task wakes on its
+        closed mailbox, finds it drained and ends; with no task it ends at once. If the step
+        changes whether or how long the session lingers, a parked wait is re-decided.
+
+        :return: True when the actor now needs its task (:meth:`wants_task`): the caller then
+            calls :meth:`start`.
         """
         if not self.apply(host, message):
-            self._parked = False
-            self.mailbox.close()
-            return
+            if self._task:
+                self._parked = False
+                self.mailbox.close()
+            else:
+                self._end(host)
+            return False
+        if not self._task:
+            return self._linger_of(host) is not None
         scope = self._wait
         if scope is None:
-            return
+            return False
         linger = self._linger_of(host)
         if linger != self._waiting_for:
             self._redecide = True
@@ -147,6 +181,7 @@ class SessionActor:
         elif linger is not None:
             # New evidence for a lingering session: it lingers from now on.
             scope.deadline = anyio.current_time() + linger
+        return False
 
     def _linger_of(self, host: SessionHost) -> float | None:
         """How long to wait for the next message before retiring (None: however long).
@@ -170,13 +205,16 @@ class SessionActor:
                     return
         finally:
             self._parked = False
-            self.mailbox.close()
-            # Messages still queued now (only after a stop for repeated crashes, or a
-            # forced shutdown) are reported to the host, which counts them as drops.
-            left = self.mailbox.statistics().pending
-            self.mailbox.close_receiving()
-            host.session_ended(self, left)
-            self.done.set()
+            self._end(host)
+
+    def _end(self, host: SessionHost) -> None:
+        self.mailbox.close()
+        # Messages still queued now (only after a stop for repeated crashes, or a forced
+        # shutdown) are reported to the host, which counts them as drops.
+        left = self.mailbox.statistics().pending
+        self.mailbox.close_receiving()
+        host.session_ended(self, left)
+        self.done.set()
 
     async def _next(self, host: SessionHost) -> SessionMessage | None:
         """The next message, or None when the actor should stop (drained or retired)."""
