@@ -208,6 +208,7 @@ class PublishStatistics(msgspec.Struct, kw_only=True):
     could not keep (each run is one Gap); ``gaps``: those runs; ``acked``: messages the server
     acked (duplicates included); ``duplicates``: acks that said the server had it already (a
     retry after a lost ack); ``retries``: windows sent again; ``buffered``: waiting now;
+    ``acked_seq``: every seq up to it is on the stream, as itself or inside a Gap;
     ``connected``: a connection is up; ``last_error``: the last failure, in words.
     """
 
@@ -291,11 +292,16 @@ class PublishBuffer:
     def acked(self, count: int) -> None:
         """The oldest ``count`` items are on the stream: forget them."""
         items = self._items
+        stats = self.stats
         for _ in range(min(count, len(items))):
             item = items.popleft()
-            if isinstance(item, Transition):
-                self.stats.acked_seq = item.seq
-        self.stats.buffered = len(items)
+            last = item.seq if isinstance(item, Transition) else item.next_seq + item.dropped - 1
+            stats.acked_seq = max(stats.acked_seq, last)
+        if self._open_gap is not None and len(items) < self.capacity:
+            # The run of drops ended with no transition after it yet: say so now.
+            items.append(self._open_gap)
+            self._open_gap = None
+        stats.buffered = len(items)
 
 
 def last_per_session(items: Iterable[Transition | Gap]) -> list[Transition]:
