@@ -87,6 +87,13 @@ class NatsServer:
             process.kill()
             process.wait(10)
 
+    def kill(self) -> None:
+        """SIGKILL (paused or not): what it had not read from its sockets is lost."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(10)
+
     def restart(self) -> None:
         self.stop()
         self.start()

@@ -293,6 +293,36 @@ async def test_a_stopped_server_never_stalls_hook_intake(tmp_path: Path) -> None
         assert set(seqs) == set(range(1, stats["accepted"] + 1))
 
 
+async def test_a_daemon_restarted_before_the_acks_fills_the_hole_from_its_journal(
+    tmp_path: Path,
+) -> None:
+    me, token = os.getpid(), start_token(os.getpid())
+    hooks = burst([f"j{i}" for i in range(2)], 100, me, token)
+    state = tmp_path / "d" / "state"
+    with anyio.fail_after(120), nats_server(tmp_path / "nats") as server:
+        async with Daemon(state, extra_args=_nats_args(server, "h")) as daemon:
+            first = hooks[:100]
+            await raw_send(daemon.hook_socket, frames(first))
+            await daemon.wait_delivered(len(first))
+            await _published(daemon)
+            server.pause()
+            try:
+                await raw_send(daemon.hook_socket, frames(hooks[100:]))
+                await daemon.wait_delivered(len(hooks))
+                assert (await _nats_counters(daemon))["buffered"] > 0
+                assert await daemon.stop() == 0  # what waited for acks goes with it
+            finally:
+                # Killed while stopped: what the daemon wrote to it and it never read is lost.
+                server.kill()
+            server.start()
+        async with Daemon(state, extra_args=_nats_args(server, "h")) as daemon:
+            await _published(daemon)
+            seq = await _hub_seq(daemon)
+        seqs = _audit(await read_stream(server.url))["h"]
+        assert len(seqs) == len(set(seqs))
+        assert set(seqs) == set(range(1, seq + 1))
+
+
 _PROBE = """
 import sys, json
 sys.argv = ["paneward", *sys.argv[1:]]

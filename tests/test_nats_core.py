@@ -167,3 +167,16 @@ def test_bad_settings_are_refused_with_the_reason(
     with pytest.raises(SettingsError, match=message) as caught:
         _resolve(cli=cli, table=table)
     assert "secret@" not in str(caught.value) and "tok@" not in str(caught.value)
+
+
+def test_what_the_journal_gives_back_goes_in_front_within_the_bound() -> None:
+    buffer = PublishBuffer(4)
+    buffer.push(_transition(9), 0)
+    buffer.prepend([_transition(n) for n in range(3, 9)], 500)  # 6 items, room for 3
+    items = buffer.window(10)
+    gap = items[0]
+    assert not isinstance(gap, Transition)
+    assert (gap.next_seq, gap.dropped, gap.reason, gap.noticed_ms) == (3, 4, "nats_buffer_full",
+                                                                      500)
+    assert [i.seq for i in items[1:] if isinstance(i, Transition)] == [7, 8, 9]
+    assert buffer.first_seq() == 3 and buffer.stats.dropped == 4

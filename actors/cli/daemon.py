@@ -486,7 +486,7 @@ def _start_actors(
         # nats-py is imported here only: a daemon without NATS never loads it.
         from actors.sinks.nats import NatsPublisher, load_identity
 
-        publisher = NatsPublisher(config.nats, load_identity(config.state_dir))
+        publisher = NatsPublisher(config.nats, load_identity(config.state_dir), journal=journal)
         parts["nats"] = publisher
         sup.start_actor(publisher, name="nats")
     notify = config.notify

@@ -208,7 +208,8 @@ class PublishStatistics(msgspec.Struct, kw_only=True):
     could not keep (each run is one Gap); ``gaps``: those runs; ``acked``: messages the server
     acked (duplicates included); ``duplicates``: acks that said the server had it already (a
     retry after a lost ack); ``retries``: windows sent again; ``buffered``: waiting now;
-    ``acked_seq``: every seq up to it is on the stream, as itself or inside a Gap;
+    ``acked_seq``: every seq up to it is on the stream, as itself or inside a Gap (or was
+    never owed to it: the seqs before NATS was turned on);
     ``connected``: a connection is up; ``last_error``: the last failure, in words.
     """
 
@@ -280,6 +281,31 @@ class PublishBuffer:
             self._open_gap = None
         self._items.append(gap)
         self.stats.gaps += 1
+        self.stats.buffered = len(self._items)
+
+    def first_seq(self) -> int | None:
+        """The seq of the oldest item waiting (a Gap's first seq), ``None`` when empty."""
+        if not self._items:
+            return None
+        item = self._items[0]
+        return item.seq if isinstance(item, Transition) else item.next_seq
+
+    def prepend(self, items: list[Transition | Gap], now_ms: int) -> None:
+        """Put ``items`` (older than everything queued, in seq order) in front: what a
+        restarted daemon finds missing on the stream, from its journal. Beyond the free room
+        the oldest of them are left out, as one Gap (``nats_buffer_full``)."""
+        room = max(self.capacity - len(self._items), 1)
+        if len(items) > room:
+            cut = len(items) - room + 1  # the Gap takes one place
+            first, last = items[0], items[cut - 1]
+            start = first.seq if isinstance(first, Transition) else first.next_seq
+            end = last.seq if isinstance(last, Transition) else last.next_seq + last.dropped - 1
+            self.stats.dropped += end - start + 1
+            self.stats.gaps += 1
+            gap = Gap(next_seq=start, dropped=end - start + 1, reason="nats_buffer_full",
+                      noticed_ms=now_ms)
+            items = [gap, *items[cut:]]
+        self._items.extendleft(reversed(items))
         self.stats.buffered = len(self._items)
 
     def window(self, limit: int) -> list[Transition | Gap]:

@@ -11,6 +11,13 @@ is acked; a window not acked within ``ack_timeout`` is sent again (the server dr
 duplicates). The heartbeat task puts the host's :class:`~actors.core.nats.Heartbeat` every
 ``heartbeat_s``.
 
+Resume: on every connection, before sending, the publisher asks the stream for this host's last
+message. When it carries this daemon's identity and a seq below the oldest one waiting, the
+transitions in between (a restart of the daemon lost what it had not yet had acked; the
+corrections it published at start came before its subscription) are read from the store's
+journal (``journal``) and put in front. A stream holding nothing of this identity (NATS newly
+turned on, a new state directory) gets what comes from now on.
+
 nats-py is imported by this module only, which only the daemon imports, and only when NATS is
 configured (``pip install 'paneward[nats]'``).
 """
@@ -22,7 +29,7 @@ import os
 import secrets
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,6 +47,7 @@ from actors.core.nats import (
     NatsSettings,
     PublishBuffer,
     PublishStatistics,
+    escape_token,
     gap_subject,
     heartbeat_key,
     last_per_session,
@@ -175,6 +183,7 @@ class NatsPublisher:
         *,
         ack_timeout: float = 2.0,
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        journal: Callable[[int, int], Awaitable[list[Transition | Gap]]] | None = None,
     ) -> None:
         self.settings = settings
         self.identity = identity
@@ -186,6 +195,9 @@ class NatsPublisher:
         self._pending = anyio.Event()
         self._seq = 0
         self._logged_error: str | None = None
+        self._journal = journal
+        self._resumed_to = 0  # every seq up to it is on the stream or queued
+        self._subscribed = anyio.Event()  # the first snapshot is in: ``_seq`` is known
 
     def statistics(self) -> PublishStatistics:
         """A copy of the counters (``status --counters``)."""
@@ -210,6 +222,7 @@ class NatsPublisher:
                         self._drain(items)
                     elif isinstance(item, Snapshot):
                         self._seq = max(self._seq, item.seq)
+                        self._subscribed.set()
                         self._latest = {a.key: a for a in item.activities}
                         self._kv_dirty = True
                         if lost_from is not None and item.seq >= lost_from:
@@ -248,6 +261,7 @@ class NatsPublisher:
 
     async def _links(self) -> None:
         backoff = Backoff(0.5, 10.0)
+        await self._subscribed.wait()
         while True:
             try:
                 nc = await connect(self.settings, reconnect=True, error=self._note_error)
@@ -269,6 +283,7 @@ class NatsPublisher:
     async def _serve(self, nc: Client) -> None:
         js = nc.jetstream(timeout=self._ack_timeout)
         await self._ensure(js)
+        await self._resume(js)
         self._buffer.stats.connected = True
         self._kv_dirty = True
         async with anyio.create_task_group() as tg:
@@ -294,6 +309,45 @@ class NatsPublisher:
                 bucket=s.bucket, history=1, max_bytes=s.max_bytes,
                 storage=api.StorageType.FILE,
             ))
+
+    async def _resume(self, js: JetStreamContext) -> None:
+        """Queue, from the journal, what the stream misses before the oldest seq waiting (see
+        the module docstring)."""
+        if self._journal is None:
+            return
+        first = self._buffer.first_seq()
+        until = (self._seq + 1 if first is None else first) - 1
+        if until <= self._resumed_to:
+            return
+        s = self.settings
+        try:
+            last = await js.get_last_msg(s.stream, f"{s.prefix}.{escape_token(s.host)}.>")
+        except nats.js.errors.NotFoundError:
+            stats = self._buffer.stats
+            self._resumed_to = stats.acked_seq = max(stats.acked_seq, until)
+            return
+        headers = last.headers or {}
+        stats = self._buffer.stats
+        if headers.get("Paneward-Identity") != self.identity:
+            # Nothing of ours there yet: the stream is owed what comes from now on.
+            self._resumed_to = stats.acked_seq = max(stats.acked_seq, until)
+            return
+        data = last.data or b""
+        try:
+            item = msgspec.json.decode(data)
+            on_stream = int(item["seq"]) if "seq" in item else (
+                int(item["next_seq"]) + int(item["dropped"]) - 1
+            )
+        except (msgspec.DecodeError, KeyError, TypeError, ValueError):
+            on_stream = 0
+        since = max(on_stream, self._resumed_to)
+        stats.acked_seq = max(stats.acked_seq, min(since, until))
+        if since < until:
+            missing = await self._journal(since, until)
+            self._buffer.prepend(missing, self._clock())
+            logger.info("nats: resuming from seq %d: %d items from the journal", since,
+                        len(missing))
+        self._resumed_to = until
 
     async def _heartbeats(self, nc: Client) -> None:
         s = self.settings
