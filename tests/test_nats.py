@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
+from actors.core.nats import unescape_token
 from tests.daemon_helpers import PANEWARD, Daemon, Watcher, daemon_env, raw_send, start_token
 from tests.nats_helpers import NatsServer, nats_server, read_stream
 from tests.polling import poll_until
@@ -68,9 +69,12 @@ def _audit(messages: list[Any]) -> dict[str, list[int]]:
             continue
         body = json.loads(m.data)
         assert body["type"] == "Transition"
-        assert m.headers["Paneward-Seq"] == str(body["seq"])
-        assert m.headers["Nats-Msg-Id"] == f"{m.headers['Paneward-Identity']}:{body['seq']}"
-        seqs.setdefault(m.headers["Paneward-Host"], []).append(int(body["seq"]))
+        identity, _, seq = m.headers["Nats-Msg-Id"].partition(":")
+        assert len(identity) == 32 and seq == str(body["seq"])
+        _, host, harness, session = m.subject.split(".")
+        assert (unescape_token(harness), unescape_token(session)) == (
+            body["key"]["harness"], body["key"]["session_id"])
+        seqs.setdefault(unescape_token(host), []).append(int(body["seq"]))
     return seqs
 
 

@@ -13,7 +13,8 @@ readers (pure).
   meets a session's four.
 - **Ids.** :func:`msg_id` (``<identity>:<seq>``) is the ``Nats-Msg-Id`` header: a retry of the
   same transition is de-duplicated by the server within the stream's duplicate window; the
-  identity is the daemon's, kept in its state directory, so two daemons never share ids.
+  identity is the daemon's (the id of its seq space, ``daemon-id`` in its state directory), so
+  two daemons never share ids.
 - **KV keys.** ``s.<host>.<harness>.<session>`` holds a session's last Activity,
   ``h.<host>`` the host's :class:`Heartbeat` (:func:`session_key`, :func:`heartbeat_key`).
 - **Health.** A host whose heartbeat is older than :data:`STALE_AFTER_BEATS` intervals is

@@ -62,8 +62,9 @@ __all__ = ["IDENTITY_FILE", "NatsPublisher", "connect", "describe_error", "load_
 
 logger = logging.getLogger("paneward.nats")
 
-#: The daemon's identity for message ids, in its state directory (made once, 0600).
-IDENTITY_FILE: Final = "nats-identity"
+#: The daemon's identity, the id of its seq space, in its state directory (made once, 0600;
+#: 32 hex digits): the fleet follower's ``daemon-id`` (docs/fleet.md) names the same fact.
+IDENTITY_FILE: Final = "daemon-id"
 #: Messages in flight at once (one window).
 WINDOW: Final = 512
 #: The hub subscription's own bound: the intake task drains it at every wake-up.
@@ -72,23 +73,27 @@ _DEDUP_WINDOW_S: Final = 120.0
 
 
 def load_identity(state_dir: Path) -> str:
-    """The daemon identity kept in ``state_dir`` (16 hex digits), made on first use.
+    """The daemon identity kept in ``state_dir`` (32 hex digits), made on first use, and made
+    anew when the file does not hold one (a new seq space).
 
     :raises OSError: the file cannot be read or made.
     """
     path = state_dir / IDENTITY_FILE
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        text = ""
+    else:
         with os.fdopen(fd, "rb") as f:
             text = f.read(64).decode("ascii", "replace").strip()
-        if len(text) == 16 and all(c in "0123456789abcdef" for c in text):
-            return text
-        raise OSError(f"{path}: not a daemon identity (16 hex digits); remove it") from None
-    identity = secrets.token_hex(8)
+    if len(text) == 32 and all(c in "0123456789abcdef" for c in text):
+        return text
+    identity = secrets.token_hex(16)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(identity.encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
     return identity
 
 
@@ -160,13 +165,57 @@ async def connect(
         raise
 
 
-def _headers(identity: str, host: str, seq: int) -> dict[str, str]:
-    return {
-        "Nats-Msg-Id": msg_id(identity, seq),
-        "Paneward-Host": host,
-        "Paneward-Identity": identity,
-        "Paneward-Seq": str(seq),
-    }
+class _Acks:
+    """The acks of the window in flight, counted by the connection's ack subscription.
+
+    Every message is published with the reply subject ``<inbox>.<n>`` (``n`` one counter for
+    the connection); an ack for an ``n`` outside the window in flight (a late ack of a window
+    sent again) is ignored. Made per connection by :meth:`NatsPublisher._serve`.
+    """
+
+    __slots__ = ("duplicates", "error", "first", "inbox", "next", "seen", "want", "whole")
+
+    def __init__(self, inbox: str) -> None:
+        self.inbox = inbox
+        self.next = 0
+        self.first = 0
+        self.want = 0
+        self.seen: bytearray = bytearray()
+        self.duplicates = 0
+        self.error: str | None = None
+        self.whole = anyio.Event()
+
+    def start(self, count: int) -> int:
+        """A new window of ``count`` messages: the ``n`` of its first."""
+        self.first, self.next = self.next, self.next + count
+        self.want = count
+        self.seen = bytearray(count)
+        self.duplicates = 0
+        self.error = None
+        self.whole = anyio.Event()
+        if not count:
+            self.whole.set()
+        return self.first
+
+    def take(self, subject: str, data: bytes) -> None:
+        """One ack (or a server status: no stream, an error) for ``<inbox>.<n>``."""
+        try:
+            index = int(subject.rpartition(".")[2]) - self.first
+        except ValueError:
+            return
+        if not 0 <= index < len(self.seen) or self.seen[index]:
+            return
+        if not data or b'"error"' in data:
+            # A status with no body (503: no stream listens) or a JetStream error.
+            self.error = data.decode("utf-8", "replace")[:200] or "no stream for the subject"
+            self.whole.set()
+            return
+        self.seen[index] = 1
+        if b'"duplicate":true' in data:
+            self.duplicates += 1
+        self.want -= 1
+        if self.want == 0:
+            self.whole.set()
 
 
 class NatsPublisher:
@@ -284,11 +333,23 @@ class NatsPublisher:
         js = nc.jetstream(timeout=self._ack_timeout)
         await self._ensure(js)
         await self._resume(js)
+        # Acks come to one subscription of this connection (cheaper per message than nats-py's
+        # publish_async futures: bench/bench_nats.py).
+        acks = _Acks(nc.new_inbox())
+
+        async def on_ack(msg: Any) -> None:
+            acks.take(msg.subject, msg.data)
+
+        sub = await nc.subscribe(f"{acks.inbox}.*", cb=on_ack)
         self._buffer.stats.connected = True
         self._kv_dirty = True
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._heartbeats, nc)
-            await self._send(nc, js)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._heartbeats, nc)
+                await self._send(nc, acks)
+        finally:
+            with anyio.move_on_after(1.0, shield=True):
+                await sub.unsubscribe()
 
     async def _ensure(self, js: JetStreamContext) -> None:
         """Create the stream and the bucket when missing (limits from the settings); an
@@ -328,7 +389,7 @@ class NatsPublisher:
             return
         headers = last.headers or {}
         stats = self._buffer.stats
-        if headers.get("Paneward-Identity") != self.identity:
+        if not str(headers.get("Nats-Msg-Id", "")).startswith(self.identity + ":"):
             # Nothing of ours there yet: the stream is owed what comes from now on.
             self._resumed_to = stats.acked_seq = max(stats.acked_seq, until)
             return
@@ -365,7 +426,7 @@ class NatsPublisher:
             await nc.publish(subject, msgspec.json.encode(beat))
             await anyio.sleep(s.heartbeat_s)
 
-    async def _send(self, nc: Client, js: JetStreamContext) -> None:
+    async def _send(self, nc: Client, acks: _Acks) -> None:
         s = self.settings
         buffer = self._buffer
         stats = buffer.stats
@@ -375,7 +436,7 @@ class NatsPublisher:
                 self._kv_dirty = False
                 latest = list(self._latest.values())
                 for start in range(0, len(latest), WINDOW):
-                    await self._acked(js, [
+                    await self._acked(nc, acks, [
                         (kv + session_key(s.host, a.key.harness, a.key.session_id),
                          encode(a), None)
                         for a in latest[start:start + WINDOW]
@@ -392,13 +453,12 @@ class NatsPublisher:
                     k = item.key
                     messages.append((
                         session_subject(s.prefix, s.host, k.harness, k.session_id),
-                        encode(item), _headers(self.identity, s.host, item.seq),
+                        encode(item), {"Nats-Msg-Id": msg_id(self.identity, item.seq)},
                     ))
                 else:
                     messages.append((
                         gap_subject(s.prefix, s.host), encode(item),
-                        {"Nats-Msg-Id": f"{self.identity}:gap:{item.next_seq}",
-                         "Paneward-Host": s.host, "Paneward-Identity": self.identity},
+                        {"Nats-Msg-Id": msg_id(self.identity, item.next_seq) + ":gap"},
                     ))
             for t in last_per_session(window):
                 k = t.key
@@ -407,7 +467,7 @@ class NatsPublisher:
                     messages.append((key, b"", {"KV-Operation": "DEL"}))
                 else:
                     messages.append((key, encode(t.after), None))
-            if await self._acked(js, messages):
+            if await self._acked(nc, acks, messages):
                 buffer.acked(len(window))
             else:
                 stats.retries += 1
@@ -422,33 +482,32 @@ class NatsPublisher:
             await anyio.sleep(0.05)
 
     async def _acked(
-        self, js: JetStreamContext, messages: list[tuple[str, bytes, dict[str, str] | None]]
+        self, nc: Client, acks: _Acks,
+        messages: list[tuple[str, bytes, dict[str, str] | None]],
     ) -> bool:
         """Publish ``messages`` and wait for every ack; ``False`` when one did not come in
         time or was an error (the caller sends the window again)."""
         stats = self._buffer.stats
-        futures = []
+        first = acks.start(len(messages))
+        prefix = acks.inbox + "."
         try:
             with anyio.move_on_after(self._ack_timeout) as scope:
-                for subject, payload, headers in messages:
-                    futures.append(await js.publish_async(subject, payload, headers=headers))
-                for future in futures:
-                    ack = await future
-                    stats.acked += 1
-                    if ack.duplicate:
-                        stats.duplicates += 1
-            if scope.cancelled_caught:
-                self._note_error(
-                    f"{self.settings.url}: no ack within {self._ack_timeout:g} s; sending again"
-                )
-                return False
-        except (nats.errors.Error, nats.js.errors.Error) as exc:
+                for n, (subject, payload, headers) in enumerate(messages, first):
+                    await nc.publish(subject, payload, reply=f"{prefix}{n}", headers=headers)
+                await acks.whole.wait()
+        except nats.errors.Error as exc:
             self._note_error(describe_error(exc, self.settings))
             return False
-        finally:
-            for future in futures:
-                if not future.done():
-                    future.cancel()  # frees its slot in nats-py's pending-ack limit
+        stats.acked += len(messages) - acks.want
+        stats.duplicates += acks.duplicates
+        if acks.error is not None:
+            self._note_error(f"{self.settings.url}: the server refused a message: {acks.error}")
+            return False
+        if scope.cancelled_caught:
+            self._note_error(
+                f"{self.settings.url}: no ack within {self._ack_timeout:g} s; sending again"
+            )
+            return False
         if stats.last_error is not None:
             stats.last_error = None
             self._logged_error = None
