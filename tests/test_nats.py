@@ -370,6 +370,31 @@ def test_the_daemon_module_does_not_import_nats_py() -> None:
     assert done.stdout.strip() == "False"
 
 
+_WITHOUT_NATS_PY = (
+    "import sys\nsys.modules['nats'] = None  # as if paneward[nats] were not installed\n"
+    "sys.argv = sys.argv[1:]\nfrom actors.cli import entry\nsys.exit(entry())\n"
+)
+
+
+async def test_without_nats_py_nats_url_alone_is_a_warning_and_nats_an_error(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    env = daemon_env(state, NATS_URL="nats://127.0.0.1:1")
+    prefix = [sys.executable, "-c", _WITHOUT_NATS_PY]
+    with anyio.fail_after(60):
+        async with Daemon(state, env=env, prefix=prefix) as daemon:
+            assert "nats" not in (await daemon.counters())
+        assert "$NATS_URL is set but nats-py is not installed" in daemon.stderr()
+        done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            [*prefix, os.fspath(PANEWARD), "run", "--state-dir", os.fspath(state),
+             "--no-discovery", "--nats", "nats://127.0.0.1:1"],
+            env=env, capture_output=True, text=True, timeout=30, check=False, cwd=ROOT,
+        ))
+    assert done.returncode == 1
+    assert "needs nats-py: pip install 'paneward[nats]'" in done.stderr
+
+
 def test_a_secret_in_the_url_is_refused(tmp_path: Path) -> None:
     env = daemon_env(tmp_path / "state")
     done = subprocess.run(

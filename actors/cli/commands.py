@@ -211,6 +211,7 @@ def _channels(text: str) -> tuple[str, ...]:
 
 def run_run(args: argparse.Namespace) -> int:
     import logging
+    import os
     from pathlib import Path
 
     import anyio
@@ -233,12 +234,23 @@ def run_run(args: argparse.Namespace) -> int:
         print(f"paneward run: {exc}", file=sys.stderr)
         return EXIT_INVALID
     if nats is not None:
-        import importlib.util
+        try:
+            import nats as nats_py  # the daemon would import it at start anyway
 
-        if importlib.util.find_spec("nats") is None:
-            print("paneward run: --nats needs nats-py: pip install 'paneward[nats]'",
-                  file=sys.stderr)
-            return EXIT_INVALID
+            del nats_py
+            installed = True
+        except ImportError:
+            installed = False
+        if not installed:
+            if args.nats is None and os.environ.get("NATS_URL"):
+                # $NATS_URL may be meant for other NATS tools: the daemon runs, and says so.
+                print("paneward run: $NATS_URL is set but nats-py is not installed "
+                      "(pip install 'paneward[nats]'): not publishing", file=sys.stderr)
+                nats = None
+            else:
+                print("paneward run: NATS needs nats-py: pip install 'paneward[nats]'",
+                      file=sys.stderr)
+                return EXIT_INVALID
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

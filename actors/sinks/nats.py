@@ -436,7 +436,7 @@ class NatsPublisher:
                 self._kv_dirty = False
                 latest = list(self._latest.values())
                 for start in range(0, len(latest), WINDOW):
-                    await self._acked(nc, acks, [
+                    self._kv_dirty |= not await self._acked(nc, acks, [
                         (kv + session_key(s.host, a.key.harness, a.key.session_id),
                          encode(a), None)
                         for a in latest[start:start + WINDOW]
