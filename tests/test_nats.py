@@ -283,6 +283,9 @@ async def test_a_stopped_server_never_stalls_hook_intake(tmp_path: Path) -> None
                 assert stats["buffered"] == 500
                 assert stats["dropped"] == len(hooks) - stats["accepted"] > 0
                 assert stats["gaps"] == 1
+                table = (await _cli(daemon.env, "status")).stdout
+                assert (f"nats running ({stats['buffered']} waiting for the server, "
+                        f"{stats['dropped']} dropped)") in table
             finally:
                 server.resume()
             await _published(daemon)

@@ -180,3 +180,21 @@ def test_what_the_journal_gives_back_goes_in_front_within_the_bound() -> None:
                                                                       500)
     assert [i.seq for i in items[1:] if isinstance(i, Transition)] == [7, 8, 9]
     assert buffer.first_seq() == 3 and buffer.stats.dropped == 4
+
+
+def test_the_status_line_shows_the_publishers_buffer_and_a_lost_connection() -> None:
+    from actors.core.status_table import actor_line
+
+    states = {"supervisor": {"actor_states": {"nats": "running", "control": "running"}}}
+    up = {**states, "nats": {"connected": True, "buffered": 0, "dropped": 0}}
+    assert actor_line(up) == "actors: control running · nats running"
+    behind = {**states, "nats": {"connected": True, "buffered": 500, "dropped": 1504}}
+    assert actor_line(behind) == (
+        "actors: control running · nats running (500 waiting for the server, 1504 dropped)"
+    )
+    down = {**states, "nats": {"connected": False, "buffered": 3, "dropped": 0,
+                               "last_error": "nats://h:1: refused\x1b[31m"}}
+    assert actor_line(down) == (
+        "actors: nats DISCONNECTED: nats://h:1: refused\\x1b[31m (3 waiting for the server)"
+        " · control running"
+    )
