@@ -194,6 +194,9 @@ async def test_a_lapsed_heartbeat_reads_stale_never_idle(tmp_path: Path) -> None
     me, token = os.getpid(), start_token(os.getpid())
     env = daemon_env(tmp_path / "viewer")
     with anyio.fail_after(60), nats_server(tmp_path / "nats") as server:
+        empty = await _cli(env, "status", "--nats", server.url)
+        assert empty.returncode == 2
+        assert "no bucket 'paneward' (no daemon has published there" in empty.stderr
         async with Daemon(tmp_path / "d" / "state",
                           extra_args=_nats_args(server, "gone")) as daemon:
             hooks = burst(["x"], 1, me, token)  # SessionStart, prompt, Stop: idle
@@ -259,6 +262,67 @@ async def test_refused_credentials_are_reported_with_the_reason(tmp_path: Path) 
         accepted = await _cli(env, "status", "--nats", server.url, "--nats-nkey", os.fspath(good))
         assert accepted.returncode == 0, accepted.stderr
         assert "h2: " in accepted.stdout
+
+
+def _tls_files(directory: Path) -> dict[str, Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, made with the real
+    ``openssl`` command."""
+    directory.mkdir(parents=True, exist_ok=True)
+    f = {name: directory / f"{name}.pem" for name in
+         ("ca", "ca-key", "server", "server-key", "client", "client-key")}
+
+    def run(*argv: str) -> None:
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+        "-keyout", os.fspath(f["ca-key"]), "-out", os.fspath(f["ca"]))
+    for name, extra in (("server", "subjectAltName=IP:127.0.0.1"),
+                        ("client", "extendedKeyUsage=clientAuth")):
+        csr = directory / f"{name}.csr"
+        ext = directory / f"{name}.ext"
+        ext.write_text(extra + "\n")
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", os.fspath(f[f"{name}-key"]), "-out", os.fspath(csr))
+        run("x509", "-req", "-in", os.fspath(csr), "-CA", os.fspath(f["ca"]), "-CAkey",
+            os.fspath(f["ca-key"]), "-CAcreateserial", "-days", "2", "-extfile",
+            os.fspath(ext), "-out", os.fspath(f[name]))
+    return f
+
+
+async def test_a_tls_client_certificate_is_used_and_its_absence_reported(
+    tmp_path: Path,
+) -> None:
+    f = _tls_files(tmp_path / "tls")
+    config = (f'tls {{ cert_file: "{f["server"]}", key_file: "{f["server-key"]}", '
+              f'ca_file: "{f["ca"]}", verify: true }}\n')
+    env = daemon_env(tmp_path / "viewer")
+    with anyio.fail_after(60), nats_server(tmp_path / "nats", config=config) as server:
+        url = f"tls://127.0.0.1:{server.port}"
+        async with Daemon(tmp_path / "d" / "state", extra_args=[
+            "--nats", url, "--nats-host", "t", "--nats-tls-ca", os.fspath(f["ca"]),
+            "--nats-tls-cert", os.fspath(f["client"]),
+            "--nats-tls-key", os.fspath(f["client-key"]),
+        ]) as daemon:
+            await poll_until(lambda: _connected(daemon), "a TLS connection with the cert")
+        unknown_ca = await _cli(env, "status", "--nats", url, "--json")
+        assert unknown_ca.returncode == 2
+        assert url in unknown_ca.stderr and "certificate verify failed" in unknown_ca.stderr
+        assert "not signed by a CA this host trusts" in unknown_ca.stderr
+        # The server's CA from the config file, and no client certificate: refused by the server.
+        conf = tmp_path / "config.toml"
+        conf.write_text(f'[nats]\ntls_ca = "{f["ca"]}"\n')
+        no_cert = await _cli({**env, "PANEWARD_CONFIG": os.fspath(conf)},
+                             "status", "--nats", url, "--json")
+        assert no_cert.returncode == 2
+        # The alert, or (TLS 1.3, the handshake already done) the closed connection: either
+        # way the reason names the missing certificate.
+        assert url in no_cert.stderr and "no TLS client certificate" in no_cert.stderr
+        conf.write_text(f'[nats]\ntls_ca = "{f["ca"]}"\ntls_cert = "{f["client"]}"\n'
+                        f'tls_key = "{f["client-key"]}"\n')
+        with_cert = await _cli({**env, "PANEWARD_CONFIG": os.fspath(conf)},
+                               "status", "--nats", url, "--json")
+        assert with_cert.returncode == 0, with_cert.stderr
+        assert json.loads(with_cert.stdout) == []  # the daemon published no session
 
 
 async def _connected(daemon: Daemon) -> bool:

@@ -280,7 +280,7 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
 
     from actors.cli.commands import _summary
     from actors.core.nats import host_of_subject
-    from actors.core.text import json_without_c1
+    from actors.core.text import json_without_c1, printable
     from messages import Gap, MessageError, Transition, decode_outbound
 
     nc = await _open(settings)
@@ -314,7 +314,7 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
             if getattr(args, "json", False):
                 line = json_without_c1(json.dumps(row).encode()).decode()
             else:
-                line = f"{host} {_summary(row)}"
+                line = f"{printable(host)} {_summary(row)}"
             out.write(line + "\n")
             out.flush()
     finally:

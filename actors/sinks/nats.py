@@ -97,6 +97,11 @@ def load_identity(state_dir: Path) -> str:
     return identity
 
 
+#: How a connection closed by the server reads, in nats-py's and the ssl module's words.
+_CLOSED: Final = ("connection lost", "unexpected eof", "eof occurred", "broken pipe",
+                  "connection reset")
+
+
 def describe_error(exc: BaseException | str, settings: NatsSettings) -> str:
     """A failure in words the user can act on (which credentials were refused)."""
     text = str(exc) or type(exc).__name__
@@ -105,9 +110,24 @@ def describe_error(exc: BaseException | str, settings: NatsSettings) -> str:
             f"creds file {settings.creds}" if settings.creds
             else f"nkey seed file {settings.nkey}" if settings.nkey
             else f"TLS client certificate {settings.tls_cert}" if settings.tls_cert
+            else "no credentials, no TLS client certificate" if _tls_context(settings)
             else "no credentials"
         )
         return f"{settings.url} refused the credentials ({used}): {text}"
+    if "certificate verify failed" in text:
+        return (f"{settings.url}: {text} (the server's certificate is not signed by a CA this "
+                "host trusts: --nats-tls-ca / tls_ca)")
+    if "BAD_CERTIFICATE" in text or "CERTIFICATE_REQUIRED" in text:
+        used = (f"TLS client certificate {settings.tls_cert}" if settings.tls_cert
+                else "no TLS client certificate")
+        return f"{settings.url} refused the credentials ({used}): {text}"
+    lowered = text.lower()
+    if _tls_context(settings) is not None and not settings.tls_cert and any(
+        words in lowered for words in _CLOSED
+    ):
+        # TLS 1.3: a server that wants a client certificate may only close the connection.
+        return (f"{settings.url}: {text} (no TLS client certificate given: a server that "
+                "requires one closes the connection; --nats-tls-cert and --nats-tls-key)")
     return f"{settings.url}: {text}"
 
 
