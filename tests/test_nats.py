@@ -362,6 +362,20 @@ async def test_a_stopped_server_never_stalls_hook_intake(tmp_path: Path) -> None
             (stats["accepted"] + 1, stats["dropped"], "nats_buffer_full")
         ]
         assert set(seqs) == set(range(1, stats["accepted"] + 1))
+        # A viewer with no daemon sees the hole: `watch --nats` prints the Gap with its host.
+        watcher = Watcher(daemon_env(tmp_path / "viewer"), since=0)
+        watcher.args += ["--nats", server.url]
+        process = await anyio.open_process(watcher.args, env=watcher.env,
+                                           stdin=subprocess.DEVNULL)
+        async with process, anyio.create_task_group() as tg:
+            watcher.process = process
+            tg.start_soon(watcher._read)
+            await watcher.wait_for(lambda items: any(i["type"] == "Gap" for i in items),
+                                   "the Gap line")
+            gap = next(i for i in watcher.items if i["type"] == "Gap")
+            assert (gap["host"], gap["next_seq"], gap["dropped"]) == (
+                "h", stats["accepted"] + 1, stats["dropped"])
+            process.terminate()
 
 
 async def test_a_daemon_restarted_before_the_acks_fills_the_hole_from_its_journal(
