@@ -10,6 +10,8 @@ A real ``nats-server -js`` on loopback (tests/nats_helpers.py) and real daemons
   (utime + stime of every thread, ``/proc/<pid>/stat``) from the first frame sent until every
   transition is numbered and, with NATS, acked by the server; divided by the transitions. The
   daemon without NATS is the baseline of the same run; the ratio is the figure.
+- **Reader.** ``paneward watch --json --nats URL --since 0`` reads those transitions back from
+  the stream: its CPU from its first line to its last, per message (its start-up not counted).
 - **Idle CPU.** A daemon connected to the server (default heartbeat, 5 s), nothing happening:
   its CPU over ``--idle-s`` (``/proc/<pid>/task/*/schedstat``, every thread), beside the same
   daemon without NATS in the same run. Budget: <= 0.2 % of a core.
@@ -53,8 +55,37 @@ async def _settled(daemon: Daemon, count: int, nats: bool) -> None:
     await poll_until(done, f"{count} transitions", within=300, interval=0.002)
 
 
-async def publish_cost(root: Path, events: int) -> tuple[float, float, float]:
-    """(µs of daemon CPU per transition with NATS, without, server CPU µs per transition)."""
+async def reader_cost(url: str, count: int) -> float:
+    """µs of CPU per message of ``paneward watch --json --nats URL --since 0`` reading
+    ``count`` messages from the stream: its CPU at the last line minus at the first (its
+    start-up not counted), over the messages between."""
+    import subprocess
+
+    from tests.daemon_helpers import PANEWARD
+
+    process = await anyio.open_process(
+        [os.fspath(PANEWARD), "watch", "--json", "--nats", url, "--since", "0"],
+        stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    async with process:
+        assert process.stdout is not None
+        seen, first_cpu = 0, 0.0
+        try:
+            with anyio.fail_after(120):
+                async for chunk in process.stdout:
+                    if seen == 0 and b"\n" in chunk:
+                        first_cpu = process_cpu(process.pid)
+                    seen += chunk.count(b"\n")
+                    if seen >= count:
+                        break
+            return (process_cpu(process.pid) - first_cpu) / max(seen - 1, 1) * 1e6
+        finally:
+            process.terminate()
+
+
+async def publish_cost(root: Path, events: int) -> tuple[float, float, float, float]:
+    """(µs of daemon CPU per transition with NATS, without, server CPU µs per transition,
+    reader CPU µs per message)."""
     me, token = os.getpid(), start_token(os.getpid())
     hooks = burst([f"b{i}" for i in range(8)], events // 16 + 1, me, token)[:events]
     data = frames(hooks)
@@ -74,7 +105,8 @@ async def publish_cost(root: Path, events: int) -> tuple[float, float, float]:
                 out[nats] = (process_cpu(daemon.pid) - cpu0) / len(hooks) * 1e6
                 if nats:
                     server_us = (process_cpu(server.process.pid) - srv0) / len(hooks) * 1e6
-    return out[True], out[False], server_us
+        reader_us = await reader_cost(server.url, len(hooks))
+    return out[True], out[False], server_us, reader_us
 
 
 async def _wait_connected(daemon: Daemon) -> None:
@@ -114,11 +146,13 @@ async def main() -> None:
     without: list[float] = []
     ratios: list[float] = []
     server: list[float] = []
+    reader: list[float] = []
     idle_on: list[float] = []
     idle_off: list[float] = []
     for run in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="pw-bench-nats-") as tmp:
-            on, off, srv = await publish_cost(Path(tmp) / "cost", args.events)
+            on, off, srv, rd = await publish_cost(Path(tmp) / "cost", args.events)
+            reader.append(rd)
             with_nats.append(on)
             without.append(off)
             ratios.append(on / off)
@@ -127,7 +161,8 @@ async def main() -> None:
             idle_on.append(i_on)
             idle_off.append(i_off)
         print(f"run {run + 1}: {on:.0f} µs/transition with NATS, {off:.0f} without "
-              f"(x{on / off:.2f}); server {srv:.0f} µs; idle {i_on:.3f} % vs {i_off:.3f} %",
+              f"(x{on / off:.2f}); server {srv:.0f} µs; reader {rd:.0f} µs; "
+              f"idle {i_on:.3f} % vs {i_off:.3f} %",
               flush=True)
     load = os.getloadavg()
     print(f"\n## NATS publish path, {args.events} transitions, {args.runs} runs "
@@ -136,6 +171,7 @@ async def main() -> None:
     print(f"with --nats:                           {_spread(with_nats, '.0f')} µs/transition")
     print(f"ratio (same run):                      {_spread(ratios, '.2f')}")
     print(f"nats-server (not counted):             {_spread(server, '.0f')} µs/transition")
+    print(f"watch --json --nats, per message read:  {_spread(reader, '.0f')} µs")
     print(f"\n## idle, {args.idle_s:g} s (budget: <= 0.2 % of a core with NATS connected)")
     print(f"baseline, without NATS: {_spread(idle_off, '.3f')} % of a core")
     print(f"with NATS connected:    {_spread(idle_on, '.3f')} % of a core")

@@ -281,7 +281,7 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
     from actors.cli.commands import _summary
     from actors.core.nats import host_of_subject
     from actors.core.text import json_without_c1, printable
-    from messages import Gap, MessageError, Transition, decode_outbound
+    from messages import Gap, MessageError, Transition, decode_outbound, encode
 
     nc = await _open(settings)
     try:
@@ -299,7 +299,9 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
             )
         except nats.js.errors.NotFoundError:
             raise _Refused(f"{settings.url}: no stream {settings.stream!r}") from None
-        out = sys.stdout
+        out = sys.stdout.buffer
+        as_json = getattr(args, "json", False)
+        unflushed = 0
         async for msg in sub.messages:
             host = host_of_subject(settings.prefix, msg.subject)
             try:
@@ -308,14 +310,22 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
                 continue  # not paneward's: the subject space is shared
             if host is None or not isinstance(item, Transition | Gap):
                 continue
-            row = json.loads(msg.data)
-            row["host"] = host
-            row["stream_seq"] = msg.metadata.sequence.stream
-            if getattr(args, "json", False):
-                line = json_without_c1(json.dumps(row).encode()).decode()
+            seq = msg.metadata.sequence.stream
+            if as_json:
+                # The validated item in the one codec's form (never the wire bytes as they
+                # came), with host and stream_seq first.
+                body = encode(item)
+                line = (b'{"host":' + json.dumps(host).encode() + b',"stream_seq":'
+                        + str(seq).encode() + b"," + body[1:])
+                out.write(json_without_c1(line) + b"\n")
             else:
-                line = f"{printable(host)} {_summary(row)}"
-            out.write(line + "\n")
-            out.flush()
+                row = json.loads(encode(item))
+                row["host"], row["stream_seq"] = host, seq
+                out.write(f"{printable(host)} {_summary(row)}\n".encode())
+            unflushed += 1
+            # One flush per burst read, not per line: a reader far behind catches up fast.
+            if msg.metadata.num_pending == 0 or unflushed >= 256:
+                out.flush()
+                unflushed = 0
     finally:
         await nc.close()
