@@ -60,6 +60,10 @@ class _Args:
         self.__dict__.update(values)
 
 
+#: The direct NATS reader's options (actors.cli.nats_view.add_reader_arguments).
+_NATS: dict[str, str] = {
+    "--nats": "nats", "--nats-creds": "nats_creds", "--nats-nkey": "nats_nkey",
+}
 #: What :func:`quick` understands: per command, its flags (-> True) and its valued options.
 _QUICK: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     "status": (
@@ -70,9 +74,9 @@ _QUICK: dict[str, tuple[dict[str, str], dict[str, str]]] = {
             "--all": "all",
             "--proofs": "proofs",
         },
-        {"--socket": "socket"},
+        {"--socket": "socket", **_NATS},
     ),
-    "watch": ({"--json": "json"}, {"--socket": "socket", "--since": "since"}),
+    "watch": ({"--json": "json"}, {"--socket": "socket", "--since": "since", **_NATS}),
 }
 
 
@@ -178,6 +182,9 @@ def add_run(parser: argparse.ArgumentParser) -> None:
         "(default: the tool and a shortened command; status and watch always show all)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    from actors.cli.nats_view import add_run_arguments
+
+    add_run_arguments(parser)
 
 
 def _kinds(text: str) -> tuple[str, ...]:
@@ -204,6 +211,7 @@ def _channels(text: str) -> tuple[str, ...]:
 
 def run_run(args: argparse.Namespace) -> int:
     import logging
+    import os
     from pathlib import Path
 
     import anyio
@@ -214,9 +222,35 @@ def run_run(args: argparse.Namespace) -> int:
         EssentialActorStopped,
         run_daemon,
     )
+    from actors.cli.nats_view import settings_from_args
     from actors.core import paths
+    from actors.core.nats import SettingsError
     from actors.core.notify import NotifySettings
     from messages.errors import PanewardError
+
+    try:
+        nats = settings_from_args(args)
+    except SettingsError as exc:
+        print(f"paneward run: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if nats is not None:
+        try:
+            import nats as nats_py  # the daemon would import it at start anyway
+
+            del nats_py
+            installed = True
+        except ImportError:
+            installed = False
+        if not installed:
+            if args.nats is None and os.environ.get("NATS_URL"):
+                # $NATS_URL may be meant for other NATS tools: the daemon runs, and says so.
+                print("paneward run: $NATS_URL is set but nats-py is not installed "
+                      "(pip install 'paneward[nats]'): not publishing", file=sys.stderr)
+                nats = None
+            else:
+                print("paneward run: NATS needs nats-py: pip install 'paneward[nats]'",
+                      file=sys.stderr)
+                return EXIT_INVALID
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -241,6 +275,7 @@ def run_run(args: argparse.Namespace) -> int:
             full_text=args.full_text,
         ),
         full_text=args.full_text,
+        nats=nats,
     )
 
     def ready(sup: object) -> None:
@@ -291,6 +326,9 @@ def add_status(parser: argparse.ArgumentParser) -> None:
         help="what each harness can prove, and from which evidence (no daemon needed; "
         "with --json as JSON)",
     )
+    from actors.cli.nats_view import add_reader_arguments
+
+    add_reader_arguments(parser)
 
 
 def proofs_json() -> dict[str, Any]:
@@ -328,6 +366,10 @@ def format_proofs(table: dict[str, Any]) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    if args.nats:
+        from actors.cli.nats_view import run_status_nats
+
+        return run_status_nats(args)
     if args.proofs:
         import json
 
@@ -385,11 +427,19 @@ def add_watch(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="SEQ",
         default=None,
-        help="first replay the journal's transitions after SEQ",
+        help="first replay the journal's transitions after SEQ (with --nats: the stream's "
+        "messages after stream sequence SEQ)",
     )
+    from actors.cli.nats_view import add_reader_arguments
+
+    add_reader_arguments(parser)
 
 
 def run_watch(args: argparse.Namespace) -> int:
+    if args.nats:
+        from actors.cli.nats_view import run_watch_nats
+
+        return run_watch_nats(args)
     from actors.sources.control_client import request_chunks
 
     since = b"null" if args.since is None else str(args.since).encode()

@@ -51,6 +51,7 @@ import msgspec
 from actors.core import paths
 from actors.core.harness import DiscoveryActor
 from actors.core.limits import raised_fd_limit
+from actors.core.nats import NatsSettings
 from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
 from actors.runtime.files import open_private_dir, prepare_socket
@@ -110,6 +111,8 @@ class DaemonConfig:
     #: A harness's own directory, by harness id, for its discovery actors (absent: the one its
     #: environment names, e.g. ``$CODEX_HOME`` or ``~/.codex``).
     homes: Mapping[str, Path] = field(default_factory=dict)
+    #: Publish every transition to NATS JetStream (``None``: off; docs/fleet.md).
+    nats: NatsSettings | None = None
 
     @property
     def db_path(self) -> Path:
@@ -479,6 +482,13 @@ def _start_actors(
         )
         parts["tmux"] = bridge
         sup.start_actor(bridge, name="tmux")
+    if config.nats is not None:
+        # nats-py is imported here only: a daemon without NATS never loads it.
+        from actors.sinks.nats import NatsPublisher, load_identity
+
+        publisher = NatsPublisher(config.nats, load_identity(config.state_dir), journal=journal)
+        parts["nats"] = publisher
+        sup.start_actor(publisher, name="nats")
     notify = config.notify
     if notify is not None and notify.kinds and notify.channels:
         from actors.sinks.notify import DesktopNotifications, Notifier

@@ -126,7 +126,9 @@ def actor_line(stats: Mapping[str, Any]) -> str:
     is paused (it kept timing out) follows its actor, in capitals too
     (``notify running (desktop PAUSED 25 s after 2 timeouts)``). A running tmux bridge that has
     no connection shows where it is instead, in capitals with the reason
-    (``tmux WAITING: tmux -L work: no server running on …``), right after the stopped ones."""
+    (``tmux WAITING: tmux -L work: no server running on …``), right after the stopped ones; so
+    does a NATS publisher without a connection (``nats DISCONNECTED: <reason>``), and one with
+    transitions waiting or dropped says how many (:func:`_publisher`)."""
     states: dict[str, str] = stats.get("supervisor", {}).get("actor_states") or {}
     if not states:
         return "actors: none"
@@ -142,11 +144,32 @@ def actor_line(stats: Mapping[str, Any]) -> str:
             reason = bridge.get("last_error")
             label = where.upper() + (f": {clip(str(reason), 300)}" if reason else "")
             labels["tmux"] = (1, label)
+    publisher = stats.get("nats")
+    if states.get("nats") == "running" and isinstance(publisher, Mapping):
+        labels["nats"] = _publisher(publisher, labels["nats"])
     parts = [
         f"{name} {label}"
         for name, (_rank, label) in sorted(labels.items(), key=lambda kv: (kv[1][0], kv[0]))
     ]
     return "actors: " + " · ".join(parts)
+
+
+def _publisher(stats: Mapping[str, Any], running: tuple[int, str]) -> tuple[int, str]:
+    """The NATS publisher's label: ``DISCONNECTED: <reason>`` (in capitals, after the stopped
+    actors) while it has no connection; else ``running``, with what waits for the server's acks
+    and what the full buffer dropped when there is any (``running (500 waiting for the
+    server, 1504 dropped)``)."""
+    extra = []
+    if stats.get("buffered"):
+        extra.append(f"{stats['buffered']} waiting for the server")
+    if stats.get("dropped"):
+        extra.append(f"{stats['dropped']} dropped")
+    detail = f" ({', '.join(extra)})" if extra else ""
+    if not stats.get("connected"):
+        reason = stats.get("last_error")
+        label = "DISCONNECTED" + (f": {clip(str(reason), 300)}" if reason else "")
+        return (1, label + detail)
+    return (running[0], running[1] + detail)
 
 
 def _paused(part: Any) -> str:
