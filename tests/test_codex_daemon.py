@@ -35,10 +35,10 @@ from actors.harnesses.codex.daemon import (
     parse_origin,
     socket_state,
 )
-from actors.runtime.table import SessionTable
 from actors.sources import procfs
 from tests.daemon_helpers import start_token
 from tests.polling import poll_until
+from tests.reference_model import SessionTable
 from tests.sinks import ListSink
 
 # Now: the source takes the daemon's emittedAtMs only within a day of its own clock.

@@ -1,3 +1,3 @@
 """The supervisor's machinery: the one wiring contract and the mailbox, the session actor, the
-broadcast hub, the synchronous reference table, and opening files without following links
+broadcast hub, and opening files without following links
 (``files``: paneward's directories and sockets, evidence files)."""
