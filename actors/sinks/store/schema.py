@@ -190,7 +190,7 @@ def _prepare_path(path: Path) -> None:
     file first keeps the whole store private to the user (DESIGN §11). A directory this
     creates gets its mode set on the fd it opened with ``O_NOFOLLOW`` (mkdir's mode goes through
     the umask), never by path; an existing directory is left as it is (the daemon checks its
-    own state directory first: :func:`actors.runtime.files.open_private_dir`).
+    own state directory first: :func:`actors.sources.files.open_private_dir`).
     """
     missing: list[Path] = []
     parent = path.parent

@@ -1,7 +1,7 @@
 """The discovery actor's blocking reads, each run in a worker thread: which files a process
 holds open (:func:`fd_targets`), the ``codex`` processes (:func:`codex_processes`), one
 rollout's new bytes through its tail (:func:`refresh_tail`) and its header
-(:func:`read_head`). Rollouts are opened with :func:`actors.runtime.files.open_evidence`:
+(:func:`read_head`). Rollouts are opened with :func:`actors.sources.files.open_evidence`:
 never through a link, never blocking on a FIFO.
 """
 
@@ -16,8 +16,8 @@ import psutil
 from actors.harnesses.codex.rollouts.ownership import Owner
 from actors.harnesses.codex.rollouts.parsing import BoundaryRecord
 from actors.harnesses.codex.rollouts.tail import RolloutTail
-from actors.runtime.files import open_evidence
 from actors.sources import procfs
+from actors.sources.files import open_evidence
 from messages.common import SessionKey
 
 __all__ = [
