@@ -43,6 +43,7 @@ import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
+from actors.core.causes import cause_of
 from actors.core.clock import now_ms
 from actors.core.forwarder_js import ForwarderDrops
 from actors.core.reducer import (
@@ -66,7 +67,6 @@ from actors.runtime.hub import (
 )
 from actors.runtime.mailbox import Actor, Listener, MailboxClosed, MailboxFull, RestartWindow
 from actors.runtime.session import Reducer, SessionActor
-from actors.runtime.table import cause_of
 from messages.activity import Activity, Rejected, Transition, Unmapped
 from messages.codec import Inbound, SessionMessage, decode_inbound, revalidate
 from messages.common import SessionKey

@@ -52,7 +52,8 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.core.tmux_protocol import TmuxTarget, quote
-from actors.harnesses.codex.daemon import DaemonProtocolError, _Rpc, control_socket
+from actors.harnesses.codex.daemon import RpcStream, control_socket
+from actors.harnesses.codex.jsonrpc import RpcProtocolError
 from actors.sinks.tmux_client import ControlClient
 from tests.daemon_helpers import Daemon, daemon_env
 from tests.mock_apis.servers import openai_server
@@ -113,7 +114,7 @@ async def listen(home: Path) -> AsyncIterator[Edges]:
     target = await anyio.to_thread.run_sync(os.path.realpath, control_socket(home / ".codex"))
     stream = await anyio.connect_unix(target)
     async with stream, anyio.create_task_group() as tg:
-        rpc = _Rpc(stream)
+        rpc = RpcStream(stream)
         await rpc.open()
         tg.start_soon(rpc.serve, edges.note)
         await rpc.call("initialize", {"clientInfo": {"name": "bench", "title": None,
@@ -312,9 +313,9 @@ async def _earliest_handshake(link: Path, out: list[float]) -> None:
             continue
         async with stream:
             try:
-                await _Rpc(stream).open()
+                await RpcStream(stream).open()
             except (OSError, anyio.EndOfStream, anyio.BrokenResourceError,
-                    DaemonProtocolError):
+                    RpcProtocolError):
                 await anyio.sleep(0.001)  # bound, not yet listening or answering: again
                 continue
             out.append(time.time() * 1000)

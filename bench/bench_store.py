@@ -26,13 +26,8 @@ import anyio
 import anyio.lowlevel
 
 import messages as m
-from actors.sinks.store import (
-    _CATALOG_UPSERT_HEAD,
-    _CATALOG_UPSERT_TAIL,
-    _JOURNAL_PRUNE,
-    MIGRATIONS,
-    open_store,
-)
+from actors.sinks.store import MIGRATIONS, open_store
+from actors.sinks.store.schema import CATALOG_UPSERT_HEAD, CATALOG_UPSERT_TAIL, JOURNAL_PRUNE
 
 T0 = 1_700_000_000_000
 
@@ -78,10 +73,10 @@ def raw_sqlite(path: Path, transitions: list[m.Transition], retention: int) -> t
     start = time.perf_counter()
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?)", journal())
-    conn.executemany(_CATALOG_UPSERT_HEAD + "(?, ?, ?, ?, ?, ?, ?, ?, ?)" + _CATALOG_UPSERT_TAIL,
+    conn.executemany(CATALOG_UPSERT_HEAD + "(?, ?, ?, ?, ?, ?, ?, ?, ?)" + CATALOG_UPSERT_TAIL,
                      catalog())
     excess = len(transitions) - retention
-    pruned = conn.execute(_JOURNAL_PRUNE, (excess,)).rowcount if excess > 0 else 0
+    pruned = conn.execute(JOURNAL_PRUNE, (excess,)).rowcount if excess > 0 else 0
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - start
     conn.close()

@@ -31,14 +31,15 @@ from actors.harnesses.codex.daemon import (
     MCP_PROOF,
     CodexDaemonSource,
     DaemonView,
+    RpcStream,
     control_socket,
     parse_origin,
     socket_state,
 )
-from actors.runtime.table import SessionTable
 from actors.sources import procfs
 from tests.daemon_helpers import start_token
 from tests.polling import poll_until
+from tests.reference_model import SessionTable
 from tests.sinks import ListSink
 
 # Now: the source takes the daemon's emittedAtMs only within a day of its own clock.
@@ -324,6 +325,36 @@ async def test_the_source_reports_loaded_threads_attachments_and_broadcasts(
                 isinstance(m, messages.ThreadStatus) and m.status == "closed" for m in items))
             assert source.statistics().ignored_notifications >= 1
             tg.cancel_scope.cancel()
+
+
+async def test_a_notification_in_the_same_read_as_the_handshakes_answer_is_served() -> None:
+    """The peer writes its handshake answer and a notification at once (one ``send``, so one
+    read here): ``open`` returns at the answer and ``serve`` hands the notification on."""
+    notice = {"method": "thread/status/changed", "params": {"threadId": "t1"}}
+    got: list[dict[str, Any]] = []
+    served = anyio.Event()
+
+    def notify(body: dict[str, Any]) -> None:
+        got.append(body)
+        served.set()
+
+    ours, theirs = socket.socketpair()
+    with anyio.fail_after(10):
+        async with (await anyio.abc.SocketStream.from_socket(ours) as stream,
+                    await anyio.abc.SocketStream.from_socket(theirs) as peer):
+            ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
+            rpc = RpcStream(stream)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rpc.open)
+                ws.receive_data(await peer.receive())
+                assert any(isinstance(e, wsproto.events.Request) for e in ws.events())
+                await peer.send(ws.send(wsproto.events.AcceptConnection())
+                                + ws.send(wsproto.events.Message(data=json.dumps(notice))))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rpc.serve, notify)
+                await served.wait()
+                tg.cancel_scope.cancel()
+    assert got == [notice]
 
 
 async def test_the_source_reconnects_after_a_hang_up_or_a_broken_frame(tmp_path: Path) -> None:

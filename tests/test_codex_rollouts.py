@@ -512,7 +512,7 @@ async def test_unreadable_fd_table_never_marks_a_live_owner_dead(
 ) -> None:
     # FAKE, because we run as root: a permission-denied /proc/<pid>/fd cannot be produced
     # here, so the fd reader's answer is replaced (None = EACCES). The file is real.
-    import actors.harnesses.codex.rollouts as mod
+    import actors.harnesses.codex.rollouts.reads as mod
 
     rollout = make_rollout(tmp_path, THREAD, meta(THREAD))
     me = procfs.ProcessInfo(pid=os.getpid(), ppid=1, comm="codex",
@@ -522,7 +522,7 @@ async def test_unreadable_fd_table_never_marks_a_live_owner_dead(
     def fds(pid: int) -> list[str] | None:
         return [str(rollout)] if readable else None
 
-    monkeypatch.setattr(mod, "_fd_targets", fds)
+    monkeypatch.setattr(mod, "fd_targets", fds)
     with anyio.fail_after(10):
         actor = CodexRolloutDiscovery(tmp_path, watch=False, process_table=lambda: [me])
         sink = ListSink()

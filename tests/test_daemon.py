@@ -32,7 +32,6 @@ from actors.cli.hook_client import MAX_FRAME_BYTES
 from actors.core.frames import MAX_DEPTH
 from actors.harnesses import catalog
 from actors.harnesses.catalog import PROOFS, normalize
-from actors.runtime.table import SessionTable
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
     PANEWARD,
@@ -46,6 +45,7 @@ from tests.daemon_helpers import (
     start_token,
     watching,
 )
+from tests.reference_model import SessionTable
 from tests.replay import FIXTURES, claude_messages, codex_messages
 
 Row = tuple[Any, ...]

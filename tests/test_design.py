@@ -84,10 +84,12 @@ def test_core_modules_are_pure(module: str) -> None:
 
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_harness_packages_do_not_import_each_other(harness: str) -> None:
-    modules = sorted(
-        f"actors.harnesses.{harness}.{p.stem}"
-        for p in (ACTORS / "harnesses" / harness).glob("*.py")
-        if p.stem != "__init__"
+    package = ACTORS / "harnesses" / harness
+    modules = sorted(  # its sub-packages' modules too (codex/rollouts/)
+        ".".join(("actors", "harnesses", harness, *p.relative_to(package).with_suffix("").parts))
+        .removesuffix(".__init__")
+        for p in package.rglob("*.py")
+        if p != package / "__init__.py"
     )
     others = tuple(f"actors.harnesses.{h}" for h in HARNESSES if h != harness)
     loaded = _modules_after_import(", ".join([f"actors.harnesses.{harness}", *modules]))

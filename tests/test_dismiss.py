@@ -186,10 +186,10 @@ async def test_ack_of_an_exited_pane_leaves_it_a_plain_shell(tmp_path: Path) -> 
 
 
 async def test_the_reference_table_forgets_as_the_supervisor_does() -> None:
-    """actors.runtime.table.SessionTable (the model replay and property tests use) publishes
+    """tests.reference_model.SessionTable (the model replay and property tests use) publishes
     the same transitions for a forget and a session of the same key after it."""
     from actors.harnesses.catalog import PROOFS, normalize
-    from actors.runtime.table import SessionTable
+    from tests.reference_model import SessionTable
 
     ended = SessionKey("terminal", ENDED)
     sequence: list[messages.Inbound] = [

@@ -37,10 +37,10 @@ from actors.harnesses.hermes import install as hermes_install
 from actors.harnesses.opencode import hooks as opencode_hooks
 from actors.harnesses.opencode import install as opencode_install
 from actors.harnesses.pi import install as pi_install
-from actors.runtime.table import SessionTable
 from messages import HookHint, NotifyHook, ProgramStatus, SessionKey, Transition
 from tests.daemon_helpers import start_token
 from tests.mock_apis.support import frame_listener
+from tests.reference_model import SessionTable
 
 FIXTURES: Final = Path(__file__).parent / "fixtures" / "harnesses-3"
 EXE: Final = "/opt/pw bin/paneward"  # a space: every command must be quoted

@@ -31,9 +31,9 @@ from actors.core.osc import (
     parse_status_fields,
 )
 from actors.harnesses import catalog
-from actors.runtime.table import SessionTable
 from actors.sources.pty_status import PtyStatusFeed
 from tests.daemon_helpers import start_token
+from tests.reference_model import SessionTable
 from tests.sinks import ListSink
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pty"

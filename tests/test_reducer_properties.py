@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.harnesses.catalog import PROOFS, normalize
-from actors.runtime.table import SessionTable
 from messages import (
     Acknowledge,
     HookHint,
@@ -35,6 +34,7 @@ from messages import (
 from messages.codec import Inbound
 from messages.common import Harness
 from messages.evidence import HintKind
+from tests.reference_model import SessionTable
 
 T = 1_795_995_000_000
 CLAUDE = st.sampled_from([SessionKey("claude-code", "a"), SessionKey("claude-code", "b")])

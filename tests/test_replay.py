@@ -8,8 +8,8 @@ its paneward source sends and sorts them by event time.
 from __future__ import annotations
 
 from actors.harnesses.catalog import PROOFS, normalize
-from actors.runtime.table import SessionTable
 from messages import Transition
+from tests.reference_model import SessionTable
 from tests.replay import CLAUDE_INTERACTIVE, CODEX_TUI_THREAD, claude_messages, codex_messages
 
 Row = tuple[str, str, str, str, tuple[str, str] | None]

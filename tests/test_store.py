@@ -1,4 +1,4 @@
-"""Tests of actors/sinks/store.py: real SQLite files, real processes, real SIGKILL.
+"""Tests of actors/sinks/store/: real SQLite files, real processes, real SIGKILL.
 
 The pure re-proof decision is tested without an event loop; everything else opens
 real databases under ``tmp_path`` and checks them with an independent stdlib
@@ -341,13 +341,13 @@ async def test_transactions_are_bounded_and_follow_each_other_at_once(tmp_path: 
     sizes: list[int] = []
     with anyio.fail_after(30):
         async with open_store(path, batch_ms=60_000, batch_rows=500) as store:
-            commit = store._commit
+            commit = store._writer._commit
 
             def spy(rows: Any, gaps: Any, count: int) -> tuple[int, int, int]:
                 sizes.append(len(rows))
                 return commit(rows, gaps, count)
 
-            store._commit = spy  # type: ignore[method-assign, assignment]
+            store._writer._commit = spy  # type: ignore[method-assign, assignment]
             for seq in range(1, 5251):
                 store.record(transition(seq, key(seq % 50)))
             await wait_until(lambda: store.statistics().written == 5250, "every row")

@@ -13,7 +13,6 @@ from actors.core.reducer import SessionMessage, SessionState, Step, reduce
 from actors.harnesses.catalog import PROOFS, normalize
 from actors.runtime.hub import StateTransition
 from actors.runtime.mailbox import EvidenceSink
-from actors.runtime.table import SessionTable
 from messages import (
     Acknowledge,
     Activity,
@@ -30,6 +29,7 @@ from messages import (
 from messages.codec import Inbound
 from supervisor import MailboxFull, Supervisor, SupervisorClosed
 from tests.polling import settle_until
+from tests.reference_model import SessionTable
 from tests.replay import claude_messages, codex_messages
 
 T = 1_795_995_000_000

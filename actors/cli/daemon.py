@@ -5,7 +5,7 @@ Order of start (dependencies first) and of shutdown (reverse):
 0. raise the soft file-descriptor limit to the hard one; handle SIGINT/SIGTERM from here on
    (a signal during start-up ends it too);
 1. open the state directory and the socket (runtime) directory without following links and
-   check them (ours, no group/other access: :func:`actors.runtime.files.open_private_dir`),
+   check them (ours, no group/other access: :func:`actors.sources.files.open_private_dir`),
    then take each one's ``daemon.lock``: one daemon per state directory AND per runtime
    directory -- a second one exits 1 with the reason and touches nothing of the first;
 2. open the store, load the catalog and re-prove every restored session's owner
@@ -54,10 +54,10 @@ from actors.core.limits import raised_fd_limit
 from actors.core.nats import NatsSettings
 from actors.core.notify import NotifySettings
 from actors.harnesses import catalog
-from actors.runtime.files import open_private_dir, prepare_socket
 from actors.sinks.store import Restored, Store, open_store
 from actors.sources import procfs
 from actors.sources.control_server import ControlServer
+from actors.sources.files import open_private_dir, prepare_socket
 from actors.sources.hook_listener import HookListener
 from actors.sources.pane_mapper import PaneMapper
 from actors.sources.pid_watcher import PidWatcher

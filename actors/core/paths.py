@@ -17,7 +17,7 @@ The rule for paneward's own directories (the state directory and the socket dire
 tmux applies it to its socket directory: each must be a real directory (not a symbolic link),
 owned by the user, with no access for group or others (:func:`private_dir_problem`); the daemon
 refuses to start otherwise and says why. It never loosens, tightens or follows one: see
-:mod:`actors.runtime.files` for how they are opened.
+:mod:`actors.sources.files` for how they are opened.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def strip_state(activity: Activity | None) -> StripState:
 
 def change_ms(activity: Activity) -> int | None:
     """When ``activity``'s state began: its evidence's own time, else when it was observed (the
-    time the journal files the transition under, ``actors/sinks/store.py``)."""
+    time the journal files the transition under, ``actors/sinks/store/``)."""
     evidence = activity.evidence
     return evidence.at_ms or evidence.observed_at_ms
 

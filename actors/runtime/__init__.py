@@ -1,3 +1,2 @@
-"""The supervisor's machinery: the one wiring contract and the mailbox, the session actor, the
-broadcast hub, the synchronous reference table, and opening files without following links
-(``files``: paneward's directories and sockets, evidence files)."""
+"""The supervisor's machinery: the one wiring contract and the mailbox, the session actor and
+the broadcast hub."""

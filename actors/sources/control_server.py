@@ -29,7 +29,7 @@ Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anyt
 (deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes nothing.
 Connections go through the same admission as the hook socket (:mod:`actors.sources.admission`):
 at most ``cap`` at once, a request line within 2 s; the socket is created, and removed, only
-through its verified directory (:mod:`actors.runtime.files`), and only a stale *socket* is ever
+through its verified directory (:mod:`actors.sources.files`), and only a stale *socket* is ever
 replaced. A watch request moves its connection out of the ``cap`` into the subscribers', much
 higher, ``watch_cap`` (:func:`actors.core.limits.watch_cap`): however many ``paneward wait``
 and ``watch`` clients are held open, ``status`` (``next``, ``pick``) finds a slot. Beyond
@@ -70,15 +70,15 @@ from actors.core.limits import HEAD_DEADLINE_S, connection_caps, watch_cap
 from actors.core.reducer import pane_views
 from actors.core.status_table import actor_line, counter_line, format_table
 from actors.core.text import printable
-from actors.runtime.files import (
+from actors.sources.admission import Admission, AdmissionStatistics, Connection, HangupWatch
+from actors.sources.control_client import request_lines
+from actors.sources.files import (
     UnsafePath,
     bind_socket,
     open_private_dir,
     prepare_socket,
     remove_socket,
 )
-from actors.sources.admission import Admission, AdmissionStatistics, Connection, HangupWatch
-from actors.sources.control_client import request_lines
 from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics, WatchHost
 from messages.activity import Gap, Snapshot, Transition
 from messages.errors import PanewardError

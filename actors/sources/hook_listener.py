@@ -27,7 +27,7 @@ of descriptors is counted and waited out, never a crash. So idle connections, of
 (http) any other, cannot switch hook intake off.
 
 The decisions are sans-IO in :mod:`actors.core.frames` and :mod:`actors.core.http` (HTTP/1.1 is
-:mod:`h11`'s); paths are opened through :mod:`actors.runtime.files` (never through a link).
+:mod:`h11`'s); paths are opened through :mod:`actors.sources.files` (never through a link).
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ from actors.core.limits import (
     ConnectionCaps,
     connection_caps,
 )
-from actors.runtime.files import (
+from actors.runtime.mailbox import EvidenceSink, IntakeGate
+from actors.sources.admission import Admission, AdmissionStatistics, Connection, Handler
+from actors.sources.files import (
     UnsafePath,
     bind_socket,
     open_evidence,
@@ -75,8 +77,6 @@ from actors.runtime.files import (
     prepare_socket,
     remove_socket,
 )
-from actors.runtime.mailbox import EvidenceSink, IntakeGate
-from actors.sources.admission import Admission, AdmissionStatistics, Connection, Handler
 
 __all__ = [
     "HookListener",

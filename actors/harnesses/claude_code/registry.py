@@ -33,7 +33,7 @@ start time proves nothing (counted as ``not_ours`` / ``not_claude``). Records of
 carry no ``procStart``: the pid's current start token stands in.
 
 Files are opened ``O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC`` and checked with ``fstat``
-(:func:`actors.runtime.files.open_evidence`): a FIFO, link or device put in a record's place
+(:func:`actors.sources.files.open_evidence`): a FIFO, link or device put in a record's place
 is skipped and counted (``not_regular``), never read (a FIFO would block the scan forever).
 
 Messages are sent to the sink (the supervisor), which routes them by ``key`` to the
@@ -55,9 +55,9 @@ import msgspec
 import messages
 from actors.core.clock import now_ms
 from actors.harnesses.claude_code import paths
-from actors.runtime.files import NotRegularFile, open_evidence
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import fswatch, procfs
+from actors.sources.files import NotRegularFile, open_evidence
 from messages.common import MAX_ID_LEN, MAX_TEXT_LEN
 
 __all__ = [

@@ -2,10 +2,13 @@
 
 - :mod:`.paths` -- where its files are (``$CODEX_HOME``, default ``~/.codex``);
 - :mod:`.hooks` -- ``notify`` and ``hooks.json`` payloads to hints;
-- :mod:`.rollouts` -- rollout files held open by a ``codex`` process: the discovery actor;
+- :mod:`.rollouts` -- rollout files held open by a ``codex`` process: a package of the
+  parsing, the tail, ownership sampling, the blocking reads and the discovery actor;
 - :mod:`.tui` -- what a TUI process proves about the thread it shows;
 - :mod:`.daemon` -- the shared app-server daemon's control socket: thread status, and which
   TUI shows which thread (the daemon's MCP connection to the TUI's own listener);
+- :mod:`.jsonrpc` -- the daemon's protocol, JSON-RPC over a WebSocket, sans-IO;
+- :mod:`.approvals` -- the call an approval wait is for, from the rollout's tail;
 - :mod:`.install` -- the ``config.toml`` / ``hooks.json`` edits of ``install-hooks codex``.
 
 Facts: reference/real-harnesses.md §5, real-harnesses-2.md §2. The owner of a hook or notify

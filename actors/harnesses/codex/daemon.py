@@ -30,15 +30,15 @@ its output, when the status is broadcast (:mod:`actors.harnesses.codex.approvals
 with Codex 0.171.0). Not found (the call is not in the tail, several are pending, a tool the
 hook names otherwise): the reason stays ``permission`` and ``unnamed_waits`` counts it.
 
-Functional core: :func:`parse_origin`, :class:`DaemonView` (what each notification means);
-imperative shell: :class:`CodexDaemonSource` (the connection, wsproto for the WebSocket
-framing, driven by anyio; it never starts a daemon, and reconnects when one appears).
+Functional core: :func:`parse_origin`, :class:`DaemonView` (what each notification means),
+and the JSON-RPC-over-WebSocket protocol (:mod:`actors.harnesses.codex.jsonrpc`, sans-IO);
+imperative shell: :class:`RpcStream` (that protocol on one anyio byte stream) and
+:class:`CodexDaemonSource` (the connection: it never starts a daemon, and reconnects when one
+appears).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import socket
 import struct
@@ -52,9 +52,6 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 import msgspec
-import wsproto
-import wsproto.events
-import wsproto.utilities
 from anyio.streams.memory import MemoryObjectSendStream
 
 import messages
@@ -62,6 +59,16 @@ from actors.core.backoff import Backoff
 from actors.core.clock import now_ms
 from actors.core.hints import permission_reason
 from actors.harnesses.codex import approvals, paths
+from actors.harnesses.codex.jsonrpc import (
+    Answer,
+    Closed,
+    Notification,
+    Opened,
+    RpcClient,
+    RpcEvent,
+    RpcProtocolError,
+    result_of,
+)
 from actors.harnesses.codex.rollouts import thread_id_from_path
 from actors.harnesses.codex.tui import is_codex_tui
 from actors.runtime.mailbox import EvidenceSink
@@ -77,6 +84,7 @@ __all__ = [
     "CodexDaemonSource",
     "DaemonStatistics",
     "DaemonView",
+    "RpcStream",
     "Thread",
     "control_socket",
     "parse_origin",
@@ -102,7 +110,6 @@ _OPT_OUT: Final = (
     "account/updated",
     "account/rateLimits/updated",
 )
-_MAX_MESSAGE: Final = 16 << 20  # the daemon's own x-codex-websocket-max-unfragmented-message-bytes
 _READ: Final = 65536
 _REQUEST_TIMEOUT_S: Final = 10.0
 _MAX_PAGES: Final = 100
@@ -272,105 +279,87 @@ class DaemonView:
 # --------------------------------------------------------------------------- the connection
 
 
-class DaemonProtocolError(Exception):
-    """The peer broke the WebSocket or JSON-RPC protocol (the connection is dropped)."""
+class RpcStream:
+    """The I/O shell of a :class:`~actors.harnesses.codex.jsonrpc.RpcClient` (JSON-RPC 2.0
+    over a client WebSocket) on one anyio byte stream.
 
-
-class _Rpc:
-    """JSON-RPC 2.0 over a client WebSocket (wsproto) over one anyio byte stream."""
+    :meth:`open` does the handshake; then one task runs :meth:`serve` (reads until the peer
+    hangs up: answers wake their callers, notifications go to ``notify``) while others
+    :meth:`call` and :meth:`send`. ``bytes_in`` counts what was read.
+    """
 
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self._stream = stream
-        self._ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
-        self._text: list[str] = []
-        self._size = 0
-        self._next_id = 0
-        self._pending: dict[int, anyio.Event] = {}
-        self._answers: dict[int, dict[str, Any]] = {}
+        self._rpc = RpcClient()
+        self._waiting: dict[int, anyio.Event] = {}
+        self._answers: dict[int, Answer] = {}
+        # Events read with the handshake's answer, served first by serve().
+        self._early: list[RpcEvent] = []
         self.bytes_in = 0
 
     async def open(self) -> None:
-        await self._stream.send(self._ws.send(wsproto.events.Request(host="localhost", target="/")))
-        while True:
-            for event in await self._events():
-                if isinstance(event, wsproto.events.AcceptConnection):
-                    return
-                if isinstance(event, wsproto.events.RejectConnection):
-                    raise DaemonProtocolError(f"websocket refused ({event.status_code})")
+        """The WebSocket handshake.
 
-    async def _events(self) -> list[wsproto.events.Event]:
+        :raises RpcProtocolError: refused, or broken.
+        """
+        await self._stream.send(self._rpc.connect())
+        while True:
+            events = await self._receive()
+            for index, event in enumerate(events):
+                if isinstance(event, Opened):
+                    self._early = events[index + 1 :]
+                    return
+
+    async def _receive(self) -> list[RpcEvent]:
         data = await self._stream.receive(_READ)  # EndOfStream when the daemon hangs up
         self.bytes_in += len(data)
-        try:
-            self._ws.receive_data(data)
-            return list(self._ws.events())
-        except wsproto.utilities.RemoteProtocolError as exc:
-            raise DaemonProtocolError(str(exc)) from None
+        events = self._rpc.receive_data(data)
+        owed = self._rpc.data_to_send()
+        if owed:
+            await self._stream.send(owed)
+        return events
 
     async def send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body, separators=(",", ":"))
-        await self._stream.send(self._ws.send(wsproto.events.Message(data=data)))
+        """Send ``body`` (a notification) as one message."""
+        await self._stream.send(self._rpc.message(body))
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send a request and wait for its answer (read by :meth:`serve` meanwhile).
 
-        :raises DaemonProtocolError: an error answer, or none within the timeout.
+        :raises RpcProtocolError: an error answer, or none within the timeout.
         """
-        self._next_id += 1
-        request_id = self._next_id
-        done = self._pending[request_id] = anyio.Event()
+        request_id, data = self._rpc.request(method, params)
+        done = self._waiting[request_id] = anyio.Event()
         try:
-            await self.send({"jsonrpc": "2.0", "id": request_id, "method": method,
-                             "params": params})
+            await self._stream.send(data)
             with anyio.fail_after(_REQUEST_TIMEOUT_S):
                 await done.wait()
         except TimeoutError:
-            raise DaemonProtocolError(f"{method}: no answer") from None
+            raise RpcProtocolError(f"{method}: no answer") from None
         finally:
-            self._pending.pop(request_id, None)
-        answer = self._answers.pop(request_id)
-        result = answer.get("result")
-        if "error" in answer or not isinstance(result, dict):
-            raise DaemonProtocolError(f"{method}: {answer.get('error')!r}")
-        return result
+            self._waiting.pop(request_id, None)
+            self._rpc.forget(request_id)
+        return result_of(method, self._answers.pop(request_id))
 
     async def serve(self, notify: Callable[[dict[str, Any]], None]) -> None:
         """Read until the peer hangs up: answers wake their callers, notifications go to
-        ``notify`` (which must not block), requests from the daemon are refused."""
-        while True:
-            for event in await self._events():
-                if isinstance(event, wsproto.events.TextMessage):
-                    self._text.append(event.data)
-                    self._size += len(event.data)
-                    if self._size > _MAX_MESSAGE:
-                        raise DaemonProtocolError("message too large")
-                    if event.message_finished:
-                        text, self._text, self._size = "".join(self._text), [], 0
-                        await self._dispatch(text, notify)
-                elif isinstance(event, wsproto.events.Ping):
-                    await self._stream.send(self._ws.send(event.response()))
-                elif isinstance(event, wsproto.events.CloseConnection):
-                    with contextlib.suppress(wsproto.utilities.LocalProtocolError):
-                        await self._stream.send(self._ws.send(event.response()))
-                    return
+        ``notify`` (which must not block).
 
-    async def _dispatch(self, text: str, notify: Callable[[dict[str, Any]], None]) -> None:
-        try:
-            body = json.loads(text)
-        except ValueError:
-            raise DaemonProtocolError("a frame that is not JSON") from None
-        if not isinstance(body, dict):
-            raise DaemonProtocolError("a frame that is not a JSON object")
-        request_id, method = body.get("id"), body.get("method")
-        if method is None and isinstance(request_id, int) and request_id in self._pending:
-            self._answers[request_id] = body
-            self._pending[request_id].set()
-        elif isinstance(method, str) and request_id is not None:
-            # A request to this client (none is expected: it subscribes to no thread).
-            await self.send({"jsonrpc": "2.0", "id": request_id,
-                             "error": {"code": -32601, "message": "not handled by paneward"}})
-        elif isinstance(method, str):
-            notify(body)
+        :raises RpcProtocolError: the peer broke the protocol.
+        """
+        events, self._early = self._early, []
+        while True:
+            for event in events:
+                if isinstance(event, Answer):
+                    waiter = self._waiting.get(event.request_id)
+                    if waiter is not None:
+                        self._answers[event.request_id] = event
+                        waiter.set()
+                elif isinstance(event, Notification):
+                    notify(event.body)
+                elif isinstance(event, Closed):
+                    return
+            events = await self._receive()
 
 
 def _waits_for_approval(raw: object) -> bool:
@@ -491,7 +480,7 @@ class CodexDaemonSource:
         self._view = DaemonView()
         self._stats = DaemonStatistics()
         self._connected = anyio.Event()
-        self._rpc: _Rpc | None = None
+        self._rpc: RpcStream | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -521,7 +510,7 @@ class CodexDaemonSource:
                 await self._follow(sink)
             except OSError:
                 self._stats.connect_failures += 1
-            except (DaemonProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
+            except (RpcProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
                 self._stats.protocol_errors += 1
             # Only a connection that worked for a while resets the delay: a daemon that
             # answers the handshake and then sends a bad frame is retried ever more slowly.
@@ -540,10 +529,10 @@ class CodexDaemonSource:
             pid, uid = _peer(raw)
             if uid != os.getuid():
                 self._stats.refused_peers += 1
-                raise DaemonProtocolError(f"{path} belongs to uid {uid}")
+                raise RpcProtocolError(f"{path} belongs to uid {uid}")
             stat = await anyio.to_thread.run_sync(procfs.read_stat, pid)
             self._view = DaemonView(daemon=(pid, stat.start_token) if stat else None)
-            rpc = _Rpc(stream)
+            rpc = RpcStream(stream)
             await rpc.open()
             self._stats.connects += 1
             self._backoff.connected(time.monotonic())
@@ -558,7 +547,7 @@ class CodexDaemonSource:
                         self._connected.set()
                         async for body in queue:
                             await self._notification(rpc, sink, body)
-                    except DaemonProtocolError:
+                    except RpcProtocolError:
                         self._stats.protocol_errors += 1
                     finally:
                         tg.cancel_scope.cancel()
@@ -571,7 +560,7 @@ class CodexDaemonSource:
 
     async def _serve(
         self,
-        rpc: _Rpc,
+        rpc: RpcStream,
         queue: MemoryObjectSendStream[dict[str, Any]],
         scope: anyio.CancelScope,
     ) -> None:
@@ -579,7 +568,7 @@ class CodexDaemonSource:
         the whole connection: :meth:`run` reconnects."""
         try:
             await rpc.serve(lambda body: self._enqueue(queue, body))
-        except DaemonProtocolError:
+        except RpcProtocolError:
             self._stats.protocol_errors += 1
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass  # the daemon went away
@@ -593,7 +582,7 @@ class CodexDaemonSource:
         except anyio.WouldBlock:
             self._stats.ignored_notifications += 1
 
-    async def _start(self, rpc: _Rpc, sink: EvidenceSink) -> None:
+    async def _start(self, rpc: RpcStream, sink: EvidenceSink) -> None:
         """``initialize``, then every loaded thread: its status, and the TUIs it is attached
         to (a TUI with one loaded root thread shows it; with several, which one is unproven
         until the next attachment)."""
@@ -635,11 +624,11 @@ class CodexDaemonSource:
             self._attach(sink, threads[0], client, now)
 
     async def _read(
-        self, rpc: _Rpc, thread_id: str, *, with_status: bool = True
+        self, rpc: RpcStream, thread_id: str, *, with_status: bool = True
     ) -> Thread | None:
         try:
             result = await rpc.call("thread/read", {"threadId": thread_id})
-        except DaemonProtocolError:
+        except RpcProtocolError:
             return None  # closed meanwhile
         raw = result.get("thread")
         thread = self._view.learn(raw)
@@ -653,13 +642,13 @@ class CodexDaemonSource:
                 thread.flags = tuple(status.active_flags)
         return thread
 
-    async def _client_of(self, rpc: _Rpc, thread_id: str) -> tuple[int, str] | None:
+    async def _client_of(self, rpc: RpcStream, thread_id: str) -> tuple[int, str] | None:
         """The TUI process the daemon's ``codex_tui`` MCP server of ``thread_id`` is, if any."""
         try:
             result = await rpc.call("mcpServerStatus/list", {
                 "threadId": thread_id, "serverName": TUI_SERVER, "detail": "toolsAndAuthOnly",
             })
-        except DaemonProtocolError:
+        except RpcProtocolError:
             self._stats.unresolved_clients += 1
             return None
         data = result.get("data")
@@ -688,7 +677,7 @@ class CodexDaemonSource:
         if self._send(sink, message):
             self._stats.attached_sent += 1
 
-    async def _notification(self, rpc: _Rpc, sink: EvidenceSink, body: dict[str, Any]) -> None:
+    async def _notification(self, rpc: RpcStream, sink: EvidenceSink, body: dict[str, Any]) -> None:
         method = body.get("method")
         params = body.get("params")
         if not isinstance(params, dict):
@@ -735,7 +724,7 @@ class CodexDaemonSource:
         else:
             self._stats.ignored_notifications += 1
 
-    async def _approval_reason(self, rpc: _Rpc, thread_id: str) -> str | None:
+    async def _approval_reason(self, rpc: RpcStream, thread_id: str) -> str | None:
         """The reason of the call ``thread_id``'s approval dialog is about (its rollout's
         tail, read in a worker thread), or ``None`` (counted) if it cannot be told."""
         thread = self._view.threads.get(thread_id)
@@ -750,7 +739,9 @@ class CodexDaemonSource:
         self._stats.named_waits += 1
         return permission_reason(*found)
 
-    async def _attach_now(self, rpc: _Rpc, sink: EvidenceSink, thread_id: str, at: int) -> None:
+    async def _attach_now(
+        self, rpc: RpcStream, sink: EvidenceSink, thread_id: str, at: int
+    ) -> None:
         client = await self._client_of(rpc, thread_id)
         if client is not None:
             self._attach(sink, thread_id, client, at)

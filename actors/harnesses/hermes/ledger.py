@@ -56,9 +56,9 @@ import psutil
 
 from actors.core.clock import now_ms
 from actors.harnesses.hermes import paths
-from actors.runtime.files import NotRegularFile, check_regular
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import fswatch, procfs
+from actors.sources.files import NotRegularFile, check_regular
 from messages.common import SessionKey
 from messages.errors import MessageError
 from messages.evidence import LedgerFire

@@ -1,4 +1,4 @@
-"""A synchronous table of sessions: the reference model of the whole system.
+"""A synchronous table of sessions: the tests' reference model of the whole system.
 
 :class:`SessionTable` applies inbound messages to every session they concern,
 exactly as the supervisor does (same normalization, routing and reducer), but in
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from actors.core.causes import cause_of
 from actors.core.reducer import SessionState, initial_state, reduce
 from actors.core.routing import RoutingIndex
 from messages.activity import Activity, Transition, Unmapped
@@ -77,10 +78,3 @@ class SessionTable:
         state = self.states.get(key)
         return state.activity if state is not None else None
 
-
-def cause_of(message: object) -> str:
-    """A short name for what caused a transition, e.g. ``HookHint:Stop``."""
-    name = type(message).__name__
-    detail = getattr(message, "event", None) or getattr(message, "status", None)
-    detail = detail or getattr(message, "boundary", None) or getattr(message, "state", None)
-    return f"{name}:{detail}" if isinstance(detail, str) else name
