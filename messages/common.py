@@ -1,7 +1,7 @@
 """Plain value types shared by every direction of the vocabulary.
 
 Nothing here does I/O. The literal types are the public words of the three axes
-(DESIGN §1); the constrained aliases are what the wire codec enforces on every
+(docs/design.md §1); the constrained aliases are what the wire codec enforces on every
 inbound message (absurd timestamps, empty or enormous ids are rejected there).
 """
 
@@ -121,7 +121,7 @@ class SessionKey(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=Tr
 
 
 class Attention(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
-    """The one open attention item of a session (DESIGN §4, Attention)."""
+    """The one open attention item of a session (docs/design.md §4, Attention)."""
 
     kind: AttentionKind
     reason: Text
