@@ -1,4 +1,5 @@
-"""The daemon-side subcommands of ``paneward``: run, status, watch, tmux-config.
+"""The subcommands of ``paneward`` that talk to a daemon or to tmux: run, status, watch,
+next, pick, wait, top, ack, forget, tmux-config.
 
 Registered in :data:`actors.cli.main.COMMANDS`. ``status`` and ``watch`` talk to the
 running daemon over its control socket (:mod:`actors.sources.control_server`); they

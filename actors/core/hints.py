@@ -88,7 +88,7 @@ _APPROVE: Final = re.compile(r"approve ([A-Za-z0-9_.:-]+?)(?:: (.*))?", re.DOTAL
 
 
 def permission_reason(tool: str | None, command: object = None) -> str:
-    """The one spelling of a permission wait, whoever saw it (DESIGN §4, needs_input).
+    """The one spelling of a permission wait, whoever saw it (docs/design.md §4, needs_input).
 
     ``permission: Bash: echo hi > hi.txt`` when the tool and its command are known,
     ``permission: Bash`` with the tool only, ``permission`` with neither: a hook's

@@ -1,13 +1,13 @@
 """The session state machine: a pure reducer over one session's evidence.
 
-``reduce(state, message) -> Step`` implements every rule of DESIGN §4. It does no
+``reduce(state, message) -> Step`` implements every rule of docs/design.md §4. It does no
 I/O and imports no async library, so it is tested exhaustively without an event
 loop; :mod:`actors.runtime.session` is the thin actor around it. The state is a frozen
 msgspec Struct so that a crashed actor restarts from exactly its last state.
 
 Vocabulary: a *claim* is what one message says about presence or turn; the
 *published* activity is derived from the state by :func:`derive` and is only
-published when its visible fields changed (DESIGN §4, Publishing).
+published when its visible fields changed (docs/design.md §4, Publishing).
 
 This module is the ONLY place that decides a published field. Besides :func:`reduce` it holds
 every other decision about what is shown: :func:`crashed` (an actor stopped after repeated
@@ -90,8 +90,8 @@ __all__ = [
     "settled",
 ]
 
-#: Attention kinds, most urgent first (DESIGN §4): the one priority derive, badges, the status
-#: table and the attention queue all use.
+#: Attention kinds, most urgent first (docs/design.md §4): the one priority derive, badges, the
+#: status table and the attention queue all use.
 ATTENTION_PRIORITY: Final[tuple[AttentionKind, ...]] = ("needs_input", "failed", "turn_done")
 _ATTENTION_RANK: Final[dict[str, int]] = {
     kind: len(ATTENTION_PRIORITY) - i for i, kind in enumerate(ATTENTION_PRIORITY)
@@ -129,7 +129,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     known: bool = False  # some evidence claimed something: the session is shown
     presence: Presence = "persisted"
     turn: Turn = "unknown"
-    # Evidence of the current state (DESIGN §1).
+    # Evidence of the current state (docs/design.md §1).
     source: Source = "persisted_store"
     native: str | None = None
     version: str | None = None
@@ -258,9 +258,9 @@ def attention_rank(kind: AttentionKind | None) -> int:
 def pane_rank(activity: Activity) -> tuple[bool, int, bool, int, str]:
     """The sort key of a session among those bound to one pane: the largest is shown.
 
-    One rule (DESIGN §4, "one winner per pane"), used by the tmux badges, ``paneward status``
-    and its JSON alike: the session that proves the most about the turn wins -- a proven turn
-    (a live owner and a turn other than ``unknown``) beats ``unknown``, then open attention by
+    One rule (docs/design.md §4, "one winner per pane"), used by the tmux badges, ``paneward
+    status`` and its JSON alike: the session that proves the most about the turn wins -- a proven
+    turn (a live owner and a turn other than ``unknown``) beats ``unknown``, then open attention by
     :data:`ATTENTION_PRIORITY`, then a live owner over an ended one; ties go to the newest
     evidence, then the key (only to be deterministic). Everything it reads is in the activity,
     so a snapshot ranks exactly as the transitions that led to it did.
@@ -363,7 +363,8 @@ class Reproof(msgspec.Struct, frozen=True, gc=False):
 
 
 def reprove(state: SessionState, live_token: str | None, observed_at_ms: int) -> Reproof:
-    """Re-prove a session restored after a restart, before anything is published (DESIGN §4).
+    """Re-prove a session restored after a restart, before anything is published (docs/design.md
+    §4).
 
     ``live_token`` is the current start token of the recorded owner pid (``None``: gone, or no
     owner recorded). A session that was not ``persisted`` keeps its state only when its owner
@@ -457,9 +458,9 @@ def background_items(state: SessionState) -> int:
 
 
 def _still_working(state: SessionState) -> bool:
-    """The turn ended but work it started still runs (DESIGN §4, work that outlives the turn):
-    background items, or -- for a Claude that does not list its background work in ``Stop`` --
-    its registry still ``busy`` after the hook said the turn ended."""
+    """The turn ended but work it started still runs (docs/design.md §4, work that outlives the
+    turn): background items, or -- for a Claude that does not list its background work in ``Stop``
+    -- its registry still ``busy`` after the hook said the turn ended."""
     if background_items(state) > 0:
         return True
     return state.has_registry and state.registry_busy and not state.background_listed
@@ -570,7 +571,7 @@ def _end(
     exit: ExitInfo | None = None,
     graceful: bool = False,
 ) -> SessionState:
-    """Proof of death: presence persisted, turn unknown (DESIGN §4, Presence).
+    """Proof of death: presence persisted, turn unknown (docs/design.md §4, Presence).
 
     An abrupt death while working opens attention ``failed``; a graceful end
     (``SessionEnd``, the registry file removed by the exiting program) does not.
@@ -803,7 +804,7 @@ def _only_proven(
     source: Source,
     limits: Mapping[str, frozenset[str]],
 ) -> SessionState:
-    """``after`` without what ``source`` cannot prove for this harness (DESIGN §4, "What a
+    """``after`` without what ``source`` cannot prove for this harness (docs/design.md §4, "What a
     harness can prove"): a turn it cannot prove becomes ``unknown`` (with no ``needs_input``
     reason), a ``running``, ``turn_done`` or ``failed`` it cannot prove is not taken."""
     if source in UNLIMITED_SOURCES:

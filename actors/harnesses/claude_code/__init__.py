@@ -5,8 +5,9 @@
 - :mod:`.registry` -- ``sessions/<pid>.json``: the parser and the discovery actor;
 - :mod:`.install` -- the ``settings.json`` edit ``paneward install-hooks claude-code`` makes.
 
-Facts: reference/real-harnesses.md §4. The owner of a hook is ``$CLAUDE_PID`` (the hook's
-parent is ``/bin/sh``): :mod:`.install` writes ``--owner env:CLAUDE_PID`` into the command.
+Facts: tests/fixtures/claude_registry/, tests/fixtures/hooks/. The owner of a hook is
+``$CLAUDE_PID`` (the hook's parent is ``/bin/sh``): :mod:`.install` writes ``--owner
+env:CLAUDE_PID`` into the command.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVES", "SPEC"]
 
-#: What Claude Code can prove, and from what (reference/real-harnesses.md §4).
+#: What Claude Code can prove, and from what (docs/design.md §4, "What a harness can prove").
 PROVES = (
     Proof("running", ("claude_registry", "claude_hook", "pty_host"),
           "sessions/<pid>.json of a live pid with its procStart; a command hook's $CLAUDE_PID"),

@@ -1,6 +1,6 @@
 """Claude Code: how its native hook payloads map to normalized hints.
 
-Facts (reference/real-harnesses.md §4.3): 34 hook events, stdin JSON with
+Facts (captures in tests/fixtures/hooks/): 34 hook events, stdin JSON with
 ``session_id``, ``hook_event_name``, ``prompt_id`` (2.1.332), ``tool_name``,
 ``notification_type``, ``agent_id``, ``reason``. The owner pid is ``CLAUDE_PID``
 from the hook's environment (the hook client stamps it). The registry discovery
@@ -167,7 +167,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
 
 
 #: Background task types that are not "work the turn is still doing": a background shell is
-#: an idle turn (registry ``shell``), as it always was.
+#: an idle turn (registry ``shell``).
 _IDLE_BACKGROUND: Final = frozenset({"shell"})
 _MAX_BACKGROUND: Final = 64
 

@@ -8,7 +8,7 @@
   TUI shows which thread (the daemon's MCP connection to the TUI's own listener);
 - :mod:`.install` -- the ``config.toml`` / ``hooks.json`` edits of ``install-hooks codex``.
 
-Facts: reference/real-harnesses.md §5, real-harnesses-2.md §2. The owner of a hook or notify
+Facts: real rollouts in tests/fixtures/codex/, docs/discovery.md. The owner of a hook or notify
 is the hook's parent, the ``codex`` process that runs it.
 """
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVES", "SPEC"]
 
-#: What Codex can prove, and from what (reference/real-harnesses.md §5, real-harnesses-2.md §2).
+#: What Codex can prove, and from what (docs/design.md §4, "What a harness can prove").
 PROVES = (
     Proof("running", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_host"),
           "a `codex` process holding the rollout open; the hook's parent (--owner parent); the "

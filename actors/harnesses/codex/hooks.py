@@ -1,6 +1,6 @@
 """Codex CLI: how its ``notify`` payload and its hooks map to normalized hints.
 
-Facts (reference/real-harnesses.md §5.3, §5.4): ``notify`` passes
+Facts (captures in tests/fixtures/hooks/): ``notify`` passes
 ``{"type":"agent-turn-complete","thread-id","turn-id",...}`` as the last argv
 element, once per completed turn, also for the TUI's hidden title thread (which
 has no rollout: the reducer ignores completions for threads without rollout

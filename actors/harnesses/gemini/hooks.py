@@ -1,12 +1,12 @@
 """Gemini CLI: how its hook payloads map to normalized hints.
 
-Facts (reference/harnesses-3.md §1): command hooks in ``~/.gemini/settings.json``, the payload
-on stdin with ``session_id``, ``hook_event_name``, ``cwd``, ``timestamp``; the hook's parent is
-the CLI's inner node process (``--owner parent``; there is no pid in the environment). Hooks
-run **serially and block the agent**, so paneward installs only the events it maps, and never
-``AfterModel`` (once per streamed chunk), ``BeforeModel``, ``BeforeToolSelection``,
-``PreCompress`` or ``BeforeTool`` (the turn is already working; the permission prompt comes
-after it and has its own ``Notification``).
+Facts (captures in tests/fixtures/harnesses-3/gemini/): command hooks in
+``~/.gemini/settings.json``, the payload on stdin with ``session_id``, ``hook_event_name``, ``cwd``,
+``timestamp``; the hook's parent is the CLI's inner node process (``--owner parent``; there is no
+pid in the environment). Hooks run **serially and block the agent**, so paneward installs only the
+events it maps, and never ``AfterModel`` (once per streamed chunk), ``BeforeModel``,
+``BeforeToolSelection``, ``PreCompress`` or ``BeforeTool`` (the turn is already working; the
+permission prompt comes after it and has its own ``Notification``).
 
 ``BeforeAgent`` starts a turn and ``AfterAgent`` ends it -- an Esc interrupt is an
 ``AfterAgent`` too, with no flag, so it cannot be told from a completion. ``Notification`` with

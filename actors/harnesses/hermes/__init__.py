@@ -6,8 +6,8 @@
 - :mod:`.hooks` -- the interactive ``hermes``'s shell hooks and how each payload maps to a hint;
 - :mod:`.install` -- the ``config.yaml`` edit ``paneward install-hooks hermes`` makes.
 
-Facts: reference/hermes.md (the ledger), reference/harnesses-3.md §3 (the hooks). The owner of
-a hook is its parent, the ``hermes`` process (``--owner parent``).
+Facts: real ledgers in tests/fixtures/hermes/, hook payloads in tests/fixtures/harnesses-3/hermes/.
+The owner of a hook is its parent, the ``hermes`` process (``--owner parent``).
 """
 
 from __future__ import annotations
