@@ -1,4 +1,4 @@
-"""The daemon (issue 3) end to end: a real ``paneward run`` process, real sockets, real
+"""The daemon end to end: a real ``paneward run`` process, real sockets, real
 ``paneward hook`` / ``inject`` / ``status`` / ``watch`` processes, real owner processes.
 
 Every daemon runs on its own temporary state directory with ``--no-discovery`` and is
@@ -326,8 +326,8 @@ async def test_kill_9_during_a_burst_loses_at_most_one_batch(tmp_path: Path) -> 
                               frames(hooks))
                 # Kill once the store has committed a couple of batches: the burst (paced over
                 # >= 1 s) is then still going, whatever the watcher's own lag. Meanwhile the
-                # store's own view: no transaction ever holds more than one batch (it used to
-                # take everything waiting, thousands of rows under this burst, in one).
+                # store's own view: no transaction ever holds more than one batch (not
+                # everything waiting, thousands of rows under this burst, in one).
                 # And what a kill at each instant would lose (published, not committed) stays
                 # about one batch: intake waits for the store (backpressure).
                 windows: list[tuple[int, int]] = []

@@ -1,4 +1,4 @@
-"""Tests that guard the design (DESIGN §2 "Layout"), not a behaviour.
+"""Tests that guard the design (docs/layout.md, docs/design.md), not a behaviour.
 
 - ``actors/core`` holds pure decisions: importing any of its modules loads no event loop, no
   process or database library, and nothing of the layers above it (checked on ``sys.modules``

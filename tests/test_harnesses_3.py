@@ -1,5 +1,5 @@
 """Gemini CLI, OpenCode, Pi and Hermes Agent (interactive) from their real captures
-(tests/fixtures/harnesses-3/, copied from reference/harnesses-3.md's lab), what each harness can
+(tests/fixtures/harnesses-3/), what each harness can
 prove as the reducer enforces it, and install-hooks for each on a realistic existing config.
 
 The OpenCode plugin and the Pi extension are paneward's own JavaScript: here they run under the

@@ -1,4 +1,4 @@
-"""The session reducer, one named case per rule of DESIGN §4 (table-driven, no event loop)."""
+"""The session reducer, one named case per rule of docs/design.md §4 (table-driven, no loop)."""
 
 from __future__ import annotations
 
@@ -802,7 +802,7 @@ CASES = [
         ),
         ("running", "idle", None),
     ),
-    # ---- work that outlives the turn (DESIGN §4): still working, turn_done when it ends
+    # ---- work that outlives the turn (docs/design.md §4): still working, turn_done when it ends
     Case(
         "a Stop listing a running background agent keeps the turn working, counted",
         (

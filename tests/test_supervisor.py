@@ -493,8 +493,8 @@ async def test_an_essential_actor_that_stops_fails_the_supervisor() -> None:
 
 
 async def test_live_sessions_are_capped_and_refusals_counted() -> None:
-    """A flood of new sessions (2,000 failed ones used to keep 2,000 live actors) stops at the
-    cap; evidence for sessions that already have an actor still goes through."""
+    """A flood of new sessions stops at the cap (failed sessions do not each keep a live actor);
+    evidence for sessions that already have an actor still goes through."""
     with anyio.fail_after(20):
         async with Supervisor(max_sessions=3) as sup:
             with sup.subscribe("all", snapshot=False) as sub:
