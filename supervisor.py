@@ -90,7 +90,7 @@ _RECENT_RECORDS: Final = 32
 #: published as proven.
 CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proves=PROOFS)
 #: Live session actors at most; evidence for one more new session is refused (counted in
-#: ``sessions_refused``) until one retires. Each costs ~13 KB (bench/RESULTS.md, issue 2).
+#: ``sessions_refused``) until one retires. Each costs ~13 KB (bench/bench_supervisor.py).
 DEFAULT_MAX_SESSIONS: Final = 4096
 
 ActorState = Literal["running", "restarting", "stopped", "done"]

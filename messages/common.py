@@ -99,7 +99,7 @@ class Message(
     decoded JSON and other such structs, so they can never be part of a reference cycle, and the
     collector need not track them. Tracked, the handful made per hook set off a collection every
     ~120 hooks: 4-5 us a hook, with the tracking itself 5-10 % of the loop's CPU per hook
-    (bench/bench_hotpath.py; bench/RESULTS.md, session 6). Never store anything but such values
+    (bench/bench_hotpath.py). Never store anything but such values
     in one: a cycle through an untracked struct would never be collected.
     """
 

@@ -363,8 +363,9 @@ class Reproof(msgspec.Struct, frozen=True, gc=False):
 
 
 def reprove(state: SessionState, live_token: str | None, observed_at_ms: int) -> Reproof:
-    """Re-prove a session restored after a restart, before anything is published (docs/design.md
-    §4).
+    """Re-prove a session restored after a restart, before anything is published.
+
+    The rule is docs/design.md §4 (Restart).
 
     ``live_token`` is the current start token of the recorded owner pid (``None``: gone, or no
     owner recorded). A session that was not ``persisted`` keeps its state only when its owner

@@ -6,6 +6,7 @@
 - :mod:`.tui` -- what a TUI process proves about the thread it shows;
 - :mod:`.daemon` -- the shared app-server daemon's control socket: thread status, and which
   TUI shows which thread (the daemon's MCP connection to the TUI's own listener);
+- :mod:`.approvals` -- which tool call an approval wait is about, from the rollout's tail;
 - :mod:`.install` -- the ``config.toml`` / ``hooks.json`` edits of ``install-hooks codex``.
 
 Facts: real rollouts in tests/fixtures/codex/, docs/discovery.md. The owner of a hook or notify
