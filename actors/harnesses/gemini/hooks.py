@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.core import hints
-from actors.core.hints import first_str, text, token, unmapped
+from actors.core.hints import first_str, fold_name, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -40,7 +40,7 @@ EVENT_HINTS: Final[dict[str, HintKind]] = {
 #: What ``paneward install-hooks gemini`` installs: exactly the events mapped above (each one
 #: runs before Gemini goes on, so the list is as short as the proof allows).
 INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(EVENT_HINTS)
-_PERMISSION: Final = token("ToolPermission")
+_PERMISSION: Final = fold_name("ToolPermission")
 # The confirmation types Gemini's details name (``details.type``) whose tool is fixed.
 _CONFIRMED_TOOLS: Final = {"exec": "run_shell_command"}
 
@@ -56,7 +56,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     tool = first_str(payload, "tool_name", limit=200)
     summary: str | None = None
     if event == "Notification":
-        if token(first_str(payload, "notification_type") or "") == _PERMISSION:
+        if fold_name(first_str(payload, "notification_type") or "") == _PERMISSION:
             summary = permission_reason(payload)
         else:
             hint = "info"
