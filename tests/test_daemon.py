@@ -31,7 +31,7 @@ import messages
 from actors.cli.hook_client import MAX_FRAME_BYTES
 from actors.core.frames import MAX_DEPTH
 from actors.harnesses import catalog
-from actors.harnesses.catalog import PROOFS, normalize
+from actors.harnesses.catalog import PROOF_TABLE, normalize
 from actors.runtime.table import SessionTable
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
@@ -153,7 +153,7 @@ async def test_real_captures_through_hook_processes_match_the_in_process_replay(
                     key=lambda pair: pair[0].at_ms,
                 )
             )
-            table = SessionTable(normalize, PROOFS)
+            table = SessionTable(normalize, PROOF_TABLE)
             reference = [t for message, _ in plan for t in table.apply(message)]
             notify_argv = _codex_notify_argv()
             async with watching(daemon) as watcher:
@@ -707,7 +707,7 @@ def test_ten_thousand_hostile_frames_leave_the_daemon_exact(tmp_path: Path) -> N
     assert listener["frames_received"] == 10_000 + len(valid)
     assert stats["supervisor"]["rejected"] == 0
     assert stats["supervisor"]["messages"] == len(valid) + stats["pid_watcher"]["seen_sent"]
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     for hook in valid:
         table.apply(hook)
     want = {k.session_id: table.activity(k) for k in table.states}

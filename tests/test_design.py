@@ -369,7 +369,7 @@ def test_every_source_word_is_one_harnesss_own_or_shared() -> None:
     hook_sources = typing.get_args(typing.get_type_hints(messages.HookHint)["source"])
     assert set(hook_sources) <= set(owner)
     shared = words - set(owner)
-    proven = {s for spec in catalog.SPECS.values() for p in spec.proves for s in p.sources}
+    proven = {s for spec in catalog.SPECS.values() for p in spec.proofs for s in p.sources}
     assert shared - UNLIMITED_SOURCES <= proven
     assert shared >= UNLIMITED_SOURCES
 
@@ -392,7 +392,7 @@ def test_a_spec_that_proves_from_another_harnesss_source_is_refused() -> None:
     thief: typing.Any = "thief"  # ids of throwaway harnesses: not words of messages.Harness
     proof = Proof("working", ("claude_hook",), "-")
     with pytest.raises(ValueError, match="not its own"):
-        catalog.register(HarnessSpec(id=thief, summary="-", proves=(proof,)))
+        catalog.register(HarnessSpec(id=thief, summary="-", proofs=(proof,)))
     assert thief not in catalog.SPECS
     with pytest.raises(ValueError, match="belong to another harness"):
         catalog.register(HarnessSpec(id=thief, summary="-", wrap_commands=("claude",)))
@@ -431,7 +431,7 @@ _CRUSH: dict[str, str] = {
             summary="crush hooks and its sessions directory",
             sources=("crush_hook",),
             normalize=hooks.normalize,
-            proves=(
+            proofs=(
                 Proof("running", ("crush_hook",), "the hook's parent"),
                 Proof("working", ("crush_hook",), "prompt"),
                 Proof("idle", ("crush_hook",), "stop"),

@@ -310,7 +310,7 @@ def proofs_json() -> dict[str, Any]:
                     "sources": list(proof.sources),
                     "how": proof.how,
                 }
-                for proof in spec.proves
+                for proof in spec.proofs
             ],
         }
         for spec in SPECS.values()

@@ -21,7 +21,7 @@ and :func:`pane_views` apply it). Sinks render an ``Activity``; they never re-de
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -61,6 +61,9 @@ from messages.evidence import (
     RolloutReleased,
     ThreadStatus,
 )
+
+if TYPE_CHECKING:
+    from actors.core.harness import ProofTable
 
 __all__ = [
     "ATTENTION_PRIORITY",
@@ -115,7 +118,7 @@ _STATE_WORD_SOURCES: Final = frozenset(
 )
 #: Evidence that is no harness's own -- process identity, the host's PTY and signals, paneward's
 #: own store and supervision -- proves the same for every harness: what a harness declares it
-#: can prove (``reduce(..., proves=...)``) never limits these.
+#: can prove (``reduce(..., proof_table=...)``) never limits these.
 UNLIMITED_SOURCES: Final = frozenset(
     {"pid_probe", "pty_host", "host", "persisted_store", "supervisor", "pane_mapper"}
 )
@@ -757,13 +760,13 @@ def _kept_reason(state: SessionState, claim: _Claim, updates: dict[str, object])
 def reduce(
     state: SessionState,
     message: SessionMessage,
-    proves: Mapping[str, Mapping[str, frozenset[str]]] | None = None,
+    proof_table: ProofTable | None = None,
 ) -> Step:
     """Apply one routed message to one session (pure).
 
-    ``proves`` is what each harness can prove (``actors.core.harness.ProofTable``: harness id
+    ``proof_table`` is what each harness can prove (``actors.core.harness.ProofTable``: harness id
     -> axis value -> the sources that prove it; the supervisor passes
-    ``actors.harnesses.catalog.PROOFS``). A value this message's source cannot prove for the
+    ``actors.harnesses.catalog.PROOF_TABLE``). A value this message's source cannot prove for the
     session's harness is never published as proven: a turn stays ``unknown``, a presence, a
     ``turn_done`` or a ``failed`` is not taken (:func:`_only_proven`). ``None``, or a harness
     the table does not name: nothing is limited.
@@ -780,8 +783,8 @@ def reduce(
     if new is not None and new.deferred is not None:
         # A completion that waited for background work: settle it now that it may be due.
         new = _settle(new)
-    if new is not None and proves is not None:
-        limits = proves.get(state.key.harness)
+    if new is not None and proof_table is not None:
+        limits = proof_table.get(state.key.harness)
         if limits:
             # Every session message states its source on its type (a HookHint in its field):
             # none is left out of what its harness can prove.

@@ -21,10 +21,10 @@ from actors.harnesses.claude_code import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What Claude Code can prove, and from what (docs/design.md §4, "What a harness can prove").
-PROVES = (
+PROOFS = (
     Proof("running", ("claude_registry", "claude_hook", "pty_host"),
           "sessions/<pid>.json of a live pid with its procStart; a command hook's $CLAUDE_PID"),
     Proof("working", ("claude_registry", "claude_hook", "pty_status"),
@@ -64,7 +64,7 @@ SPEC = HarnessSpec(
         "Claude Code never sends it as an http hook and it needs CLAUDE_PID: keep a command "
         "hook (`paneward hook --harness claude-code`) for it",
     ),
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
     discovery=(Discovery("claude_registry", _registry),),
     home_env=("CLAUDE_CONFIG_DIR",),

@@ -24,10 +24,10 @@ from actors.harnesses.codex import hooks, tui
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What Codex can prove, and from what (docs/design.md §4, "What a harness can prove").
-PROVES = (
+PROOFS = (
     Proof("running", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_host"),
           "a `codex` process holding the rollout open; the hook's parent (--owner parent); the "
           "daemon's loaded thread with its TUI attached"),
@@ -77,7 +77,7 @@ SPEC = HarnessSpec(
     normalize=hooks.normalize,
     claim_comms=tui.CLAIM_COMMS,
     process_claim=tui.process_claim,
-    proves=PROVES,
+    proofs=PROOFS,
     pane_note=tui.pane_note,
     installer=_installer,
     discovery=(Discovery("codex_rollouts", _rollouts), Discovery("codex_daemon", _app_server)),

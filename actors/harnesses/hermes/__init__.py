@@ -21,11 +21,11 @@ from actors.harnesses.hermes import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What Hermes can prove: the interactive CLI through its shell hooks, cron fires through the
 #: execution ledger.
-PROVES = (
+PROOFS = (
     Proof("running", ("hermes_hook", "hermes_executions"),
           "the hook's parent, the hermes process; a fire's pid alive with its start time"),
     Proof("working", ("hermes_hook", "hermes_executions"),
@@ -56,7 +56,7 @@ SPEC = HarnessSpec(
     summary="interactive shell hooks (config.yaml), the cron execution ledger",
     sources=("hermes_executions", "hermes_hook"),
     normalize=hooks.normalize,
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
     discovery=(Discovery("hermes_ledger", _ledger),),
     home_env=("HERMES_HOME",),

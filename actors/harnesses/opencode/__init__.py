@@ -20,10 +20,10 @@ from actors.harnesses.opencode import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What OpenCode can prove (through paneward's plugin), and from what.
-PROVES = (
+PROOFS = (
     Proof("running", ("opencode_plugin",), "the plugin runs in opencode: its process.pid"),
     Proof("working", ("opencode_plugin",),
           "session.status busy; permission.replied (status stays busy during a wait)"),
@@ -46,6 +46,6 @@ SPEC = HarnessSpec(
     summary="paneward's in-process plugin (bus events)",
     sources=("opencode_plugin",),
     normalize=hooks.normalize,
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
 )
