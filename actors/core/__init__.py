@@ -6,7 +6,8 @@ published field is decided.
   harness package declares), :mod:`.hints` (shared payload helpers), :mod:`.pane_map`,
   :mod:`.pids`, :mod:`.procstat`;
 - ingress: :mod:`.frames`, :mod:`.http`, :mod:`.control_requests`, :mod:`.limits`, :mod:`.osc`;
-- tmux: :mod:`.badges`, :mod:`.tmux_panes`, :mod:`.tmux_protocol`, :mod:`.tmux_owner`;
+- tmux: :mod:`.badges`, :mod:`.tmux_panes`, :mod:`.tmux_protocol`, :mod:`.tmux_owner`,
+  :mod:`.tmux_health`;
 - acting on attention: :mod:`.attention`, :mod:`.jump`, :mod:`.notify`, :mod:`.redact`,
   :mod:`.status_table`, :mod:`.top`;
 - the rest: :mod:`.backoff`, :mod:`.clock`, :mod:`.config_edit`, :mod:`.forwarder_js`,
