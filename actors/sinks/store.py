@@ -1,4 +1,4 @@
-"""The persistent store: session catalog + append-only transition journal (DESIGN §8).
+"""The persistent store: session catalog + append-only transition journal (docs/design.md §8).
 
 Who talks to it:
 
@@ -9,7 +9,7 @@ Who talks to it:
   restart restores the whole state, not a reconstruction); a snapshot upserts catalog rows
   only; an :class:`messages.Overflow` is written to the ``gaps`` log and counted.
 * On start the daemon calls :meth:`Store.load`; the supervisor re-proves every restored state
-  with :func:`actors.core.reducer.reprove` *before* anything is published (DESIGN §4,
+  with :func:`actors.core.reducer.reprove` *before* anything is published (docs/design.md §4,
   "Restart of paneward"); sessions that ended long ago (:func:`actors.core.reducer.settled`)
   are forgotten by ``load``.
 * ``paneward watch --since SEQ`` reads :meth:`Store.journal_since`; ``paneward top`` finds where
@@ -23,7 +23,7 @@ writer task commits them in *bounded* transactions: at most ``batch_rows`` rows 
 the next one at once while rows are still waiting. A transaction is ONE hop to a worker thread
 holding the store's own write connection (multi-row ``INSERT`` statements, the catalog upsert,
 the retention prune, ``COMMIT``): its duration does not depend on how busy the event loop is
-(a burst of hooks used to stretch a many-statement flush over seconds of loop round trips).
+(a burst of hooks cannot stretch a many-statement flush over seconds of loop round trips).
 
 Durability (WAL, ``synchronous=NORMAL``): a committed batch survives ``kill -9`` of the daemon;
 a batch is all-or-nothing; so a killed daemon loses at most the rows not yet committed
@@ -562,7 +562,7 @@ def _prepare_path(path: Path) -> None:
     symbolic link.
 
     SQLite creates ``-wal``/``-shm`` with the database file's mode, so creating the
-    file first keeps the whole store private to the user (DESIGN §11). A directory this
+    file first keeps the whole store private to the user (docs/design.md §11). A directory this
     creates gets its mode set on the fd it opened with ``O_NOFOLLOW`` (mkdir's mode goes through
     the umask), never by path; an existing directory is left as it is (the daemon checks its
     own state directory first: :func:`actors.runtime.files.open_private_dir`).

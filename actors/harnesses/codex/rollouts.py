@@ -1,6 +1,6 @@
 """Codex rollout discovery: who owns which thread, and the lifecycle records they append.
 
-Facts this rests on (reference/real-harnesses.md §5.1-5.2, seed-internals.md §1.4):
+Facts this rests on (real rollouts in tests/fixtures/codex/):
 
 - A Codex thread's rollout is ``<CODEX_HOME or ~/.codex>/sessions/YYYY/MM/DD/
   rollout-<YYYY-MM-DDTHH-MM-SS>-<thread-id>.jsonl``. The process that runs the
@@ -536,7 +536,7 @@ def reconcile_ownership(
 
     A held rollout clears its miss count and keeps its owner while that owner
     still holds it (otherwise the lowest pid among the holders takes over). A
-    previously owned rollout missing from the sample is kept with its miss count
+    rollout owned before and missing from the sample is kept with its miss count
     raised, and released at ``confirmations`` consecutive misses, unless its owner
     is ``uncertain`` (unreadable fds prove nothing: the count is left as it was).
     """
