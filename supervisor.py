@@ -56,7 +56,7 @@ from actors.core.reducer import (
     restored,
 )
 from actors.core.routing import Delivery, RoutingIndex
-from actors.harnesses.catalog import PROOFS, normalize
+from actors.harnesses.catalog import PROOF_TABLE, normalize
 from actors.runtime.hub import (
     DEFAULT_BUFFER,
     BroadcastHub,
@@ -88,9 +88,9 @@ logger = logging.getLogger("paneward.supervisor")
 
 _RECENT_RECORDS: Final = 32
 #: The default session reducer: :func:`actors.core.reducer.reduce` handed what each harness can
-#: prove (:data:`actors.harnesses.catalog.PROOFS`), so nothing a harness cannot prove is ever
+#: prove (:data:`actors.harnesses.catalog.PROOF_TABLE`), so nothing a harness cannot prove is ever
 #: published as proven.
-CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proves=PROOFS)
+CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proof_table=PROOF_TABLE)
 #: Live session actors at most; evidence for one more new session is refused (counted in
 #: ``sessions_refused``) until one retires. Each costs ~5 KB while it has no task (bench/RESULTS.md,
 #: "The runtime's own cost").

@@ -1,4 +1,4 @@
-"""Issue 15: attention open -> desktop notification, and ``paneward next`` wall time.
+"""Attention open -> desktop notification, and ``paneward next`` wall time.
 
 1. A real daemon (``paneward run --no-discovery --notify-via desktop --notify-interval 0``) on a
    private ``dbus-daemon --session`` with the test notification server (tests/dbus_helpers.py).

@@ -28,7 +28,7 @@ recalculates every window's size and redraws every client (``options_push_change
 Every size's world of a run is up at once (its own tmux server and daemon), and each timed
 event happens at every size in turn, the order flipping from one event to the next; the load
 then runs at one size at a time. The machine's speed drifts in phases of about a second
-(bench/RESULTS.md, session 10): timing one size after the other let such a phase fall on one
+(bench/RESULTS.md): timing one size after the other let such a phase fall on one
 size only, and the ratio of the p99s then told the hour, not paneward. The idle world meanwhile
 costs its daemon ~0.1 % of a core (the idle budget's figure). ``--runs`` runs.
 """

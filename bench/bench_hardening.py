@@ -1,4 +1,4 @@
-"""Benchmark issue 12: hook intake while idle connections are held; the kill -9 loss window.
+"""Hardening benchmark: hook intake while idle connections are held; the kill -9 loss window.
 
 Run: ``.venv/bin/python bench/bench_hardening.py [--runs 3] [--hooks 500] [--idle 1000]
 [--burst 10000]``
@@ -18,8 +18,8 @@ Run: ``.venv/bin/python bench/bench_hardening.py [--runs 3] [--hooks 500] [--idl
    is exactly what a ``kill -9`` at that instant would lose. Then it kills the daemon with
    SIGKILL mid-burst and checks the database (integrity, a gap-free prefix holding at least the
    last committed seq it was told about). Budget: at most one bounded batch (500 rows).
-   Baseline: the budget itself; before this change the same burst left 1.7-2.1 s with nothing
-   committed and a kill lost up to 6,301 rows (issue 12).
+   Baseline: the budget itself (a flush of everything pending in one transaction leaves
+   seconds with nothing committed under this burst, and a kill loses thousands of rows).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ run of the baseline, ``<venv>/bin/python -c pass`` (an interpreter that starts a
 Two ratios per command. The ratio of the medians (every baseline run against every run of the
 command). And the median of the paired ratios: each run against the baseline run just before
 it. This machine's speed drifts in phases of a second or so: the CPU time of ``python -c pass``
-went from 16.5 to 34 ms and back within one minute (bench/RESULTS.md, session 10). A phase
+went from 16.5 to 34 ms and back within one minute (bench/RESULTS.md). A phase
 that catches more runs of one command than of the baseline moves the first ratio; a pair, a
 hundred milliseconds apart, sits in one phase.
 

@@ -2,7 +2,8 @@
 
 No I/O happens here. Three directions: evidence in (:mod:`messages.evidence`),
 host control in (:mod:`messages.control`), activity out (:mod:`messages.activity`);
-one JSON codec (:mod:`messages.codec`).
+the value types they share (:mod:`messages.common`), the error types (:mod:`messages.errors`)
+and one JSON codec (:mod:`messages.codec`).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class Activity(OutboundMessage, frozen=True, kw_only=True):
     subagents: int = 0
 
     def visible(self) -> tuple[object, ...]:
-        """The fields whose change is worth a transition (DESIGN §4, Publishing)."""
+        """The fields whose change is worth a transition (docs/design.md §4, Publishing)."""
         ev = self.evidence
         return (
             self.presence,

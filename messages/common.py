@@ -1,7 +1,7 @@
 """Plain value types shared by every direction of the vocabulary.
 
 Nothing here does I/O. The literal types are the public words of the three axes
-(DESIGN §1); the constrained aliases are what the wire codec enforces on every
+(docs/design.md §1); the constrained aliases are what the wire codec enforces on every
 inbound message (absurd timestamps, empty or enormous ids are rejected there).
 """
 
@@ -99,7 +99,7 @@ class Message(
     decoded JSON and other such structs, so they can never be part of a reference cycle, and the
     collector need not track them. Tracked, the handful made per hook set off a collection every
     ~120 hooks: 4-5 us a hook, with the tracking itself 5-10 % of the loop's CPU per hook
-    (bench/bench_hotpath.py; bench/RESULTS.md, session 6). Never store anything but such values
+    (bench/bench_hotpath.py). Never store anything but such values
     in one: a cycle through an untracked struct would never be collected.
     """
 
@@ -121,7 +121,7 @@ class SessionKey(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=Tr
 
 
 class Attention(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
-    """The one open attention item of a session (DESIGN §4, Attention)."""
+    """The one open attention item of a session (docs/design.md §4, Attention)."""
 
     kind: AttentionKind
     reason: Text

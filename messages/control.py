@@ -58,7 +58,7 @@ class PaneFocused(ControlMessage, frozen=True):
     """The user focused ``pane``. Closes ``turn_done`` for its session.
 
     Sent by the host or tmux; the supervisor routes it to the session bound to
-    the pane and to the session of the previously focused pane.
+    the pane and to the session of the pane focused before it.
     """
 
     source: ClassVar[Source] = "host"

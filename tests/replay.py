@@ -1,7 +1,7 @@
 """Turn the real captures in tests/fixtures/real-harness/ into paneward messages.
 
 The captures come from the real Claude Code 2.1.332 and Codex 0.171.0 CLIs run
-against loopback mock APIs (see /work/shared/reference/real-harnesses.md). Each
+against loopback mock APIs. Each
 record becomes the message the corresponding paneward source would have sent,
 stamped with the capture's own clock; the list is sorted by event time.
 """

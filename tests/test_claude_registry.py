@@ -678,8 +678,8 @@ def _registry_file(sessions: Path, pid: int, token: str) -> None:
 def test_records_naming_live_processes_that_are_not_our_claude_prove_nothing(
     tmp_path: Path,
 ) -> None:
-    """A registry file naming any live pid with its real start time used to be a running
-    Claude: pid 1 (not claude), and a process named claude running as another user."""
+    """A registry file naming any live pid with its real start time is not enough to be a
+    running Claude: pid 1 (not claude), and a process named claude running as another user."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     link = tmp_path / "bin" / "claude"
@@ -713,8 +713,8 @@ def test_records_naming_live_processes_that_are_not_our_claude_prove_nothing(
 
 def test_a_record_swapped_for_a_fifo_mid_scan_never_blocks_the_scan(tmp_path: Path) -> None:
     """Another thread keeps renaming a regular file and a FIFO over one record's name while
-    scans run: a scan that lands between its stat and its open used to block on the FIFO
-    forever (discovery stopped, with no counter; SIGTERM no longer ended the daemon)."""
+    scans run: a scan that lands between its stat and its open must not block on the FIFO
+    (that would stop discovery, with no counter, and keep SIGTERM from ending the daemon)."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     good = (FIXTURES / "registry-idle.json").read_bytes()

@@ -6,7 +6,7 @@ daemon mode against the loopback mock (tests/mock_apis/servers.py ``WRITE``): a 
 ``turn_aborted``), then the same call approved and run to ``task_complete``. Line 11 ends the
 rollout as it was when the daemon broadcast the first ``waitingOnApproval``, line 22 as it was
 at the second (read at that moment, tests/test_real_panes.py checks it live).
-``rollout-while-waiting-for-approval.jsonl`` (reference real-harnesses-2) holds an earlier,
+``rollout-while-waiting-for-approval.jsonl`` holds an earlier,
 finished ``exec_command`` before the pending one.
 """
 

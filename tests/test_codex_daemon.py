@@ -133,7 +133,7 @@ def test_a_thread_that_goes_active_idle_active_in_one_millisecond_shows_all_thre
     words = ("active", "idle", "active")
     records = [r for word in words if (r := view.status("t1", {"type": word}, AT, AT)[0])]
     assert [r.serial for r in records] == [1, 2, 3]
-    table = SessionTable(catalog.normalize, catalog.PROOFS)
+    table = SessionTable(catalog.normalize, catalog.PROOF_TABLE)
     assert [t.after.turn for r in records for t in table.apply(r)] == ["working", "idle", "working"]
     assert table.apply(records[-1]) == []  # the same record twice still counts once
     assert table.ignored == {"duplicate": 1}

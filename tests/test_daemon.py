@@ -1,4 +1,4 @@
-"""The daemon (issue 3) end to end: a real ``paneward run`` process, real sockets, real
+"""The daemon end to end: a real ``paneward run`` process, real sockets, real
 ``paneward hook`` / ``inject`` / ``status`` / ``watch`` processes, real owner processes.
 
 Every daemon runs on its own temporary state directory with ``--no-discovery`` and is
@@ -31,7 +31,7 @@ import messages
 from actors.cli.hook_client import MAX_FRAME_BYTES
 from actors.core.frames import MAX_DEPTH
 from actors.harnesses import catalog
-from actors.harnesses.catalog import PROOFS, normalize
+from actors.harnesses.catalog import PROOF_TABLE, normalize
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
     PANEWARD,
@@ -153,7 +153,7 @@ async def test_real_captures_through_hook_processes_match_the_in_process_replay(
                     key=lambda pair: pair[0].at_ms,
                 )
             )
-            table = SessionTable(normalize, PROOFS)
+            table = SessionTable(normalize, PROOF_TABLE)
             reference = [t for message, _ in plan for t in table.apply(message)]
             notify_argv = _codex_notify_argv()
             async with watching(daemon) as watcher:
@@ -326,8 +326,8 @@ async def test_kill_9_during_a_burst_loses_at_most_one_batch(tmp_path: Path) -> 
                               frames(hooks))
                 # Kill once the store has committed a couple of batches: the burst (paced over
                 # >= 1 s) is then still going, whatever the watcher's own lag. Meanwhile the
-                # store's own view: no transaction ever holds more than one batch (it used to
-                # take everything waiting, thousands of rows under this burst, in one).
+                # store's own view: no transaction ever holds more than one batch (not
+                # everything waiting, thousands of rows under this burst, in one).
                 # And what a kill at each instant would lose (published, not committed) stays
                 # about one batch: intake waits for the store (backpressure).
                 windows: list[tuple[int, int]] = []
@@ -707,7 +707,7 @@ def test_ten_thousand_hostile_frames_leave_the_daemon_exact(tmp_path: Path) -> N
     assert listener["frames_received"] == 10_000 + len(valid)
     assert stats["supervisor"]["rejected"] == 0
     assert stats["supervisor"]["messages"] == len(valid) + stats["pid_watcher"]["seen_sent"]
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     for hook in valid:
         table.apply(hook)
     want = {k.session_id: table.activity(k) for k in table.states}

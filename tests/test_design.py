@@ -1,4 +1,4 @@
-"""Tests that guard the design (DESIGN §2 "Layout"), not a behaviour.
+"""Tests that guard the design (docs/layout.md, docs/design.md), not a behaviour.
 
 - ``actors/core`` holds pure decisions: importing any of its modules loads no event loop, no
   process or database library, and nothing of the layers above it (checked on ``sys.modules``
@@ -371,7 +371,7 @@ def test_every_source_word_is_one_harnesss_own_or_shared() -> None:
     hook_sources = typing.get_args(typing.get_type_hints(messages.HookHint)["source"])
     assert set(hook_sources) <= set(owner)
     shared = words - set(owner)
-    proven = {s for spec in catalog.SPECS.values() for p in spec.proves for s in p.sources}
+    proven = {s for spec in catalog.SPECS.values() for p in spec.proofs for s in p.sources}
     assert shared - UNLIMITED_SOURCES <= proven
     assert shared >= UNLIMITED_SOURCES
 
@@ -394,7 +394,7 @@ def test_a_spec_that_proves_from_another_harnesss_source_is_refused() -> None:
     thief: typing.Any = "thief"  # ids of throwaway harnesses: not words of messages.Harness
     proof = Proof("working", ("claude_hook",), "-")
     with pytest.raises(ValueError, match="not its own"):
-        catalog.register(HarnessSpec(id=thief, summary="-", proves=(proof,)))
+        catalog.register(HarnessSpec(id=thief, summary="-", proofs=(proof,)))
     assert thief not in catalog.SPECS
     with pytest.raises(ValueError, match="belong to another harness"):
         catalog.register(HarnessSpec(id=thief, summary="-", wrap_commands=("claude",)))
@@ -433,7 +433,7 @@ _CRUSH: dict[str, str] = {
             summary="crush hooks and its sessions directory",
             sources=("crush_hook",),
             normalize=hooks.normalize,
-            proves=(
+            proofs=(
                 Proof("running", ("crush_hook",), "the hook's parent"),
                 Proof("working", ("crush_hook",), "prompt"),
                 Proof("idle", ("crush_hook",), "stop"),
@@ -768,3 +768,132 @@ def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
     )
     proofs = _rows(readme, "| harness | proves from | cannot prove |")
     assert sorted(_titled([r[0] for r in proofs]).values()) == sorted(catalog.SPECS)
+
+
+# --------------------------------------------------------------------------------------------
+# Prose: present tense about this repository, citing only what is in it
+
+
+def _prose_files(root: Path) -> list[Path]:
+    """The code and docs whose prose is checked: every Python file of the packages, the tests
+    and the benchmarks, the README and docs/. bench/RESULTS.md is a dated results log, and the
+    fixtures are captures of what agents write, not prose."""
+    files = [root / "README.md", root / "supervisor.py", *sorted((root / "docs").glob("*.md"))]
+    for folder in ("actors", "messages", "tests", "bench"):
+        files += sorted(
+            p for p in (root / folder).rglob("*.py") if "fixtures" not in p.relative_to(root).parts
+        )
+    return [p for p in files if p.exists()]
+
+
+#: Phrases that narrate the code's history instead of saying what it does. Each is written so
+#: that its own text here does not match it (``[y]``, ``[f]``). "was", "no longer" and "still"
+#: are not on the list: they describe runtime facts ("a pid that no longer runs", "what was
+#: queued"), which is present-tense prose about a program. The one allowed use of the first
+#: phrase is the passive ("this set is used for", after is/are/be/been/being).
+_HISTORY: tuple[str, ...] = (
+    r"(?<!\bis )(?<!\bare )(?<!\bbe )(?<!\bbeen )(?<!\bbeing )\bused t[o]\b",
+    r"\bas it alway[s] (?:was|did|has)\b",
+    r"\bpreviousl[y]\b",
+    r"\bformerl[y]\b",
+    r"\bnow fixe[d]\b",
+    r"\bbefore this chang[e]\b",
+    r"(?<![-\w])(?:issu[e]|sessio[n]) #?\d+\b",  # an issue or a work session by number
+)
+#: Names of documents that are not in this repository (the design is docs/design.md).
+_OUTSIDE: tuple[str, ...] = (
+    r"\bDESIG[N]\b",
+    r"\breferenc[e]/",
+    r"seed-interna[l]s",
+    r"\b[\w-]*ancho[r]s\b",
+    r"/wor[k]/",  # a path on the developers' machine
+)
+
+
+def _prose_problems(root: Path) -> list[str]:
+    """Every line of :func:`_prose_files` under ``root`` that narrates history, names a document
+    outside the repository, cites a ``.md`` file the repository does not have, or cites a
+    section (``§N``) other than one of docs/design.md's numbered sections."""
+    import re
+
+    denied = [re.compile(p, re.IGNORECASE) for p in _HISTORY] + [re.compile(p) for p in _OUTSIDE]
+    design = root / "docs" / "design.md"
+    sections = set(re.findall(r"^## (\d+)\.", design.read_text(), re.MULTILINE)) if (
+        design.exists()
+    ) else set()
+    documents = {p.name for p in root.rglob("*.md") if ".venv" not in p.parts}
+    problems: list[str] = []
+    for path in _prose_files(root):
+        where = path.relative_to(root)
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            found = [f"{m.group(0)!r}" for rx in denied for m in rx.finditer(line)]
+            found += [
+                f"{name} is not in the repository"
+                for name in re.findall(r"(?<![\w.*/-])([\w-]+\.md)\b", line)
+                if name not in documents
+            ]
+            for m in re.finditer(r"(\S*)\s*§\s*(\d+)", line):
+                cited = m.group(1).rstrip(")")
+                if not cited.endswith("design.md") or m.group(2) not in sections:
+                    found.append(f"§{m.group(2)} is not a section of docs/design.md")
+            problems += [f"{where}:{n}: {why}: {line.strip()}" for why in found]
+    return problems
+
+
+def test_prose_is_present_tense_and_cites_only_the_repository() -> None:
+    """Code and docs say what IS: no narrated history (how the code behaved before, an issue or
+    a work session by number), and every document they cite is in the repository (the design:
+    docs/design.md §N)."""
+    problems = _prose_problems(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_prose_check_finds_what_it_is_for(tmp_path: Path) -> None:
+    """The check is not vacuous: a tree with one line of each kind yields exactly those lines,
+    and the passive use and a cited section of docs/design.md pass."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "design.md").write_text("# Design\n\n## 1. Axes\n")
+    (tmp_path / "actors").mkdir()
+    lines = [
+        "# the flush used" + " to take everything",  # history
+        "# (see DESI" + "GN \u00a74)",  # outside document
+        "# facts: reference" + "/hermes.md",  # outside folder and file
+        "# fixed in issue" + " 12",  # issue number
+        "# docs/design.md §9",  # no such section
+        "# this set is used to skip backups",  # allowed: passive
+        "# docs/design.md §1; docs/design.md",  # allowed: in the repo
+    ]
+    (tmp_path / "actors" / "x.py").write_text("\n".join(lines) + "\n")
+    flagged = {int(p.split(":")[1]) for p in _prose_problems(tmp_path)}
+    assert flagged == {1, 2, 3, 4, 5}
+
+
+def _package_docstring_names(package: Path) -> tuple[set[str], str]:
+    """What a package holds (its modules and sub-packages, public ones) and its docstring."""
+    import ast
+
+    children = {
+        p.stem if p.is_file() else p.name
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()
+    }
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    return {c for c in children if not c.startswith("_")}, doc
+
+
+@pytest.mark.parametrize(
+    "package",
+    sorted(
+        str(p.parent.relative_to(ROOT))
+        for folder in ("actors", "messages")
+        for p in (ROOT / folder).rglob("__init__.py")
+    ),
+)
+def test_a_package_docstring_names_what_the_package_holds(package: str) -> None:
+    """Each package's docstring lists its modules and sub-packages as they are (a module is
+    named as ``name``, :mod:`.name` or :mod:`package.name`)."""
+    import re
+
+    children, doc = _package_docstring_names(ROOT / package)
+    missing = sorted(c for c in children if not re.search(rf"(?<![\w-]){re.escape(c)}\b", doc))
+    assert not missing, f"{package}/__init__.py's docstring does not name {missing}"

@@ -188,7 +188,7 @@ async def test_ack_of_an_exited_pane_leaves_it_a_plain_shell(tmp_path: Path) -> 
 async def test_the_reference_table_forgets_as_the_supervisor_does() -> None:
     """tests.reference_model.SessionTable (the model replay and property tests use) publishes
     the same transitions for a forget and a session of the same key after it."""
-    from actors.harnesses.catalog import PROOFS, normalize
+    from actors.harnesses.catalog import PROOF_TABLE, normalize
     from tests.reference_model import SessionTable
 
     ended = SessionKey("terminal", ENDED)
@@ -196,7 +196,7 @@ async def test_the_reference_table_forgets_as_the_supervisor_does() -> None:
         spawned(ENDED, "%7"), failed_exit(ENDED), Forget(ended, _now()), Forget(ended, _now()),
         spawned(ENDED, "%9"),
     ]
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     want = [t for message in sequence for t in table.apply(message)]
     with anyio.fail_after(20):
         async with Supervisor() as sup:

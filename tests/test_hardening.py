@@ -1,4 +1,4 @@
-"""Issue 12, against the real daemon: what a local attacker (another uid, via ``setpriv``, or
+"""Hardening, against the real daemon: what a local attacker (another uid, via ``setpriv``, or
 the same uid) could do to it, and the lifecycle around it.
 
 Each test names the defect it guards. Another user is uid 65534 through ``setpriv`` (the tests
@@ -318,8 +318,8 @@ async def test_a_symlink_planted_in_a_shared_runtime_dir_is_refused(shared_base:
 async def test_a_state_dir_others_can_reach_is_refused_with_the_reason(
     tmp_path: Path, mode: int
 ) -> None:
-    """A 0777 state dir used to be accepted: another user deleted daemon.lock and a second
-    daemon ran on the same database."""
+    """A 0777 state dir is refused: else another user could delete daemon.lock and run a
+    second daemon on the same database."""
     state = tmp_path / "state"
     state.mkdir()
     state.chmod(mode)
@@ -335,7 +335,7 @@ async def test_a_state_dir_others_can_reach_is_refused_with_the_reason(
 
 
 async def test_a_regular_file_where_a_socket_goes_is_kept(tmp_path: Path) -> None:
-    """The control server used to unlink any regular file named control.sock."""
+    """The control server never unlinks a regular file named control.sock."""
     state = private(tmp_path / "state")
     (state / "control.sock").write_text("precious")
     code, out, err = await cli(daemon_env(state), "run", "--state-dir", os.fspath(state),
@@ -376,7 +376,7 @@ async def test_one_daemon_per_runtime_dir_whatever_its_state_dir(tmp_path: Path)
 
 
 # --------------------------------------------------------------------------------------------
-# 5. A FIFO in place of an evidence file blocked a worker thread: SIGTERM no longer ended it
+# 5. A FIFO in place of an evidence file never blocks a worker thread, so SIGTERM ends the daemon
 
 
 async def test_a_fifo_beside_the_hermes_ledger_neither_blocks_nor_keeps_the_daemon(
@@ -516,7 +516,7 @@ async def test_a_full_disk_shows_in_the_summary_and_as_a_gap_for_watch_since(
         store = counters["store"]
         return int(counters["supervisor"]["drops"] + store["dropped"] + store["gap_transitions"])
 
-    # The summary's drops are the store's drops too (they used to read 0), between the
+    # The summary's drops are the store's drops too (not 0), between the
     # counters read just before and just after it (the burst may still be draining).
     assert before["store"]["dropped"] > 0
     assert lost(before) <= drops <= lost(after)

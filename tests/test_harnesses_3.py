@@ -1,5 +1,5 @@
 """Gemini CLI, OpenCode, Pi and Hermes Agent (interactive) from their real captures
-(tests/fixtures/harnesses-3/, copied from reference/harnesses-3.md's lab), what each harness can
+(tests/fixtures/harnesses-3/), what each harness can
 prove as the reducer enforces it, and install-hooks for each on a realistic existing config.
 
 The OpenCode plugin and the Pi extension are paneward's own JavaScript: here they run under the
@@ -57,7 +57,7 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
 
 def _replay(hooks: list[NotifyHook]) -> list[tuple[str, str, str | None]]:
     """Every transition the hooks publish: (presence, turn, attention kind)."""
-    table = SessionTable(catalog.normalize, catalog.PROOFS)
+    table = SessionTable(catalog.normalize, catalog.PROOF_TABLE)
     out: list[tuple[str, str, str | None]] = []
     for hook in hooks:
         for t in table.apply(hook):
@@ -98,7 +98,7 @@ def test_gemini_capture_replays_to_the_turns_the_screen_showed() -> None:
         ("running", "working", None),  # AfterTool: the answer has no event of its own
         ("running", "idle", "turn_done"),
         ("running", "working", None),  # SLOW, then Esc:
-        # an AfterAgent like any other (no flag): shown as done, as Gemini's PROVES declares.
+        # an AfterAgent like any other (no flag): shown as done, as Gemini's PROOFS declares.
         ("running", "idle", "turn_done"),
         ("persisted", "unknown", "turn_done"),  # SessionEnd (twice: the second changes nothing)
     ]
@@ -130,7 +130,7 @@ def test_hermes_capture_replays_to_the_turns_the_screen_showed() -> None:
     hooks = _captured_hooks(
         "hermes", FIXTURES / "hermes" / "hooks.jsonl", hermes_hooks.INSTALLED_EVENTS
     )
-    table = SessionTable(catalog.normalize, catalog.PROOFS)
+    table = SessionTable(catalog.normalize, catalog.PROOF_TABLE)
     seen: list[Transition] = []
     for hook in hooks:
         seen += table.apply(hook)
@@ -322,7 +322,7 @@ async def test_pi_extension_forwards_agent_events(tmp_path: Path) -> None:
     ]
     assert hooks[2].payload["tool_name"] == "bash"
     assert hooks[-1].payload["stop_reason"] == "aborted"
-    table = SessionTable(catalog.normalize, catalog.PROOFS)
+    table = SessionTable(catalog.normalize, catalog.PROOF_TABLE)
     shown = [
         (str(t.key), t.after.presence, t.after.turn, t.after.attention and t.after.attention.kind)
         for h in hooks for t in table.apply(h)
@@ -478,11 +478,11 @@ def test_the_forwarders_socket_path_is_paneward_hooks(
 def test_every_harness_declares_every_value_once_with_known_sources() -> None:
     known = set(messages.common.Source.__args__)  # type: ignore[attr-defined]
     for spec in catalog.SPECS.values():
-        assert [p.value for p in spec.proves] == list(PROVABLE), spec.id
-        for proof in spec.proves:
+        assert [p.value for p in spec.proofs] == list(PROVABLE), spec.id
+        for proof in spec.proofs:
             assert set(proof.sources) <= known, (spec.id, proof)
             assert proof.how, (spec.id, proof.value)
-        assert catalog.PROOFS[spec.id] == spec.proof_table()
+        assert catalog.PROOF_TABLE[spec.id] == spec.proofs_by_value()
     assert [axis_of(v) for v in PROVABLE] == [
         "presence", "turn", "turn", "turn", "attention", "attention"
     ]
@@ -493,10 +493,10 @@ def _hint(key: SessionKey, source: str, hint: str, at: int, **extra: Any) -> Hoo
                     at_ms=10**12 * 2 + at, observed_at_ms=10**12 * 2 + at, **extra)
 
 
-def _published(key: SessionKey, *steps: Any, proves: Any = catalog.PROOFS) -> Any:
+def _published(key: SessionKey, *steps: Any, proof_table: Any = catalog.PROOF_TABLE) -> Any:
     state = initial_state(key)
     for message in steps:
-        state = reduce(state, message, proves).state
+        state = reduce(state, message, proof_table).state
     return state.activity
 
 
@@ -508,7 +508,7 @@ def test_a_value_a_harness_cannot_prove_stays_unknown() -> None:
     shown = _published(pi, start, wait)
     assert (shown.presence, shown.turn, shown.attention) == ("running", "unknown", None)
     # ... where the same messages, with no declaration handed in, would show it.
-    assert _published(pi, start, wait, proves=None).turn == "needs_input"
+    assert _published(pi, start, wait, proof_table=None).turn == "needs_input"
 
     # Gemini emits no OSC 7501: a status record for its pane proves nothing about its turn.
     gemini = SessionKey("gemini", "g1")

@@ -227,7 +227,7 @@ def test_http_protocol_parses_requests_with_h11() -> None:
         (b"POST / HTTP/1.1\r\nno colon\r\n\r\n", 400, "http_bad_request"),
         (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
          + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "http_bad_request"),
-        # Digits str.isdigit() accepts but int() does not: the listener used to crash on them.
+        # Digits str.isdigit() accepts but int() does not: a bad request, not a crash.
         (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
          + "Content-Length: \u00b2\r\n\r\n".encode(), 400, "http_bad_request"),
         (b"POST /hook/claude-code HTTP/1.1\r\n" + AUTH
@@ -762,7 +762,7 @@ def test_listener_module_never_imported_by_hook_path() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Admission: idle connections, bursts, deadlines, running out of descriptors (issue 12)
+# Admission: idle connections, bursts, deadlines, running out of descriptors
 
 
 def _connect_idle(path: Path, count: int) -> list[socket.socket]:
@@ -1002,8 +1002,8 @@ async def send_raw_nowait(path: Path, data: bytes) -> None:
 async def test_a_malformed_content_length_is_refused_and_http_serves_on(
     sock_path: Path, token_file: Path, length: bytes
 ) -> None:
-    """Digits that pass str.isdigit() but are not ASCII, or thousands of them, used to crash
-    the whole listener (http and the socket)."""
+    """Digits that pass str.isdigit() but are not ASCII, or thousands of them, are refused
+    without crashing the listener (http and the socket)."""
     body = json.dumps({"hook_event_name": "Stop", "session_id": "s"}).encode()
     with anyio.fail_after(20):
         sink = ListSink()

@@ -1114,7 +1114,7 @@ def test_the_output_names_each_file_once_and_no_trust_advice_with_trust(
 
 
 # --------------------------------------------------------------------------------------------
-# Bad paths: one line, exit 1, never a hang or a traceback (issue 12)
+# Bad paths: one line, exit 1, never a hang or a traceback
 
 _PANEWARD = Path(sys.executable).with_name("paneward")
 

@@ -298,7 +298,7 @@ def test_a_flip_and_back_in_one_read_is_three_records_not_a_duplicate() -> None:
     records = [m for m in sink.items if isinstance(m, messages.ProgramStatus)]
     assert [(m.state, m.serial) for m in records] == [("working", 1), ("done", 2), ("working", 3)]
     assert len({m.at_ms for m in records}) == 1
-    table = SessionTable(catalog.normalize, catalog.PROOFS)
+    table = SessionTable(catalog.normalize, catalog.PROOF_TABLE)
     at = records[0].at_ms
     spawned = messages.PtySpawned(key=key, pid=os.getpid(), start_token=start_token(os.getpid()),
                                   at_ms=at, observed_at_ms=at)

@@ -138,14 +138,14 @@ async def test_claude_code_status_under_the_wrapper(
     tmp_path: Path, tmux: Tmux, anthropic: MockServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     claude = _agent("claude")
-    # A developer's own CLAUDE_CONFIG_DIR must not reach the agent in the pane (it used to,
-    # through the tmux server's global environment, and Claude then showed its first-run
+    # A developer's own CLAUDE_CONFIG_DIR must not reach the agent in the pane (through the
+    # tmux server's global environment it would, and Claude would show its first-run
     # screens): the pane's program gets exactly `env` below.
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "the-callers-config-dir"))
     home, work, sock = tmp_path / "home", tmp_path / "work", tmp_path / "d.sock"
     for d in (home, work, tmp_path / "tmp"):
         d.mkdir()
-    # Skip the first-run screens (reference real-harnesses.md §4.1).
+    # Skip the first-run screens.
     (home / ".claude.json").write_text(json.dumps({
         "hasCompletedOnboarding": True,
         "lastOnboardingVersion": "2.1.332",
@@ -244,7 +244,7 @@ async def test_codex_approval_dialog_is_blocked_under_the_wrapper(
     env = base_env(sock) | {
         "HOME": str(home), "TMPDIR": str(tmp_path / "tmp"), "MOCK_OPENAI_API_KEY": "dummy",
     }
-    # A -c override keeps the TUI in-process (reference real-harnesses-2.md §2.7): no shared
+    # A -c override keeps the TUI in-process: no shared
     # daemon copied into HOME and left running after the test.
     command = [*WRAP, "--", str(codex), "-c", "analytics.enabled=false"]
     try:

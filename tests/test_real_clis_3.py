@@ -268,7 +268,7 @@ async def test_gemini_cli_hooks_through_the_daemon_to_its_pane(
             assert await anyio.to_thread.run_sync(gemini_api.stalled.wait, 30)
             await world.keys("Escape")
             # What Gemini can prove: an Esc ends the turn with an AfterAgent like any other,
-            # with no flag -- so the interrupted turn shows as done (declared in its PROVES).
+            # with no flag -- so the interrupted turn shows as done (declared in its PROOFS).
             await world.shows("idle", "turn_done")
             await world.wait_text("Request cancelled")
 

@@ -1,4 +1,4 @@
-"""The session reducer, one named case per rule of DESIGN §4 (table-driven, no event loop)."""
+"""The session reducer, one named case per rule of docs/design.md §4 (table-driven, no loop)."""
 
 from __future__ import annotations
 
@@ -802,7 +802,7 @@ CASES = [
         ),
         ("running", "idle", None),
     ),
-    # ---- work that outlives the turn (DESIGN §4): still working, turn_done when it ends
+    # ---- work that outlives the turn (docs/design.md §4): still working, turn_done when it ends
     Case(
         "a Stop listing a running background agent keeps the turn working, counted",
         (
@@ -1325,10 +1325,10 @@ def test_a_session_bound_to_the_pane_already_focused_is_focused() -> None:
     """Routing: the focus a pane had before its session bound reaches the session as it binds;
     a finished turn there opens nothing. A pane that merely opens (even as its session's
     active pane) is no focus change."""
-    from actors.harnesses.catalog import PROOFS, normalize
+    from actors.harnesses.catalog import PROOF_TABLE, normalize
     from tests.reference_model import SessionTable
 
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     for message in (PaneFocused("%1", T), PaneOpened(pane="%2", root_pid=5, at_ms=T, focused=True),
                     PaneBound(key=K, pane="%1", at_ms=T), reg("busy", 0),
                     hook("Stop", "completed", 5)):

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.harnesses.catalog import PROOFS, normalize
+from actors.harnesses.catalog import PROOF_TABLE, normalize
 from messages import (
     Acknowledge,
     HookHint,
@@ -198,7 +198,7 @@ MESSAGES = st.lists(st.one_of(hook(), registry(), codex(), other()), max_size=80
 
 
 def _replay(messages: list[Inbound]) -> tuple[SessionTable, list[Transition]]:
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     out: list[Transition] = []
     for message in messages:
         out.extend(table.apply(message))
@@ -345,9 +345,9 @@ WAITS: dict[Harness, tuple[dict[str, Any], list[WaitRecord]]] = {
 
 
 def test_every_harness_that_can_prove_a_wait_is_in_the_order_test() -> None:
-    waits = {h for h, proof in PROOFS.items() if proof.get("needs_input")}
+    waits = {h for h, proof in PROOF_TABLE.items() if proof.get("needs_input")}
     assert waits == set(WAITS)
-    assert {h for h in PROOFS if h not in WAITS} == {"cursor", "pi"}  # no permission event
+    assert {h for h in PROOF_TABLE if h not in WAITS} == {"cursor", "pi"}  # no permission event
 
 
 @st.composite
@@ -371,7 +371,7 @@ def test_the_most_specific_reason_of_one_wait_wins_in_any_order(
     the attention names the record that says most (the newest of those that say as much) and
     is open since the oldest record."""
     harness, timed, order = case
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     table.apply(_hook(harness, WAITS[harness][0])(T))  # the turn the wait is in
     for i in order:
         at, (make, _reason, _detail) = timed[i]

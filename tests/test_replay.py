@@ -7,7 +7,7 @@ its paneward source sends and sorts them by event time.
 
 from __future__ import annotations
 
-from actors.harnesses.catalog import PROOFS, normalize
+from actors.harnesses.catalog import PROOF_TABLE, normalize
 from messages import Transition
 from tests.reference_model import SessionTable
 from tests.replay import CLAUDE_INTERACTIVE, CODEX_TUI_THREAD, claude_messages, codex_messages
@@ -28,7 +28,7 @@ def _rows(transitions: list[Transition]) -> list[Row]:
 
 
 def _replay(messages: list[object]) -> tuple[SessionTable, list[Transition]]:
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     out: list[Transition] = []
     for message in messages:
         out.extend(table.apply(message))  # type: ignore[arg-type]
@@ -133,7 +133,7 @@ def test_codex_notify_completion_is_not_doubled_after_acknowledge() -> None:
     from messages import Acknowledge
 
     messages = list(codex_messages())
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     seen_notify = 0
     for message in messages:
         table.apply(message)

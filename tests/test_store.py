@@ -335,8 +335,8 @@ async def test_record_is_sync_and_writes_are_batched(tmp_path: Path) -> None:
 async def test_transactions_are_bounded_and_follow_each_other_at_once(tmp_path: Path) -> None:
     """5,250 rows recorded in one go: the writer commits them 500 at a time, the next
     transaction at once while rows wait (the window is a minute: only the size and the
-    rows left over start them). It used to take everything pending in one transaction, so
-    a kill -9 could lose all of it."""
+    rows left over start them), never everything pending in one transaction, which a
+    kill -9 could lose all of."""
     path = tmp_path / "bounded.db"
     sizes: list[int] = []
     with anyio.fail_after(30):

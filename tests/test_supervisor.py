@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from actors.core.reducer import SessionMessage, SessionState, Step, reduce
-from actors.harnesses.catalog import PROOFS, normalize
+from actors.harnesses.catalog import PROOF_TABLE, normalize
 from actors.runtime.hub import StateTransition
 from actors.runtime.mailbox import EvidenceSink
 from messages import (
@@ -88,7 +88,7 @@ async def collect(sub: object, count: int) -> list[Transition]:
 
 
 async def test_same_transitions_as_the_reference_table() -> None:
-    table = SessionTable(normalize, PROOFS)
+    table = SessionTable(normalize, PROOF_TABLE)
     messages = claude_messages() + codex_messages()
     expected = [t for m in messages for t in table.apply(m)]
     with anyio.fail_after(10):
@@ -486,7 +486,7 @@ async def test_a_states_subscription_sees_every_transition_with_its_reducer_stat
 
 async def test_restored_live_session_does_not_flicker() -> None:
     """A session restored with its live owner, then the same evidence again: no transition."""
-    before = SessionTable(normalize, PROOFS)
+    before = SessionTable(normalize, PROOF_TABLE)
     before.apply(status(1, "idle", 0))
     state = before.states[key(1)]
     with anyio.fail_after(10):
@@ -528,8 +528,8 @@ async def test_an_essential_actor_that_stops_fails_the_supervisor() -> None:
 
 
 async def test_live_sessions_are_capped_and_refusals_counted() -> None:
-    """A flood of new sessions (2,000 failed ones used to keep 2,000 live actors) stops at the
-    cap; evidence for sessions that already have an actor still goes through."""
+    """A flood of new sessions stops at the cap (failed sessions do not each keep a live actor);
+    evidence for sessions that already have an actor still goes through."""
     with anyio.fail_after(20):
         async with Supervisor(max_sessions=3) as sup:
             with sup.subscribe("all", snapshot=False) as sub:

@@ -1,5 +1,14 @@
-"""The command line: ``paneward`` and everything it runs (hook client, daemon wiring, wrap,
-install-hooks).
+"""The command line: ``paneward`` and everything it runs.
+
+- :mod:`.main` -- the argument parser and the table of subcommands;
+- :mod:`.hook_client` -- ``paneward hook``, stdlib only;
+- :mod:`.commands` -- the subcommands that talk to a daemon or tmux (``run``, ``status``,
+  ``watch``, ``next``, ``pick``, ``wait``, ``top``, ``ack``, ``forget``, ``tmux-config``);
+- :mod:`.daemon` -- ``paneward run``'s wiring of every actor;
+- :mod:`.top` -- the Textual shell of ``paneward top``;
+- :mod:`.wrap` -- ``paneward wrap``, the PTY wrapper;
+- :mod:`.install` -- ``paneward install-hooks``; :mod:`.service` -- ``paneward install-service``;
+- :mod:`.nats_view` -- the NATS settings and ``status``/``watch --nats``, read with no daemon.
 
 This ``__init__`` is the console script's entry point and imports nothing but :mod:`sys`:
 ``paneward hook`` runs on every hook event of every agent, so it is handed to the stdlib-only
@@ -57,10 +66,10 @@ def _exit_now(code: int) -> NoReturn:
     interpreter's finalization.
 
     Why: tearing the interpreter down (freeing every module and object the process is about
-    to lose anyway) was about 3 ms of ``paneward hook``'s ~22 ms here, paid on every hook event
-    of every agent; the hook client registers no ``atexit`` work and holds no other buffer, so
-    nothing is lost. A flush that fails (a reader that went away) changes nothing: the hook
-    exits 0 whatever happened.
+    to lose anyway) is a noticeable share of ``paneward hook``'s run, paid on every hook event
+    of every agent (``bench/bench_hook.py`` measures it); the hook client registers no ``atexit``
+    work and holds no other buffer, so nothing is lost. A flush that fails (a reader that went away)
+    changes nothing: the hook exits 0 whatever happened.
     """
     import os
 

@@ -1,4 +1,5 @@
-"""The daemon-side subcommands of ``paneward``: run, status, watch, tmux-config.
+"""The subcommands of ``paneward`` that talk to a daemon or to tmux: run, status, watch,
+next, pick, wait, top, ack, forget, tmux-config.
 
 Registered in :data:`actors.cli.main.COMMANDS`. ``status`` and ``watch`` talk to the
 running daemon over its control socket (:mod:`actors.sources.control_server`); they
@@ -347,7 +348,7 @@ def proofs_json() -> dict[str, Any]:
                     "sources": list(proof.sources),
                     "how": proof.how,
                 }
-                for proof in spec.proves
+                for proof in spec.proofs
             ],
         }
         for spec in SPECS.values()

@@ -2,7 +2,7 @@
 
 Who uses what:
 
-- :func:`attention_queue` is the one ordered queue over all sessions (DESIGN §9, "Acting on
+- :func:`attention_queue` is the one ordered queue over all sessions (docs/design.md §9, "Acting on
   attention"): ``paneward status`` prints it, ``paneward next`` jumps to its first item,
   ``paneward pick`` lists it in a tmux menu. The order is the reducer's
   (:func:`actors.core.reducer.attention_order`: ``needs_input``, then ``failed``, then

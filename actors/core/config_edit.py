@@ -123,8 +123,8 @@ def is_ours(entry: object) -> bool:
 
 
 def has_ours(text: str) -> bool:
-    """Whether a JSON hooks file's text mentions any paneward entry (used to skip backups
-    that are not paneward-free when restoring after ``--uninstall``)."""
+    """Whether a JSON hooks file's text mentions any paneward entry (restoring after
+    ``--uninstall`` skips the backups that are not paneward-free)."""
     return _OURS.search(text) is not None or TOKEN_HEADER in text.lower()
 
 

@@ -1,8 +1,8 @@
 """Hook-socket frames, sans-IO: split a byte stream into lines, check and decode each once.
 
-The one ingress for bytes (DESIGN §2): :func:`check_frame` decodes a frame into a valid inbound
-message with :func:`messages.decode_inbound` (decoding is the validation) or says precisely why
-it is refused. Used by the hook listener (:mod:`actors.sources.hook_listener`) and the http
+The one ingress for bytes (docs/design.md §2): :func:`check_frame` decodes a frame into a valid
+inbound message with :func:`messages.decode_inbound` (decoding is the validation) or says precisely
+why it is refused. Used by the hook listener (:mod:`actors.sources.hook_listener`) and the http
 path (:mod:`actors.core.http`); nothing downstream validates the message again.
 """
 

@@ -63,9 +63,9 @@ _AXIS: Final[Mapping[Provable, str]] = {
     "turn_done": "attention",
     "failed": "attention",
 }
-#: What the reducer is handed (:func:`actors.core.reducer.reduce`, ``proves``): per harness id,
+#: What the reducer is handed (:func:`actors.core.reducer.reduce`, ``proof_table``): per harness id,
 #: per :data:`Provable` value, the evidence sources that prove it. Plain data, built by
-#: :mod:`actors.harnesses.catalog` (``PROOFS``) from every package's declaration.
+#: :mod:`actors.harnesses.catalog` (``PROOF_TABLE``) from every package's declaration.
 ProofTable = Mapping[str, Mapping[str, frozenset[str]]]
 
 
@@ -126,7 +126,7 @@ class HarnessSpec:
     harness's native hook payloads to hints (``None``: it sends none); ``http_refused`` maps
     an event name to why it can never arrive as an ``http`` hook; ``process_claim`` says what
     one of its processes (a comm in ``claim_comms``) proves by itself when the pane mapper
-    finds no owner (``None``: nothing); ``proves`` declares, for
+    finds no owner (``None``: nothing); ``proofs`` declares, for
     every :data:`PROVABLE` value, whether the harness can prove it and from which source
     (tests/test_design.py checks that each package declares all of them, once); ``pane_note``
     says why a pane showing one of its sessions shows less than it could (``paneward status``);
@@ -145,16 +145,16 @@ class HarnessSpec:
     http_refused: Mapping[str, str] = field(default_factory=dict)
     claim_comms: frozenset[str] = frozenset()
     process_claim: ProcessClaim | None = None
-    proves: tuple[Proof, ...] = ()
+    proofs: tuple[Proof, ...] = ()
     pane_note: PaneNote | None = None
     installer: Callable[[], Installer] | None = None
     discovery: tuple[Discovery, ...] = ()
     home_env: tuple[str, ...] = ()
     wrap_commands: tuple[str, ...] = ()
 
-    def proof_table(self) -> Mapping[str, frozenset[str]]:
-        """``proves`` as the reducer reads it: value -> the sources that prove it."""
-        return {proof.value: frozenset(proof.sources) for proof in self.proves}
+    def proofs_by_value(self) -> Mapping[str, frozenset[str]]:
+        """``proofs`` as the reducer reads it: value -> the sources that prove it."""
+        return {proof.value: frozenset(proof.sources) for proof in self.proofs}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,41 +19,42 @@ __all__ = [
     "NEEDS_INPUT_NOTIFICATIONS",
     "blocked_reason",
     "first_str",
+    "fold_name",
     "permission_reason",
     "reason_detail",
     "text",
-    "token",
     "unmapped",
 ]
 
 MAX_UNMAPPED_KEYS: Final = 6
 _NON_ALNUM: Final = re.compile(r"[^a-z0-9]+")
-#: Notification types (as :func:`token` spells them) that mean "blocked on the user" at once,
-#: in every harness that sends such notifications (Claude Code, Cursor; jmoyers/harness).
+#: Notification types (as :func:`fold_name` spells them) that mean "blocked on the user" at once,
+#: in every harness that sends such notifications (Claude Code, Cursor).
 NEEDS_INPUT_NOTIFICATIONS: Final = frozenset(
     {"permissionrequest", "approvalrequest", "approvalrequired", "inputrequired"}
 )
 
 
-def token(value: str) -> str:
-    """Compare event and type names lower-cased with non-alphanumerics stripped.
+def fold_name(value: str) -> str:
+    """``value`` (an event or type name) folded to the form names are compared in:
+    lower-cased, non-alphanumerics stripped.
 
-    ``PermissionRequest``, ``permission_request`` and ``permission-request`` are
-    one token, ``permissionrequest`` (jmoyers/harness normalizeEventToken).
+    ``PermissionRequest``, ``permission_request`` and ``permission-request`` all fold
+    to ``permissionrequest``.
     """
-    # Every hook asks for its event's token, and the names are few: a dict hit is a fifth of
+    # Every hook folds its event's name, and the names are few: a dict hit is a fifth of
     # the regex. Bounded, since the names come from payloads.
-    known = _TOKENS.get(value)
+    known = _FOLDED.get(value)
     if known is None:
         known = _NON_ALNUM.sub("", value.lower())
-        if len(_TOKENS) >= _TOKENS_KEPT:
-            _TOKENS.clear()
-        _TOKENS[value] = known
+        if len(_FOLDED) >= _FOLDED_KEPT:
+            _FOLDED.clear()
+        _FOLDED[value] = known
     return known
 
 
-_TOKENS: dict[str, str] = {}
-_TOKENS_KEPT: Final = 1024
+_FOLDED: dict[str, str] = {}
+_FOLDED_KEPT: Final = 1024
 
 
 def first_str(payload: dict[str, Any], *names: str, limit: int = MAX_ID_LEN) -> str | None:
@@ -88,7 +89,7 @@ _APPROVE: Final = re.compile(r"approve ([A-Za-z0-9_.:-]+?)(?:: (.*))?", re.DOTAL
 
 
 def permission_reason(tool: str | None, command: object = None) -> str:
-    """The one spelling of a permission wait, whoever saw it (DESIGN §4, needs_input).
+    """The one spelling of a permission wait, whoever saw it (docs/design.md §4, needs_input).
 
     ``permission: Bash: echo hi > hi.txt`` when the tool and its command are known,
     ``permission: Bash`` with the tool only, ``permission`` with neither: a hook's

@@ -2,7 +2,7 @@
 
 A pane is ``(pane id, root pid)`` (``PaneOpened``). The session shown in a pane is the one
 owned by the *nearest* process below the root (breadth-first, the root itself first, at most
-256 processes visited, DESIGN §6, behaviour 19) that owns a session. Ownership is learnt from
+256 processes visited, docs/design.md §6) that owns a session. Ownership is learnt from
 the evidence :meth:`PaneMap.observe` is fed:
 
 ========================  ===========================  =========================

@@ -1,9 +1,7 @@
 """Process liveness decisions, pure: the pid watcher's round.
 
 (Process identity -- the one ``/proc/<pid>/stat`` parser, the start token -- is
-:mod:`actors.core.procstat`.) :func:`plan` decides what one probe round means (the omni-dev
-``pid_watcher`` plan,
-seed-internals §2.9, behaviours 32-37):
+:mod:`actors.core.procstat`.) :func:`plan` decides what one probe round means:
 
 - each distinct candidate pid is probed once per round;
 - a pid found gone ends its sessions only if *this watcher* saw it alive before

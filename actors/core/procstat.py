@@ -1,6 +1,6 @@
 """Process identity, pure: the one ``/proc/<pid>/stat`` parser.
 
-Start token (DESIGN §5): field 22 of ``/proc/<pid>/stat`` (``starttime``, clock ticks since
+Start token (docs/design.md §5): field 22 of ``/proc/<pid>/stat`` (``starttime``, clock ticks since
 boot) as a decimal string, exactly what Claude Code writes as ``procStart``. The stat line is
 split after the LAST ``)`` because the comm field (field 2) may itself contain spaces and
 parentheses.

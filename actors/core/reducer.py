@@ -1,13 +1,13 @@
 """The session state machine: a pure reducer over one session's evidence.
 
-``reduce(state, message) -> Step`` implements every rule of DESIGN §4. It does no
+``reduce(state, message) -> Step`` implements every rule of docs/design.md §4. It does no
 I/O and imports no async library, so it is tested exhaustively without an event
 loop; :mod:`actors.runtime.session` is the thin actor around it. The state is a frozen
 msgspec Struct so that a crashed actor restarts from exactly its last state.
 
 Vocabulary: a *claim* is what one message says about presence or turn; the
 *published* activity is derived from the state by :func:`derive` and is only
-published when its visible fields changed (DESIGN §4, Publishing).
+published when its visible fields changed (docs/design.md §4, Publishing).
 
 This module is the ONLY place that decides a published field. Besides :func:`reduce` it holds
 every other decision about what is shown: :func:`crashed` (an actor stopped after repeated
@@ -21,7 +21,7 @@ and :func:`pane_views` apply it). Sinks render an ``Activity``; they never re-de
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -62,6 +62,9 @@ from messages.evidence import (
     ThreadStatus,
 )
 
+if TYPE_CHECKING:
+    from actors.core.harness import ProofTable
+
 __all__ = [
     "ATTENTION_PRIORITY",
     "ENDED_SHOWN_MS",
@@ -90,8 +93,8 @@ __all__ = [
     "settled",
 ]
 
-#: Attention kinds, most urgent first (DESIGN §4): the one priority derive, badges, the status
-#: table and the attention queue all use.
+#: Attention kinds, most urgent first (docs/design.md §4): the one priority derive, badges, the
+#: status table and the attention queue all use.
 ATTENTION_PRIORITY: Final[tuple[AttentionKind, ...]] = ("needs_input", "failed", "turn_done")
 _ATTENTION_RANK: Final[dict[str, int]] = {
     kind: len(ATTENTION_PRIORITY) - i for i, kind in enumerate(ATTENTION_PRIORITY)
@@ -115,7 +118,7 @@ _STATE_WORD_SOURCES: Final = frozenset(
 )
 #: Evidence that is no harness's own -- process identity, the host's PTY and signals, paneward's
 #: own store and supervision -- proves the same for every harness: what a harness declares it
-#: can prove (``reduce(..., proves=...)``) never limits these.
+#: can prove (``reduce(..., proof_table=...)``) never limits these.
 UNLIMITED_SOURCES: Final = frozenset(
     {"pid_probe", "pty_host", "host", "persisted_store", "supervisor", "pane_mapper"}
 )
@@ -129,7 +132,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     known: bool = False  # some evidence claimed something: the session is shown
     presence: Presence = "persisted"
     turn: Turn = "unknown"
-    # Evidence of the current state (DESIGN §1).
+    # Evidence of the current state (docs/design.md §1).
     source: Source = "persisted_store"
     native: str | None = None
     version: str | None = None
@@ -258,9 +261,9 @@ def attention_rank(kind: AttentionKind | None) -> int:
 def pane_rank(activity: Activity) -> tuple[bool, int, bool, int, str]:
     """The sort key of a session among those bound to one pane: the largest is shown.
 
-    One rule (DESIGN §4, "one winner per pane"), used by the tmux badges, ``paneward status``
-    and its JSON alike: the session that proves the most about the turn wins -- a proven turn
-    (a live owner and a turn other than ``unknown``) beats ``unknown``, then open attention by
+    One rule (docs/design.md §4, "one winner per pane"), used by the tmux badges, ``paneward
+    status`` and its JSON alike: the session that proves the most about the turn wins -- a proven
+    turn (a live owner and a turn other than ``unknown``) beats ``unknown``, then open attention by
     :data:`ATTENTION_PRIORITY`, then a live owner over an ended one; ties go to the newest
     evidence, then the key (only to be deterministic). Everything it reads is in the activity,
     so a snapshot ranks exactly as the transitions that led to it did.
@@ -363,7 +366,9 @@ class Reproof(msgspec.Struct, frozen=True, gc=False):
 
 
 def reprove(state: SessionState, live_token: str | None, observed_at_ms: int) -> Reproof:
-    """Re-prove a session restored after a restart, before anything is published (DESIGN §4).
+    """Re-prove a session restored after a restart, before anything is published.
+
+    The rule is docs/design.md §4 (Restart).
 
     ``live_token`` is the current start token of the recorded owner pid (``None``: gone, or no
     owner recorded). A session that was not ``persisted`` keeps its state only when its owner
@@ -457,9 +462,9 @@ def background_items(state: SessionState) -> int:
 
 
 def _still_working(state: SessionState) -> bool:
-    """The turn ended but work it started still runs (DESIGN §4, work that outlives the turn):
-    background items, or -- for a Claude that does not list its background work in ``Stop`` --
-    its registry still ``busy`` after the hook said the turn ended."""
+    """The turn ended but work it started still runs (docs/design.md §4, work that outlives the
+    turn): background items, or -- for a Claude that does not list its background work in ``Stop``
+    -- its registry still ``busy`` after the hook said the turn ended."""
     if background_items(state) > 0:
         return True
     return state.has_registry and state.registry_busy and not state.background_listed
@@ -570,7 +575,7 @@ def _end(
     exit: ExitInfo | None = None,
     graceful: bool = False,
 ) -> SessionState:
-    """Proof of death: presence persisted, turn unknown (DESIGN §4, Presence).
+    """Proof of death: presence persisted, turn unknown (docs/design.md §4, Presence).
 
     An abrupt death while working opens attention ``failed``; a graceful end
     (``SessionEnd``, the registry file removed by the exiting program) does not.
@@ -755,13 +760,13 @@ def _kept_reason(state: SessionState, claim: _Claim, updates: dict[str, object])
 def reduce(
     state: SessionState,
     message: SessionMessage,
-    proves: Mapping[str, Mapping[str, frozenset[str]]] | None = None,
+    proof_table: ProofTable | None = None,
 ) -> Step:
     """Apply one routed message to one session (pure).
 
-    ``proves`` is what each harness can prove (``actors.core.harness.ProofTable``: harness id
+    ``proof_table`` is what each harness can prove (``actors.core.harness.ProofTable``: harness id
     -> axis value -> the sources that prove it; the supervisor passes
-    ``actors.harnesses.catalog.PROOFS``). A value this message's source cannot prove for the
+    ``actors.harnesses.catalog.PROOF_TABLE``). A value this message's source cannot prove for the
     session's harness is never published as proven: a turn stays ``unknown``, a presence, a
     ``turn_done`` or a ``failed`` is not taken (:func:`_only_proven`). ``None``, or a harness
     the table does not name: nothing is limited.
@@ -778,8 +783,8 @@ def reduce(
     if new is not None and new.deferred is not None:
         # A completion that waited for background work: settle it now that it may be due.
         new = _settle(new)
-    if new is not None and proves is not None:
-        limits = proves.get(state.key.harness)
+    if new is not None and proof_table is not None:
+        limits = proof_table.get(state.key.harness)
         if limits:
             # Every session message states its source on its type (a HookHint in its field):
             # none is left out of what its harness can prove.
@@ -803,7 +808,7 @@ def _only_proven(
     source: Source,
     limits: Mapping[str, frozenset[str]],
 ) -> SessionState:
-    """``after`` without what ``source`` cannot prove for this harness (DESIGN §4, "What a
+    """``after`` without what ``source`` cannot prove for this harness (docs/design.md §4, "What a
     harness can prove"): a turn it cannot prove becomes ``unknown`` (with no ``needs_input``
     reason), a ``running``, ``turn_done`` or ``failed`` it cannot prove is not taken."""
     if source in UNLIMITED_SOURCES:

@@ -4,7 +4,7 @@ Adding a harness is one package under ``actors/harnesses/<name>/`` (its ``SPEC``
 line in :data:`_PACKAGES`; everything that lists or wires harnesses reads the catalog when it
 runs, and nothing else names a harness: the supervisor normalizes each raw
 :class:`~messages.NotifyHook` with :func:`normalize` before routing (a hook's session key is
-inside its payload) and hands :data:`PROOFS` (what each harness can prove) to the reducer; the
+inside its payload) and hands :data:`PROOF_TABLE` (what each harness can prove) to the reducer; the
 hook listener serves ``/hook/<harness>`` for the harnesses in :data:`HOOK_ROUTES` and refuses
 what :func:`http_refusal` names; the pane mapper asks :data:`CLAIMS`; ``install-hooks`` takes
 its choices and installers from :data:`INSTALLERS`; ``paneward run`` starts every spec's
@@ -52,7 +52,7 @@ __all__ = [
     "HOOKS",
     "HOOK_ROUTES",
     "INSTALLERS",
-    "PROOFS",
+    "PROOF_TABLE",
     "SPECS",
     "TERMINAL",
     "home_env",
@@ -75,16 +75,16 @@ _PACKAGES: Final = (claude_code, codex, cursor, hermes, gemini, opencode, pi)
 TERMINAL: Final[Harness] = "terminal"
 
 _SPECS: dict[str, HarnessSpec] = {}
-_PROOFS: dict[str, Mapping[str, frozenset[str]]] = {}
+_PROOF_TABLE: dict[str, Mapping[str, frozenset[str]]] = {}
 _HOOK_ROUTES: dict[str, Harness] = {}
 _CLAIMS: dict[str, ProcessClaim] = {}
 _WRAP: dict[str, Harness] = {}
 
 #: Every harness with a package, by id (read-only; :func:`register` adds to it).
 SPECS: Final[Mapping[str, HarnessSpec]] = MappingProxyType(_SPECS)
-#: What each harness can prove (its package's ``proves``), as the reducer is handed it
-#: (``actors.core.reducer.reduce(..., proves=PROOFS)``: the supervisor's default reducer).
-PROOFS: Final[ProofTable] = MappingProxyType(_PROOFS)
+#: What each harness can prove (its package's ``PROOFS``), as the reducer is handed it
+#: (``actors.core.reducer.reduce(..., proof_table=PROOF_TABLE)``: the supervisor's default reducer).
+PROOF_TABLE: Final[ProofTable] = MappingProxyType(_PROOF_TABLE)
 #: Harnesses that send hook payloads (``/hook/<id>`` over http, ``--harness`` of the hook client).
 HOOK_ROUTES: Final[Mapping[str, Harness]] = MappingProxyType(_HOOK_ROUTES)
 #: Process names whose command line can prove something to the pane mapper (a live view).
@@ -154,7 +154,7 @@ def unregister(harness: str) -> None:
     :raises KeyError: ``harness`` is not registered.
     """
     spec = _SPECS.pop(harness)
-    _PROOFS.pop(harness, None)
+    _PROOF_TABLE.pop(harness, None)
     _HOOK_ROUTES.pop(harness, None)
     for comm in spec.claim_comms:
         _CLAIMS.pop(comm, None)
@@ -164,8 +164,8 @@ def unregister(harness: str) -> None:
 
 def _add(spec: HarnessSpec) -> None:
     _SPECS[spec.id] = spec
-    if spec.proves:
-        _PROOFS[spec.id] = MappingProxyType(dict(spec.proof_table()))
+    if spec.proofs:
+        _PROOF_TABLE[spec.id] = MappingProxyType(dict(spec.proofs_by_value()))
     if spec.normalize is not None:
         _HOOK_ROUTES[spec.id] = spec.id
     if spec.process_claim is not None:
@@ -179,7 +179,7 @@ def _foreign_sources(spec: HarnessSpec) -> str | None:
     """Why ``spec`` may not prove from the sources it names (``None``: it may)."""
     owned = {s for other in _SPECS.values() for s in other.sources}
     shared = set(get_args(Source)) - owned
-    foreign = {s for proof in spec.proves for s in proof.sources} - set(spec.sources) - shared
+    foreign = {s for proof in spec.proofs for s in proof.sources} - set(spec.sources) - shared
     if foreign:
         return f"harness {spec.id!r} proves from sources not its own: {sorted(foreign)}"
     return None

@@ -5,11 +5,11 @@ Who calls what:
 - The supervisor owns one :class:`BroadcastHub`. At start it calls :meth:`BroadcastHub.restore`
   with what the store persisted, then, for every step its session actors' reducer publishes,
   :meth:`BroadcastHub.publish` with the new :class:`~messages.Activity` and the reducer state
-  behind it. The reducer alone decides that a step is a transition (DESIGN §4, Publishing);
+  behind it. The reducer alone decides that a step is a transition (docs/design.md §4, Publishing);
   the hub numbers it and hands it to every subscriber.
 - Sinks (tmux badges, the store, ``paneward watch``, tests) call :meth:`BroadcastHub.subscribe`
   and read :class:`~messages.Snapshot`, then :class:`~messages.Transition` items, possibly
-  ended by one :class:`~messages.Overflow` marker (DESIGN §7). A subscription made with
+  ended by one :class:`~messages.Overflow` marker (docs/design.md §7). A subscription made with
   ``states=True`` (the store's) gets each with the reducer state behind it
   (:class:`StateSnapshot`, :class:`StateTransition`), captured at publish time.
 - At shutdown the supervisor calls :meth:`BroadcastHub.close`: every subscriber drains what is
@@ -476,11 +476,11 @@ class BroadcastHub:
 
     Owned by the supervisor; :meth:`publish` is called for every step the session reducer
     publishes, :meth:`subscribe` by sinks. The catalog keeps ended sessions: an actor stopping
-    does not remove its key (DESIGN §2, "its last activity stays in the catalog"), and with each
-    activity the reducer state behind it (:meth:`state_of`), so that a session coming back gets
+    does not remove its key (docs/design.md §2, "its last activity stays in the catalog"), and with
+    each activity the reducer state behind it (:meth:`state_of`), so that a session coming back gets
     its whole state, not a reconstruction from the activity.
 
-    The hub does not decide whether a publish is a change: the reducer does (DESIGN §4,
+    The hub does not decide whether a publish is a change: the reducer does (docs/design.md §4,
     Publishing). Folding a snapshot plus the transitions after it always reproduces
     :meth:`snapshot`.
     """

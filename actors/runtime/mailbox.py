@@ -1,6 +1,6 @@
 """The building blocks every actor shares: the one wiring contract, a bounded mailbox, restarts.
 
-How parts are connected (the one mechanism, DESIGN §2):
+How parts are connected (the one mechanism, docs/design.md §2):
 
 - **Inbound, by message.** Sources put inbound messages into an :class:`EvidenceSink` (the
   :class:`~supervisor.Supervisor` is one): :meth:`~EvidenceSink.inject_nowait` for messages

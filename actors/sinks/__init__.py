@@ -1,2 +1,8 @@
-"""What renders published activity out: the tmux bridge (and its control-mode client) and the
-store. Sinks read subscriptions; they never re-decide an activity."""
+"""What renders published activity out. Sinks read subscriptions; they never re-decide an activity.
+
+- :mod:`.tmux` -- per-pane badges and pane lifecycle through one control-mode client;
+- :mod:`.tmux_client` -- that client: one ``tmux -C attach`` process, pipelined command batches;
+- :mod:`.store` -- the SQLite session catalog and transition journal;
+- :mod:`.nats` -- every transition published to a NATS JetStream stream and KV bucket;
+- :mod:`.notify` -- notifications when an agent needs the user and they are looking elsewhere.
+"""

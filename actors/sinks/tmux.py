@@ -3,7 +3,7 @@
 Who sends and handles what:
 
 - :class:`TmuxBridge` is one actor. It holds a ``latest`` subscription of the supervisor's
-  broadcast hub (DESIGN §7) and feeds each :class:`~messages.Snapshot` /
+  broadcast hub (docs/design.md §7) and feeds each :class:`~messages.Snapshot` /
   :class:`~messages.Transition` to a :class:`~actors.core.badges.BadgeBook`; the panes whose
   options changed are written to tmux in one pipelined batch per tick through one
   :class:`~actors.sinks.tmux_client.ControlClient` (never a process per pane).

@@ -1,12 +1,12 @@
 """A tmux control-mode client: one ``tmux -C attach`` process, pipelined command batches.
 
 Who uses it: :class:`actors.sinks.tmux.TmuxBridge` owns exactly one :class:`ControlClient` per
-tmux server (DESIGN §9, style-anchors B7). The badge writer and the pane watcher both send their
+tmux server (docs/design.md §9). The badge writer and the pane watcher both send their
 commands through it; the reader task routes every ``%begin``/``%end`` reply block to the batch
 that is waiting for it and every ``%`` notification to the ``on_notification`` callback.
 
 Why control mode: spawning ``tmux set-option`` costs ~2.4 ms and a fork+exec per update; one
-control-mode client takes a batch of 50 commands in one write for ~1.1 ms (perf-anchors §7).
+control-mode client takes a batch of 50 commands in one write for ~1.1 ms.
 
 The protocol and its parser are sans-IO in :mod:`actors.core.tmux_protocol`; this is the thin
 I/O shell around them.

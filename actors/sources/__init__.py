@@ -1,5 +1,16 @@
-"""What feeds evidence in: the hook listener, the control server (both accept through
-``admission``), the pid watcher, the pane mapper, the process reads (procfs), the file
-watches (fswatch), opening files without following links (files: paneward's directories and
-sockets, evidence files) and the PTY status feed. They know no harness: what they need of the
-harnesses is handed to them (``actors.harnesses.catalog``)."""
+"""What feeds evidence in. Sources know no harness: what they need of the harnesses is handed
+to them (``actors.harnesses.catalog``).
+
+- :mod:`.hook_listener` -- the daemon's end of ``paneward hook`` and Claude ``http`` hooks;
+- :mod:`.control_server` -- the socket ``status``, ``watch``, ``next`` and ``wait`` read, with
+  :mod:`.watch_fanout` (one hub subscription for every watcher) and :mod:`.control_client` (the
+  blocking client the CLI uses);
+- :mod:`.admission` -- the accept loop both listeners share (caps, deadlines);
+- :mod:`.pid_watcher` -- proves that the owners of live sessions are alive, and says when not;
+- :mod:`.pane_mapper` -- which session runs in which pane, from the process tree;
+- :mod:`.procfs` -- process identity from the operating system (start tokens, the process tree);
+- :mod:`.fswatch` -- inotify change notifications on the event loop;
+- :mod:`.files` -- opening files without following links (paneward's directories and sockets,
+  evidence files);
+- :mod:`.pty_status` -- program status from PTY bytes, for hosts that own their PTYs.
+"""

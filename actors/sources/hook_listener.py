@@ -90,14 +90,12 @@ MAX_RECENT_REJECTIONS: Final = 64
 #: Seconds the kernel holds an http connection that has sent nothing before accept() sees it
 #: (Linux rounds it up to its SYN-ACK retransmission schedule: 10 -> ~15 s). Each such
 #: connection costs the loop an accept and a close when it surfaces, and a flood re-opens it at
-#: once: 2 s (~3 s) made a thousand held connections cost ~330 accept+close a second, in
-#: bursts real http hooks queued behind (their p99 2.05-2.37x unloaded); 10 s makes it ~70.
+#: once, so the longer the hold, the fewer accept+close turns real http hooks queue behind
+#: (``bench/bench_hardening.py`` measures their p99 under held connections).
 HTTP_DEFER_ACCEPT_S: Final = 10
 #: Connections the http port takes from the kernel's queue per wake-up. Most of a burst there
-#: is silent connections surfacing together, each only accepted and closed (no task): taking
-#: them 256 at a time instead of 64 lets a real hook queued behind them reach accept() in a
-#: quarter of the loop turns (its p99 under 1,000 held connections: at most 1.43x unloaded in
-#: six runs, against 2.22x in one of six at 64; bench/RESULTS.md, session 5).
+#: is silent connections surfacing together, each only accepted and closed (no task): a large
+#: batch lets a real hook queued behind them reach accept() in fewer loop turns.
 HTTP_ACCEPT_BATCH: Final = 256
 
 

@@ -6,7 +6,7 @@ loop. Nothing here raises for a process that vanished or is unreadable: a pid ca
 exit between any two reads, so "gone" is an ordinary answer (``None``, ``False``
 or an omitted entry), never an exception.
 
-Start token (DESIGN §5, process identity): on Linux it is field 22 of
+Start token (docs/design.md §5, process identity): on Linux it is field 22 of
 ``/proc/<pid>/stat`` (``starttime`` in clock ticks since boot) as a decimal
 string, exactly what Claude Code writes as ``procStart`` in
 ``sessions/<pid>.json``. The stat line is parsed after the LAST ``)`` because the

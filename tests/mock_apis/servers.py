@@ -4,7 +4,7 @@ and the Gemini API (SSE).
 Enough for the real Claude Code 2.1.332 and Codex 0.171.0 CLIs (Anthropic, Responses), Hermes
 Agent 0.19.0, OpenCode 1.18.33 and Pi 0.73.1 (Chat Completions) and Gemini CLI 0.61.0 (Gemini
 ``streamGenerateContent``) to run a turn. For the first two, the last user message picks the
-answer (reference/real-harnesses.md §3):
+answer:
 
 - ``WRITE``: a shell tool call ``echo hi > hi.txt`` (Claude in ``--permission-mode manual``
   asks permission; Codex is told ``sandbox_permissions: require_escalated``, so it asks too);
@@ -17,7 +17,7 @@ answer (reference/real-harnesses.md §3):
   ``Stop``;
 - anything else: a one-line text answer.
 
-For Chat Completions and Gemini (reference/harnesses-3.md, "The mock"): ``TOOL`` -> the offered
+For Chat Completions and Gemini: ``TOOL`` -> the offered
 shell tool (found by name: ``bash``, ``run_shell_command``, ``terminal``, ...) with ``echo hi``;
 ``DANGER`` -> the same tool with ``rm -rf ./junkdir`` (the command Gemini and Hermes ask about);
 ``SLOW`` -> a stream that stalls; a tool result -> a short final answer; anything else, or a

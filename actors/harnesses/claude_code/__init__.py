@@ -5,8 +5,9 @@
 - :mod:`.registry` -- ``sessions/<pid>.json``: the parser and the discovery actor;
 - :mod:`.install` -- the ``settings.json`` edit ``paneward install-hooks claude-code`` makes.
 
-Facts: reference/real-harnesses.md §4. The owner of a hook is ``$CLAUDE_PID`` (the hook's
-parent is ``/bin/sh``): :mod:`.install` writes ``--owner env:CLAUDE_PID`` into the command.
+Facts: tests/fixtures/claude_registry/, tests/fixtures/hooks/. The owner of a hook is
+``$CLAUDE_PID`` (the hook's parent is ``/bin/sh``): :mod:`.install` writes ``--owner
+env:CLAUDE_PID`` into the command.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from actors.harnesses.claude_code import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
-#: What Claude Code can prove, and from what (reference/real-harnesses.md §4).
-PROVES = (
+#: What Claude Code can prove, and from what (docs/design.md §4, "What a harness can prove").
+PROOFS = (
     Proof("running", ("claude_registry", "claude_hook", "pty_host"),
           "sessions/<pid>.json of a live pid with its procStart; a command hook's $CLAUDE_PID"),
     Proof("working", ("claude_registry", "claude_hook", "pty_status"),
@@ -63,7 +64,7 @@ SPEC = HarnessSpec(
         "Claude Code never sends it as an http hook and it needs CLAUDE_PID: keep a command "
         "hook (`paneward hook --harness claude-code`) for it",
     ),
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
     discovery=(Discovery("claude_registry", _registry),),
     home_env=("CLAUDE_CONFIG_DIR",),

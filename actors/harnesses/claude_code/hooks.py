@@ -1,6 +1,6 @@
 """Claude Code: how its native hook payloads map to normalized hints.
 
-Facts (reference/real-harnesses.md §4.3): 34 hook events, stdin JSON with
+Facts (captures in tests/fixtures/hooks/): 34 hook events, stdin JSON with
 ``session_id``, ``hook_event_name``, ``prompt_id`` (2.1.332), ``tool_name``,
 ``notification_type``, ``agent_id``, ``reason``. The owner pid is ``CLAUDE_PID``
 from the hook's environment (the hook client stamps it). The registry discovery
@@ -14,9 +14,9 @@ from typing import Any, Final
 from actors.core.hints import (
     NEEDS_INPUT_NOTIFICATIONS,
     first_str,
+    fold_name,
     permission_reason,
     text,
-    token,
     unmapped,
 )
 from messages.activity import Unmapped
@@ -36,7 +36,7 @@ __all__ = [
 # Every event name Claude Code 2.1.332 accepts (its own table). A known event that
 # makes no claim maps to "info"; anything else is counted as unmapped.
 KNOWN_EVENTS: Final = frozenset(
-    token(name)
+    fold_name(name)
     for name in [
         "PreToolUse",
         "PostToolUse",
@@ -100,7 +100,7 @@ EVENT_HINTS: Final[dict[str, HintKind]] = {
     "SubagentStart": "subagent_start",
     "SubagentStop": "subagent_stop",
 }
-_HINTS_BY_TOKEN: Final = {token(name): hint for name, hint in EVENT_HINTS.items()}
+_HINTS_BY_NAME: Final = {fold_name(name): hint for name, hint in EVENT_HINTS.items()}
 
 #: What ``paneward install-hooks claude-code`` installs (:mod:`.install`): every event that
 #: makes a claim, plus ``Notification``. All exist in Claude Code 2.1.332; older releases reject
@@ -124,28 +124,28 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     session_id = first_str(payload, "session_id")
     if event is None or session_id is None:
         return unmapped("claude-code", payload, event, hook.at_ms)
-    tok = token(event)
-    if tok not in KNOWN_EVENTS:
+    folded = fold_name(event)
+    if folded not in KNOWN_EVENTS:
         return unmapped("claude-code", payload, event, hook.at_ms)
-    hint: HintKind = _HINTS_BY_TOKEN.get(tok, "info")
+    hint: HintKind = _HINTS_BY_NAME.get(folded, "info")
     tool = first_str(payload, "tool_name", limit=200)
     summary: str | None = None
-    if tok == "notification":
-        kind = token(first_str(payload, "notification_type") or "")
+    if folded == "notification":
+        kind = fold_name(first_str(payload, "notification_type") or "")
         if kind in LATE_NOTIFICATIONS:
             hint = "late_needs_input"
         elif kind in NEEDS_INPUT_NOTIFICATIONS:
             hint = "needs_input"
         summary = text(payload.get("message"))
-    elif tok == "permissionrequest":
+    elif folded == "permissionrequest":
         summary = permission_reason(tool, _tool_command(payload))
-    elif tok == "elicitation":
+    elif folded == "elicitation":
         summary = text(payload.get("message")) or "input requested"
-    elif tok == "sessionend":
+    elif folded == "sessionend":
         summary = text(payload.get("reason"))
-    elif tok == "stopfailure":
+    elif folded == "stopfailure":
         summary = text(payload.get("error")) or "stop failure"
-    elif tok == "userpromptsubmit":
+    elif folded == "userpromptsubmit":
         prompt = payload.get("prompt")
         if isinstance(prompt, str) and prompt.startswith("<task-notification>"):
             summary = "task-notification"
@@ -167,7 +167,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
 
 
 #: Background task types that are not "work the turn is still doing": a background shell is
-#: an idle turn (registry ``shell``), as it always was.
+#: an idle turn (registry ``shell``).
 _IDLE_BACKGROUND: Final = frozenset({"shell"})
 _MAX_BACKGROUND: Final = 64
 
@@ -189,7 +189,7 @@ def background_work(payload: dict[str, Any]) -> tuple[str, ...] | None:
             continue
         task_id = first_str(task, "id")
         kind = task.get("type")
-        if task_id is None or (isinstance(kind, str) and token(kind) in _IDLE_BACKGROUND):
+        if task_id is None or (isinstance(kind, str) and fold_name(kind) in _IDLE_BACKGROUND):
             continue
         if task_id not in ids:
             ids.append(task_id)

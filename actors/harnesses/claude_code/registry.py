@@ -1,10 +1,10 @@
 """Claude Code registry discovery: ``<CLAUDE_CONFIG_DIR or ~/.claude>/sessions/<pid>.json``.
 
 Every live Claude Code process (interactive and ``-p``) rewrites its
-``sessions/<pid>.json`` on each status edge (``reference/real-harnesses.md`` §4.4).
+``sessions/<pid>.json`` on each status edge (tests/fixtures/claude_registry/).
 This module turns those files into evidence:
 
-- :func:`parse_record` (pure) validates one file's bytes (DESIGN §5): malformed JSON,
+- :func:`parse_record` (pure) validates one file's bytes (docs/design.md §5): malformed JSON,
   invalid UTF-8, a non-object, wrong field types or a ``pid`` that is not the file's
   name are rejected with a :class:`RecordError` naming the reason; ``parkedJobId``
   marks a record whose session was parked into a background job (that job writes

@@ -8,10 +8,10 @@
 - :mod:`.daemon` -- the shared app-server daemon's control socket: thread status, and which
   TUI shows which thread (the daemon's MCP connection to the TUI's own listener);
 - :mod:`.jsonrpc` -- the daemon's protocol, JSON-RPC over a WebSocket, sans-IO;
-- :mod:`.approvals` -- the call an approval wait is for, from the rollout's tail;
+- :mod:`.approvals` -- which tool call an approval wait is about, from the rollout's tail;
 - :mod:`.install` -- the ``config.toml`` / ``hooks.json`` edits of ``install-hooks codex``.
 
-Facts: reference/real-harnesses.md §5, real-harnesses-2.md §2. The owner of a hook or notify
+Facts: real rollouts in tests/fixtures/codex/, docs/discovery.md. The owner of a hook or notify
 is the hook's parent, the ``codex`` process that runs it.
 """
 
@@ -26,10 +26,10 @@ from actors.harnesses.codex import hooks, tui
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
-#: What Codex can prove, and from what (reference/real-harnesses.md §5, real-harnesses-2.md §2).
-PROVES = (
+#: What Codex can prove, and from what (docs/design.md §4, "What a harness can prove").
+PROOFS = (
     Proof("running", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_host"),
           "a `codex` process holding the rollout open; the hook's parent (--owner parent); the "
           "daemon's loaded thread with its TUI attached"),
@@ -79,7 +79,7 @@ SPEC = HarnessSpec(
     normalize=hooks.normalize,
     claim_comms=tui.CLAIM_COMMS,
     process_claim=tui.process_claim,
-    proves=PROVES,
+    proofs=PROOFS,
     pane_note=tui.pane_note,
     installer=_installer,
     discovery=(Discovery("codex_rollouts", _rollouts), Discovery("codex_daemon", _app_server)),

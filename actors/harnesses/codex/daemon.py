@@ -1,6 +1,6 @@
 """The Codex app-server daemon as a source: thread status, and which TUI shows which thread.
 
-Facts (reference/real-harnesses-2.md §2, re-checked with Codex 0.171.0 here): in daemon mode
+Facts (checked with the real Codex 0.171.0; docs/discovery.md): in daemon mode
 (the default) every TUI is a client of one shared ``codex app-server`` daemon, which runs the
 threads. Its control socket ``$CODEX_HOME/app-server-control/app-server-control.sock`` speaks
 JSON-RPC over a WebSocket over the unix socket. Any client, without subscribing to a thread,

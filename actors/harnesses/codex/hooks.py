@@ -1,6 +1,6 @@
 """Codex CLI: how its ``notify`` payload and its hooks map to normalized hints.
 
-Facts (reference/real-harnesses.md §5.3, §5.4): ``notify`` passes
+Facts (captures in tests/fixtures/hooks/): ``notify`` passes
 ``{"type":"agent-turn-complete","thread-id","turn-id",...}`` as the last argv
 element, once per completed turn, also for the TUI's hidden title thread (which
 has no rollout: the reducer ignores completions for threads without rollout
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.core.hints import first_str, permission_reason, text, token, unmapped
+from actors.core.hints import first_str, fold_name, permission_reason, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -31,11 +31,11 @@ HOOK_HINTS: Final[dict[str, HintKind]] = {
     "PermissionRequest": "needs_input",
     "Stop": "completed",
 }
-_HINTS_BY_TOKEN: Final = {token(name): hint for name, hint in HOOK_HINTS.items()}
+_HINTS_BY_NAME: Final = {fold_name(name): hint for name, hint in HOOK_HINTS.items()}
 #: What ``paneward install-hooks codex`` writes into ``hooks.json`` (:mod:`.install`): exactly
 #: the events mapped above (``notify`` is configured apart, in ``config.toml``).
 INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(HOOK_HINTS)
-# Newer notify types that end a turn without completing it (jmoyers/harness HEAD).
+# Notify types that end a turn without completing it.
 _INTERRUPT_WORDS: Final = ("interrupt", "abort", "cancel", "incomplete")
 
 
@@ -49,11 +49,11 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     thread = first_str(payload, "thread-id", "thread_id")
     if kind is None or thread is None:
         return unmapped("codex", payload, kind, hook.at_ms)
-    tok = token(kind)
+    folded = fold_name(kind)
     hint: HintKind
-    if tok == "agentturncomplete":
+    if folded == "agentturncomplete":
         hint = "completed"
-    elif any(word in tok for word in _INTERRUPT_WORDS):
+    elif any(word in folded for word in _INTERRUPT_WORDS):
         hint = "interrupted"
     else:
         return unmapped("codex", payload, kind, hook.at_ms)
@@ -73,8 +73,8 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
 def _normalize_hook(hook: NotifyHook, event: str) -> HookHint | Unmapped:
     payload = hook.payload
     thread = first_str(payload, "session_id", "thread_id")
-    tok = token(event)
-    hint = _HINTS_BY_TOKEN.get(tok)
+    folded = fold_name(event)
+    hint = _HINTS_BY_NAME.get(folded)
     if thread is None or hint is None:
         return unmapped("codex", payload, event, hook.at_ms)
     tool = first_str(payload, "tool_name", limit=200)

@@ -1,6 +1,6 @@
 """What a Codex TUI process proves about the thread it shows (pure).
 
-Facts (reference/real-harnesses-2.md §2): in daemon mode (the default) the TUI holds no rollout
+Facts (docs/discovery.md): in daemon mode (the default) the TUI holds no rollout
 and nothing on disk names its thread; the shared ``codex app-server`` daemon below it holds the
 rollouts of every thread. The daemon itself says which TUI a thread is attached to
 (:mod:`.daemon`: proof ``codex_daemon_mcp``, learnt by the pane mapper as an owner). What a

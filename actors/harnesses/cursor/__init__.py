@@ -18,10 +18,10 @@ from actors.harnesses.cursor import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What Cursor's hooks can prove, and what they cannot.
-PROVES = (
+PROOFS = (
     Proof("running", (), "its hooks name no owner process (installed with --owner none)"),
     Proof("working", ("cursor_hook",),
           "beforeSubmitPrompt, before*/after* tool events, afterAgentResponse"),
@@ -42,6 +42,6 @@ SPEC = HarnessSpec(
     summary="hooks.json hooks",
     sources=("cursor_hook",),
     normalize=hooks.normalize,
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.core.hints import first_str, token, unmapped
+from actors.core.hints import first_str, fold_name, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -32,7 +32,7 @@ EVENT_HINTS: Final[dict[str, HintKind]] = {
     "afterAgentResponse": "working",
     "stop": "completed",
 }
-_HINTS_BY_TOKEN: Final = {token(name): hint for name, hint in EVENT_HINTS.items()}
+_HINTS_BY_NAME: Final = {fold_name(name): hint for name, hint in EVENT_HINTS.items()}
 #: What ``paneward install-hooks cursor`` installs: exactly the events mapped above.
 INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(EVENT_HINTS)
 
@@ -48,11 +48,11 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     session_id = first_str(payload, "conversation_id", "conversationId", "session_id", "sessionId")
     if event is None or session_id is None:
         return unmapped("cursor", payload, event, hook.at_ms)
-    hint = _HINTS_BY_TOKEN.get(token(event))
+    hint = _HINTS_BY_NAME.get(fold_name(event))
     if hint is None:
         return unmapped("cursor", payload, event, hook.at_ms)
     if hint == "completed":
-        status = token(first_str(payload, "final_status", "status", "reason") or "")
+        status = fold_name(first_str(payload, "final_status", "status", "reason") or "")
         if status in _ABORTED:
             hint = "interrupted"
     return HookHint(

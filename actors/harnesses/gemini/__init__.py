@@ -4,7 +4,7 @@
 - :mod:`.hooks` -- its hook events and how each payload maps to a hint;
 - :mod:`.install` -- the ``settings.json`` edit ``paneward install-hooks gemini`` makes.
 
-Facts: reference/harnesses-3.md §1. The owner of a hook is its parent, the CLI's node process
+Facts: tests/fixtures/harnesses-3/gemini/. The owner of a hook is its parent, the CLI's node process
 (there is no pid in the hook's environment): :mod:`.install` writes ``--owner parent``.
 """
 
@@ -18,10 +18,10 @@ from actors.harnesses.gemini import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What Gemini CLI can prove, and what it cannot.
-PROVES = (
+PROOFS = (
     Proof("running", ("gemini_hook",), "the hook's parent, Gemini's node process"),
     Proof("working", ("gemini_hook",), "BeforeAgent; AfterTool"),
     Proof("idle", ("gemini_hook",), "AfterAgent"),
@@ -45,6 +45,6 @@ SPEC = HarnessSpec(
     summary="settings.json command hooks (synchronous: only the events paneward needs)",
     sources=("gemini_hook",),
     normalize=hooks.normalize,
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
 )

@@ -1,12 +1,12 @@
 """Gemini CLI: how its hook payloads map to normalized hints.
 
-Facts (reference/harnesses-3.md §1): command hooks in ``~/.gemini/settings.json``, the payload
-on stdin with ``session_id``, ``hook_event_name``, ``cwd``, ``timestamp``; the hook's parent is
-the CLI's inner node process (``--owner parent``; there is no pid in the environment). Hooks
-run **serially and block the agent**, so paneward installs only the events it maps, and never
-``AfterModel`` (once per streamed chunk), ``BeforeModel``, ``BeforeToolSelection``,
-``PreCompress`` or ``BeforeTool`` (the turn is already working; the permission prompt comes
-after it and has its own ``Notification``).
+Facts (captures in tests/fixtures/harnesses-3/gemini/): command hooks in
+``~/.gemini/settings.json``, the payload on stdin with ``session_id``, ``hook_event_name``, ``cwd``,
+``timestamp``; the hook's parent is the CLI's inner node process (``--owner parent``; there is no
+pid in the environment). Hooks run **serially and block the agent**, so paneward installs only the
+events it maps, and never ``AfterModel`` (once per streamed chunk), ``BeforeModel``,
+``BeforeToolSelection``, ``PreCompress`` or ``BeforeTool`` (the turn is already working; the
+permission prompt comes after it and has its own ``Notification``).
 
 ``BeforeAgent`` starts a turn and ``AfterAgent`` ends it -- an Esc interrupt is an
 ``AfterAgent`` too, with no flag, so it cannot be told from a completion. ``Notification`` with
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.core import hints
-from actors.core.hints import first_str, text, token, unmapped
+from actors.core.hints import first_str, fold_name, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -40,7 +40,7 @@ EVENT_HINTS: Final[dict[str, HintKind]] = {
 #: What ``paneward install-hooks gemini`` installs: exactly the events mapped above (each one
 #: runs before Gemini goes on, so the list is as short as the proof allows).
 INSTALLED_EVENTS: Final[tuple[str, ...]] = tuple(EVENT_HINTS)
-_PERMISSION: Final = token("ToolPermission")
+_PERMISSION: Final = fold_name("ToolPermission")
 # The confirmation types Gemini's details name (``details.type``) whose tool is fixed.
 _CONFIRMED_TOOLS: Final = {"exec": "run_shell_command"}
 
@@ -56,7 +56,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
     tool = first_str(payload, "tool_name", limit=200)
     summary: str | None = None
     if event == "Notification":
-        if token(first_str(payload, "notification_type") or "") == _PERMISSION:
+        if fold_name(first_str(payload, "notification_type") or "") == _PERMISSION:
             summary = permission_reason(payload)
         else:
             hint = "info"

@@ -6,8 +6,8 @@
 - :mod:`.hooks` -- the interactive ``hermes``'s shell hooks and how each payload maps to a hint;
 - :mod:`.install` -- the ``config.yaml`` edit ``paneward install-hooks hermes`` makes.
 
-Facts: reference/hermes.md (the ledger), reference/harnesses-3.md §3 (the hooks). The owner of
-a hook is its parent, the ``hermes`` process (``--owner parent``).
+Facts: real ledgers in tests/fixtures/hermes/, hook payloads in tests/fixtures/harnesses-3/hermes/.
+The owner of a hook is its parent, the ``hermes`` process (``--owner parent``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from actors.harnesses.hermes import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What Hermes can prove: the interactive CLI through its shell hooks, cron fires through the
 #: execution ledger.
-PROVES = (
+PROOFS = (
     Proof("running", ("hermes_hook", "hermes_executions"),
           "the hook's parent, the hermes process; a fire's pid alive with its start time"),
     Proof("working", ("hermes_hook", "hermes_executions"),
@@ -56,7 +56,7 @@ SPEC = HarnessSpec(
     summary="interactive shell hooks (config.yaml), the cron execution ledger",
     sources=("hermes_executions", "hermes_hook"),
     normalize=hooks.normalize,
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
     discovery=(Discovery("hermes_ledger", _ledger),),
     home_env=("HERMES_HOME",),

@@ -1,8 +1,8 @@
 """Hermes Agent, interactive: how its shell-hook payloads map to normalized hints.
 
-Facts (reference/harnesses-3.md §3): hooks are commands in ``$HERMES_HOME/config.yaml``
-(``hooks: {event: [{command, timeout}]}``), run with the payload on stdin --
-``{hook_event_name, tool_name, tool_input, session_id, cwd, extra}`` -- by the ``hermes``
+Facts (captures in tests/fixtures/harnesses-3/hermes/): hooks are commands in
+``$HERMES_HOME/config.yaml`` (``hooks: {event: [{command, timeout}]}``), run with the payload on
+stdin -- ``{hook_event_name, tool_name, tool_input, session_id, cwd, extra}`` -- by the ``hermes``
 process itself (the hook's parent is the owner: ``--owner parent``), synchronously. A turn
 starts with ``pre_llm_call`` and ends with ``on_session_end`` (per turn: ``extra.completed``,
 ``extra.interrupted``); ``pre_approval_request`` on the ``cli`` (or ``gateway``) surface is a

@@ -1,6 +1,6 @@
 """Hermes Agent: cron fires from ``cron/executions.db`` as :class:`~messages.LedgerFire`.
 
-Facts (reference/hermes.md, seed-internals.md §1.6; real ledgers in tests/fixtures/hermes/):
+Facts (real ledgers in tests/fixtures/hermes/):
 
 - Home: ``$HERMES_HOME``, else ``~/.hermes``; every ``<home>/profiles/<name>/`` is a
   complete home of its own. A fire and its session live in the same home.
@@ -88,7 +88,7 @@ POLL_INTERVAL_S: Final = 1.0
 # With notifications, the ledgers are read when they change, and once in this long besides.
 IDLE_POLL_INTERVAL_S: Final = 60.0
 SUPERSEDED: Final = "superseded"
-# Hermes' open upper bound for a fire that has not finished yet (hermes.md §0).
+# Hermes' open upper bound for a fire that has not finished yet.
 _OPEN_END: Final = "99999999_999999"
 _SUFFIX_RE: Final = re.compile(r"\d{8}_\d{6}\Z")
 _REQUIRED: Final = ("id", "job_id", "pid", "status", "claimed_at")

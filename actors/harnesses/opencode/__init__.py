@@ -4,8 +4,8 @@
 - :mod:`.hooks` -- the events paneward's plugin forwards, and how each maps to a hint;
 - :mod:`.install` -- the plugin ``paneward install-hooks opencode`` writes.
 
-Facts: reference/harnesses-3.md §2. The owner is the opencode process the plugin runs in (its
-``process.pid``); the pane mapper binds it by process identity. The TUI's own ``/event`` SSE
+Facts: tests/fixtures/harnesses-3/opencode/. The owner is the opencode process the plugin runs in
+(its ``process.pid``); the pane mapper binds it by process identity. The TUI's own ``/event`` SSE
 stream (``opencode --port N``) carries the same events; paneward uses the plugin, which needs no
 port.
 """
@@ -20,10 +20,10 @@ from actors.harnesses.opencode import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What OpenCode can prove (through paneward's plugin), and from what.
-PROVES = (
+PROOFS = (
     Proof("running", ("opencode_plugin",), "the plugin runs in opencode: its process.pid"),
     Proof("working", ("opencode_plugin",),
           "session.status busy; permission.replied (status stays busy during a wait)"),
@@ -46,6 +46,6 @@ SPEC = HarnessSpec(
     summary="paneward's in-process plugin (bus events)",
     sources=("opencode_plugin",),
     normalize=hooks.normalize,
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
 )

@@ -1,9 +1,9 @@
 """OpenCode: how the events paneward's plugin forwards map to normalized hints.
 
-Facts (reference/harnesses-3.md §2): a plugin in ``~/.config/opencode/plugin/`` runs inside the
-opencode process and receives every bus event ``{type, properties}``. paneward's plugin
-(:mod:`.install`) forwards only the events in :data:`INSTALLED_EVENTS`, as a ``NotifyHook`` whose
-payload it builds itself: ``{hook_event_name, session_id, status?, permission?, patterns?,
+Facts (captures in tests/fixtures/harnesses-3/opencode/): a plugin in ``~/.config/opencode/plugin/``
+runs inside the opencode process and receives every bus event ``{type, properties}``. paneward's
+plugin (:mod:`.install`) forwards only the events in :data:`INSTALLED_EVENTS`, as a ``NotifyHook``
+whose payload it builds itself: ``{hook_event_name, session_id, status?, permission?, patterns?,
 reply?, error?}`` (``session_id`` = ``properties.sessionID``), stamped with its own pid
 (``process.pid``, the ``OPENCODE_PID`` of its hooks) and that pid's start token.
 

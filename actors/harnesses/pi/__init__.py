@@ -4,7 +4,7 @@
 - :mod:`.hooks` -- the events paneward's extension forwards, and how each maps to a hint;
 - :mod:`.install` -- the extension ``paneward install-hooks pi`` writes.
 
-Facts: reference/harnesses-3.md §4. Pi emits no OSC 7501 (``paneward wrap`` recovers nothing
+Facts: tests/fixtures/harnesses-3/pi/. Pi emits no OSC 7501 (``paneward wrap`` recovers nothing
 from it) and asks no permission. The owner is the pi process the extension runs in.
 """
 
@@ -18,10 +18,10 @@ from actors.harnesses.pi import hooks
 if TYPE_CHECKING:
     from actors.core.config_edit import Installer
 
-__all__ = ["PROVES", "SPEC"]
+__all__ = ["PROOFS", "SPEC"]
 
 #: What Pi can prove (through paneward's extension), and what it cannot.
-PROVES = (
+PROOFS = (
     Proof("running", ("pi_extension",), "the extension runs in pi: its process.pid"),
     Proof("working", ("pi_extension",), "agent_start, tool_execution_start/end"),
     Proof("idle", ("pi_extension",), "agent_end"),
@@ -42,6 +42,6 @@ SPEC = HarnessSpec(
     summary="paneward's in-process extension (agent events); no OSC 7501",
     sources=("pi_extension",),
     normalize=hooks.normalize,
-    proves=PROVES,
+    proofs=PROOFS,
     installer=_installer,
 )

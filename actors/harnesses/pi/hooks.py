@@ -1,7 +1,7 @@
 """Pi: how the events paneward's extension forwards map to normalized hints.
 
-Facts (reference/harnesses-3.md §4): Pi emits no OSC 7501 and has no permission prompt. An
-extension in ``~/.pi/agent/extensions/`` runs in-process (``pi.on(event, handler)``).
+Facts (captures in tests/fixtures/harnesses-3/pi/): Pi emits no OSC 7501 and has no permission
+prompt. An extension in ``~/.pi/agent/extensions/`` runs in-process (``pi.on(event, handler)``).
 paneward's extension (:mod:`.install`) forwards the events in :data:`INSTALLED_EVENTS` as a
 ``NotifyHook`` whose payload it builds: ``{hook_event_name, session_id, tool_name?,
 stop_reason?}`` (``session_id`` from ``ctx.sessionManager.getSessionId()``), stamped with

@@ -187,7 +187,7 @@ def _prepare_path(path: Path) -> None:
     symbolic link.
 
     SQLite creates ``-wal``/``-shm`` with the database file's mode, so creating the
-    file first keeps the whole store private to the user (DESIGN §11). A directory this
+    file first keeps the whole store private to the user (docs/design.md §11). A directory this
     creates gets its mode set on the fd it opened with ``O_NOFOLLOW`` (mkdir's mode goes through
     the umask), never by path; an existing directory is left as it is (the daemon checks its
     own state directory first: :func:`actors.sources.files.open_private_dir`).

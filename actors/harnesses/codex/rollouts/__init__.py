@@ -1,6 +1,6 @@
 """Codex rollout discovery: who owns which thread, and the lifecycle records they append.
 
-Facts this rests on (reference/real-harnesses.md §5.1-5.2, seed-internals.md §1.4):
+Facts this rests on (real rollouts in tests/fixtures/codex/):
 
 - A Codex thread's rollout is ``<CODEX_HOME or ~/.codex>/sessions/YYYY/MM/DD/
   rollout-<YYYY-MM-DDTHH-MM-SS>-<thread-id>.jsonl``. The process that runs the

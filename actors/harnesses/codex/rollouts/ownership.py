@@ -112,7 +112,7 @@ def reconcile_ownership(
 
     A held rollout clears its miss count and keeps its owner while that owner
     still holds it (otherwise the lowest pid among the holders takes over). A
-    previously owned rollout missing from the sample is kept with its miss count
+    rollout owned at the last sample and missing from the sample is kept with its miss count
     raised, and released at ``confirmations`` consecutive misses, unless its owner
     is ``uncertain`` (unreadable fds prove nothing: the count is left as it was).
     """
