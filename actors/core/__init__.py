@@ -12,5 +12,6 @@ published field is decided.
 - acting on attention: :mod:`.attention`, :mod:`.jump`, :mod:`.notify`, :mod:`.redact`,
   :mod:`.status_table`, :mod:`.top`;
 - the rest: :mod:`.backoff`, :mod:`.clock`, :mod:`.config_edit`, :mod:`.forwarder_js`,
-  :mod:`.nats` (NATS subjects, ids, the publish buffer), :mod:`.paths`, :mod:`.seq_mark`, :mod:`.service`, :mod:`.text`.
+  :mod:`.nats` (NATS subjects, ids, the publish buffer), :mod:`.paths`, :mod:`.seq_mark`,
+  :mod:`.service`, :mod:`.text`.
 """
