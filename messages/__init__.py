@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from messages.activity import (
     Activity,
+    Daemon,
     Gap,
     Overflow,
     PaneView,
@@ -82,6 +83,7 @@ __all__ = [
     "MessageError",
     "NotifyHook",
     "Outbound",
+    "Daemon",
     "Gap",
     "Overflow",
     "PaneBound",

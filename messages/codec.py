@@ -15,6 +15,7 @@ import msgspec
 
 from messages.activity import (
     Activity,
+    Daemon,
     Gap,
     Overflow,
     PaneView,
@@ -101,7 +102,7 @@ Inbound = Union[  # noqa: UP007
 ]
 """Every message paneward accepts (``Supervisor.inject``, the hook socket, ``paneward inject``)."""
 Outbound = Union[  # noqa: UP007
-    Activity, Transition, Snapshot, Overflow, Gap, Unmapped, Rejected, PaneView
+    Activity, Transition, Snapshot, Overflow, Gap, Unmapped, Rejected, PaneView, Daemon
 ]
 
 INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound)

@@ -72,7 +72,9 @@ _QUICK: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         },
         {"--socket": "socket"},
     ),
-    "watch": ({"--json": "json"}, {"--socket": "socket", "--since": "since"}),
+    "watch": (
+        {"--json": "json", "--fleet": "fleet"}, {"--socket": "socket", "--since": "since"}
+    ),
 }
 
 
@@ -387,13 +389,22 @@ def add_watch(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="first replay the journal's transitions after SEQ",
     )
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="the stream a fleet follower reads (JSON): this daemon's identity, the journal "
+        "after SEQ, a snapshot, then live (docs/fleet.md)",
+    )
 
 
 def run_watch(args: argparse.Namespace) -> int:
     from actors.sources.control_client import request_chunks
 
     since = b"null" if args.since is None else str(args.since).encode()
-    request = b'{"op": "watch", "since": %s}\n' % since
+    fleet = bool(getattr(args, "fleet", False))
+    request = b'{"op": "watch", "since": %s, "fleet": %s}\n' % (
+        since, b"true" if fleet else b"false"
+    )
     try:
         # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
         for chunk in request_chunks(_control_path(args), request):
@@ -405,7 +416,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 error = printable(str(json.loads(chunk.splitlines()[0])["error"]))
                 print(f"paneward watch: {error}", file=sys.stderr)
                 return EXIT_NO_DAEMON
-            if args.json:
+            if args.json or fleet:
                 from actors.core.text import json_without_c1
 
                 sys.stdout.buffer.write(json_without_c1(chunk))  # chunks are whole lines

@@ -12,10 +12,12 @@ Requests (unknown fields are ignored, so newer clients can add some):
 
 * ``{"op": "status", "format": FORM, "all": BOOL}`` -- ``FORM`` one of :data:`STATUS_FORMS`
   (default ``json``: everything), ``all`` also the sessions the table hides (default false).
-* ``{"op": "watch", "since": SEQ | null, "since_ms": MS | null, "snapshot": BOOL}`` -- ``SEQ``
-  a non-negative integer; ``since_ms`` (epoch milliseconds, when ``since`` is not given) the
-  journal from the first transition whose evidence time is at or after it; ``snapshot`` first
-  the subscription's snapshot (default false).
+* ``{"op": "watch", "since": SEQ | null, "since_ms": MS | null, "snapshot": BOOL, "fleet":
+  BOOL}`` -- ``SEQ`` a non-negative integer; ``since_ms`` (epoch milliseconds, when ``since``
+  is not given) the journal from the first transition whose evidence time is at or after it;
+  ``snapshot`` first the subscription's snapshot (default false); ``fleet`` the stream a fleet
+  follower reads: a ``Daemon`` line (who answers), the journal after ``SEQ``, the snapshot,
+  then live (default false).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class WatchRequest(msgspec.Struct, frozen=True, tag="watch", tag_field="op"):
     since: Annotated[int, msgspec.Meta(ge=0)] | None = None
     snapshot: bool = False
     since_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    fleet: bool = False
 
 
 ControlRequest = StatusRequest | WatchRequest
@@ -144,6 +147,8 @@ def _classify(line: bytes, detail: str) -> BadRequest:
         return BadRequest("bad_field", "since_ms must be a non-negative integer or null")
     if "snapshot" in value and not isinstance(value["snapshot"], bool):
         return BadRequest("bad_field", "snapshot must be true or false")
+    if "fleet" in value and not isinstance(value["fleet"], bool):
+        return BadRequest("bad_field", "fleet must be true or false")
     if op == "status" and value.get("format", "json") not in STATUS_FORMS:
         shown = repr(value["format"])[:40]
         expected = ", ".join(STATUS_FORMS)

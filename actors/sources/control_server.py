@@ -24,6 +24,10 @@ sends one JSON request line and reads JSON lines back:
   one just after is a transition. With ``"since_ms": MS`` in place of ``since``, the replay
   starts at the journal's first transition whose evidence time is at or after ``MS`` (epoch
   milliseconds): ``paneward top`` reads its last hour this way, snapshot first.
+  With ``"fleet": true`` (``paneward watch --fleet``, what a fleet follower runs over ssh)
+  the lines are a :class:`~messages.Daemon` (this daemon's identity and the snapshot's seq),
+  the journal after ``since`` up to that seq, the :class:`~messages.Snapshot` at that seq,
+  then live: a follower applies the replay in order and then settles on the snapshot.
 
 Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anything malformed
 (deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes nothing.
@@ -158,6 +162,8 @@ class ControlServer:
     :param cap: the most connections open at once, subscribers aside (default: from the
         file-descriptor limit).
     :param watch_cap: the most subscribers at once (default: from the file-descriptor limit).
+    :param identity: ``(id, run, version)`` of this daemon for the ``Daemon`` line of a fleet
+        watch (:class:`messages.Daemon`); without one a fleet watch is refused.
     """
 
     def __init__(
@@ -174,7 +180,9 @@ class ControlServer:
         watch_cap: int | None = None,
         head_deadline: float = HEAD_DEADLINE_S,
         watch_buffer: int = WATCH_BUFFER,
+        identity: tuple[str, str, str] | None = None,
     ) -> None:
+        self._identity = identity
         self._pane_note = pane_note
         self._path = socket_path
         self._host = host
@@ -278,7 +286,9 @@ class ControlServer:
                 since = request.since
                 if since is None and request.since_ms is not None and self._seq_before:
                     since = await self._seq_before(request.since_ms)
-                await self._subscribe(connection, since, snapshot=request.snapshot)
+                await self._subscribe(
+                    connection, since, snapshot=request.snapshot, fleet=request.fleet
+                )
 
     async def _status(self, connection: Connection, form: str, *, show_all: bool) -> None:
         activities = self._host.snapshot()
@@ -326,7 +336,7 @@ class ControlServer:
         await connection.send(msgspec.json.encode(body) + b"\n")
 
     async def _subscribe(
-        self, connection: Connection, since: int | None, *, snapshot: bool
+        self, connection: Connection, since: int | None, *, snapshot: bool, fleet: bool = False
     ) -> None:
         """A watch request: the connection leaves the request slots for the subscribers' (or
         is refused, beyond ``watch_cap``), and is closed as soon as its peer hangs up."""
@@ -336,24 +346,39 @@ class ControlServer:
             error = f"too many watchers: {stats.subscribers} (the cap); try again later"
             await connection.send(json.dumps({"error": error}).encode() + b"\n")
             return
+        if fleet and self._identity is None:
+            error = "this daemon has no identity to follow (it runs without a store)"
+            await connection.send(json.dumps({"error": error}).encode() + b"\n")
+            return
         assert self._admission is not None  # set before the first connection is served
         self._admission.release(connection)
         stats.subscribers += 1
         self._hangups.add(connection, connection.scope.cancel)
         try:
             stats.watches += 1
-            await self._watch(connection, since, snapshot=snapshot)
+            await self._watch(connection, since, snapshot=snapshot, fleet=fleet)
         finally:
             self._hangups.remove(connection)
             stats.subscribers -= 1
 
     async def _watch(
-        self, connection: Connection, since: int | None, *, snapshot: bool = False
+        self, connection: Connection, since: int | None, *, snapshot: bool = False,
+        fleet: bool = False,
     ) -> None:
         watcher = self._fanout.join()
         with contextlib.suppress(OSError):  # a smaller buffer only costs more sends
             connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WATCH_SNDBUF)
+        # Taken in the step that joined (as the plain snapshot below): exactly the state at
+        # watcher.seq, the live lines are those after it.
+        settled = Snapshot(seq=watcher.seq, activities=self._host.snapshot()) if fleet else None
         try:
+            if fleet:
+                assert self._identity is not None  # refused in _subscribe otherwise
+                ident, run, version = self._identity
+                hello = messages.Daemon(id=ident, run=run, seq=watcher.seq, version=version)
+                await self._reserved(watcher.seq)
+                await connection.send(messages.encode(hello) + b"\n")
+                snapshot = False  # after the replay, below
             if snapshot:
                 # Taken in the step that joined: the live lines are exactly those after it.
                 first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
@@ -366,6 +391,8 @@ class ControlServer:
                 for start in range(0, len(replay), WATCH_BATCH):
                     chunk = replay[start : start + WATCH_BATCH]
                     await connection.send(messages.encode_lines(chunk))
+            if settled is not None:
+                await connection.send(messages.encode(settled) + b"\n")
             # Everything queued goes out in one write: one system call per wake-up, not per
             # transition.
             while (write := await watcher.next_write()) is not None:
