@@ -74,7 +74,7 @@ class View:
         for change in changes:
             if isinstance(change, Upsert):
                 self.shown[change.key] = change.activity
-                if change.seq is not None:
+                if change.edge:
                     self.seqs.setdefault(host, []).append(change.seq)
             elif isinstance(change, Drop):
                 self.shown.pop(change.key, None)
@@ -224,6 +224,8 @@ async def test_a_link_cut_in_a_burst_of_10000_gives_every_transition_once(
                 stats = one.statistics()
                 assert (stats.connections, stats.unexplained, stats.duplicates) == (2, 0, 0)
                 remote_view = {a["key"]["session_id"]: a for a in status["activities"]}
+                for activity in remote_view.values():
+                    activity["key"]["host"] = remote.name  # the view's keys carry the host
                 assert {k: msgspec_builtins(a) for k, a in view.of(remote.name).items()} == \
                     remote_view
                 tg.cancel_scope.cancel()
@@ -403,5 +405,5 @@ def test_another_daemon_replaces_the_host_and_skips_its_replay() -> None:
     follower.feed(json.dumps(other).encode(), T0 + 3)
     assert follower.feed(_transition(5, "replayed", "r"), T0 + 3) == []
     changes = follower.feed(b'{"type": "Snapshot", "seq": 7, "activities": []}', T0 + 3)
-    assert changes == [Drop(HostKey("h", messages.SessionKey("claude-code", "old")), "Snapshot")]
+    assert changes == [Drop(HostKey("h", messages.SessionKey("claude-code", "old")), "Snapshot", 7)]
     assert (follower.last_seq, follower.new_daemons, follower.unexplained) == (7, 1, 0)

@@ -69,11 +69,13 @@ _QUICK: dict[str, tuple[dict[str, str], dict[str, str]]] = {
             "--counters": "counters",
             "--all": "all",
             "--proofs": "proofs",
+            "--local": "local",
         },
-        {"--socket": "socket"},
+        {"--socket": "socket", "--host": "host"},
     ),
     "watch": (
-        {"--json": "json", "--fleet": "fleet"}, {"--socket": "socket", "--since": "since"}
+        {"--json": "json", "--fleet": "fleet", "--local": "local"},
+        {"--socket": "socket", "--since": "since", "--host": "host"},
     ),
 }
 
@@ -102,6 +104,8 @@ def quick(argv: list[str]) -> tuple[str, argparse.Namespace] | None:
             values[valued[name]] = value
         else:
             return None
+    if values.get("local") and values.get("host") is not None:
+        return None  # a usage error: argparse prints it
     if values.get("panes") and not values["json"]:
         return None  # a usage error: argparse prints it (actors.cli.main)
     since = values.get("since")
@@ -293,6 +297,25 @@ def add_status(parser: argparse.ArgumentParser) -> None:
         help="what each harness can prove, and from which evidence (no daemon needed; "
         "with --json as JSON)",
     )
+    _add_hosts(parser)
+
+
+def _add_hosts(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--host", metavar="NAME", help="only the sessions of this fleet host")
+    which.add_argument("--local", action="store_true", help="only this machine's sessions")
+
+
+def _hosts_fields(args: argparse.Namespace) -> bytes:
+    """The request's ``host`` / ``local`` fields (``--host`` / ``--local``)."""
+    host = getattr(args, "host", None)
+    if getattr(args, "local", False):
+        return b', "local": true'
+    if host is not None:
+        import json
+
+        return b', "host": ' + json.dumps(host).encode()
+    return b""
 
 
 def proofs_json() -> dict[str, Any]:
@@ -345,8 +368,8 @@ def run_status(args: argparse.Namespace) -> int:
         else ("panes" if args.panes else "activities") if args.json
         else "table"
     )
-    request = b'{"op": "status", "format": "%s", "all": %s}\n' % (
-        form.encode(), b"true" if args.all else b"false"
+    request = b'{"op": "status", "format": "%s", "all": %s%s}\n' % (
+        form.encode(), b"true" if args.all else b"false", _hosts_fields(args)
     )
     try:
         reply = b"".join(request_chunks(_control_path(args), request))
@@ -395,6 +418,7 @@ def add_watch(parser: argparse.ArgumentParser) -> None:
         help="the stream a fleet follower reads (JSON): this daemon's identity, the journal "
         "after SEQ, a snapshot, then live (docs/fleet.md)",
     )
+    _add_hosts(parser)
 
 
 def run_watch(args: argparse.Namespace) -> int:
@@ -402,8 +426,8 @@ def run_watch(args: argparse.Namespace) -> int:
 
     since = b"null" if args.since is None else str(args.since).encode()
     fleet = bool(getattr(args, "fleet", False))
-    request = b'{"op": "watch", "since": %s, "fleet": %s}\n' % (
-        since, b"true" if fleet else b"false"
+    request = b'{"op": "watch", "since": %s, "fleet": %s%s}\n' % (
+        since, b"true" if fleet else b"false", _hosts_fields(args)
     )
     try:
         # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.

@@ -449,6 +449,33 @@ def start_discovery(config: DaemonConfig, sup: Supervisor) -> dict[str, Discover
     return started
 
 
+def _start_fleet(sup: Supervisor, parts: dict[str, Any]) -> Any:
+    """One link per host of the hosts file, and the view they deliver to (None: no fleet).
+    A hosts file that cannot be used is logged, and the daemon runs without a fleet."""
+    from actors.cli.fleet import load_fleet, prepare_control_dir, ssh_program
+    from actors.core.fleet import FleetFileError
+
+    try:
+        hosts = load_fleet()
+        if not hosts.hosts:
+            return None
+        control_dir = prepare_control_dir()
+    except FleetFileError as exc:
+        logger.error("fleet: %s; following no host", exc)
+        return None
+    from actors.sources.fleet import FleetView
+    from actors.sources.fleet_link import SshLink
+
+    view = FleetView()
+    for host in hosts.hosts:
+        link = SshLink(host, control_dir, view.deliver, keepalive_s=hosts.keepalive_s,
+                       ssh=ssh_program())
+        view.links.append(link)
+        sup.start_actor(link, name=f"fleet:{host.name}")
+    parts["fleet"] = view
+    return view
+
+
 def _start_actors(
     config: DaemonConfig, sup: Supervisor, store: Store, live_owners: dict[int, str | None],
     identity: tuple[str, str, str],
@@ -480,11 +507,13 @@ def _start_actors(
         gate=store.backpressure(lambda: sup.seq + sup.queued),
     )
     parts["hook_listener"] = listener
+    fleet_view = _start_fleet(sup, parts)
     control = ControlServer(
         config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note,
         reserved=store.wait_reserved,
         seq_before=store.seq_before,
         identity=identity,
+        remote=fleet_view,
     )
     parts["control"] = control
     # Essential: without them the daemon is deaf (hooks) or mute (status, watch); one that

@@ -18,7 +18,9 @@ codec (:func:`messages.decode_outbound`); a line that fails, a type out of place
 whose activity names another key, a seq at or below the last one applied (a duplicate), or a
 session beyond :data:`MAX_SESSIONS` is counted by reason in :attr:`Follower.rejected` and
 changes nothing. A remote key is a plain ``(harness, session_id)``: the merged view qualifies
-it with the host's name (:class:`HostKey`), so no remote line can name a local session.
+it with the host's name (:class:`HostKey`, and ``host`` in the activity's own key), so no
+remote line can name a local session; a remote key that already names a host is refused
+(``foreign_host``: a daemon publishes only its own machine's sessions).
 
 Resume: a ``Daemon`` line with the ``id`` already known goes on after the last seq (the
 journal's replay fills what the link missed, a ``Gap`` says what it could not); another ``id``
@@ -91,21 +93,26 @@ class Health:
 
 @dataclass(frozen=True, slots=True)
 class Upsert:
-    """Show ``activity`` for ``key``; ``seq`` the remote seq (``None`` from a snapshot) and
-    ``cause`` the remote transition's cause (``Snapshot`` when settled by one)."""
+    """Show ``activity`` for ``key`` (its own key qualified with the host); ``seq`` the remote
+    seq it is as of; ``edge`` whether it is one remote transition (else a snapshot settled it,
+    or the host's health changed how it shows); ``cause`` the remote transition's cause
+    (``Snapshot``, ``HostHealth`` otherwise)."""
 
     key: HostKey
     activity: Activity
-    seq: int | None
+    seq: int
     cause: str
+    edge: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """``key`` is no longer on its host: forgotten there, or not in a new daemon's snapshot."""
+    """``key`` is no longer on its host: forgotten there (``cause`` ``Forget``, ``seq`` that
+    transition's), or not in the snapshot that settled the host (``Snapshot``)."""
 
     key: HostKey
     cause: str
+    seq: int = 0
 
 
 Change = Upsert | Drop
@@ -174,7 +181,8 @@ class Follower:
 
     def _reshow(self) -> list[Change]:
         return [
-            Upsert(HostKey(self.host, key), shown(activity, self.health), None, "HostHealth")
+            Upsert(HostKey(self.host, key), shown(activity, self.health), self.last_seq,
+                   "HostHealth")
             for key, activity in self.sessions.items()
         ]
 
@@ -240,11 +248,19 @@ class Follower:
         # until the snapshot settles them, what is held shows again as connected
         return self._reshow() if was_stale else []
 
+    def _qualified(self, activity: Activity) -> Activity:
+        key = activity.key
+        return msgspec.structs.replace(
+            activity, key=SessionKey(key.harness, key.session_id, host=self.host)
+        )
+
     def _transition(self, frame: Transition) -> list[Change]:
         if self._phase == "replay" and self._skip_to and frame.seq <= self._skip_to:
             return []
         if frame.after.key != frame.key:
             return self._reject("key_mismatch")
+        if frame.key.host is not None:
+            return self._reject("foreign_host")
         if frame.seq <= self.last_seq:
             self.duplicates += 1
             return []
@@ -255,12 +271,13 @@ class Follower:
         if frame.forgets:
             self.sessions.pop(frame.key, None)
             self.applied += 1
-            return [Drop(key, frame.cause)]
+            return [Drop(key, frame.cause, frame.seq)]
         if frame.key not in self.sessions and len(self.sessions) >= self.max_sessions:
             return self._reject("too_many_sessions")
-        self.sessions[frame.key] = frame.after
+        after = self._qualified(frame.after)
+        self.sessions[frame.key] = after
         self.applied += 1
-        return [Upsert(key, shown(frame.after, self.health), frame.seq, frame.cause)]
+        return [Upsert(key, shown(after, self.health), frame.seq, frame.cause, edge=True)]
 
     def _snapshot(self, frame: Snapshot) -> list[Change]:
         if self._phase != "replay":
@@ -270,19 +287,23 @@ class Follower:
         changes: list[Change] = []
         fresh: dict[SessionKey, Activity] = {}
         for activity in frame.activities:
+            if activity.key.host is not None:
+                self._reject("foreign_host")
+                continue
             if len(fresh) >= self.max_sessions:
                 self._reject("too_many_sessions")
                 continue
-            fresh[activity.key] = activity
-        for key in [k for k in self.sessions if k not in fresh]:
-            del self.sessions[key]
-            changes.append(Drop(HostKey(self.host, key), "Snapshot"))
-        for key, activity in fresh.items():
-            if self.sessions.get(key) != activity:
-                self.sessions[key] = activity
-                changes.append(Upsert(HostKey(self.host, key), activity, None, "Snapshot"))
+            fresh[activity.key] = self._qualified(activity)
         if frame.seq > self.last_seq:
             if self.last_seq:  # the replay should have reached the snapshot's seq
                 self.unexplained += frame.seq - self.last_seq
             self.last_seq = frame.seq
+        for key in [k for k in self.sessions if k not in fresh]:
+            del self.sessions[key]
+            changes.append(Drop(HostKey(self.host, key), "Snapshot", self.last_seq))
+        for key, activity in fresh.items():
+            if self.sessions.get(key) != activity:
+                self.sessions[key] = activity
+                changes.append(Upsert(HostKey(self.host, key), activity, self.last_seq,
+                                      "Snapshot"))
         return changes

@@ -60,6 +60,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 import messages
 from actors.core.attention import attention_label, attention_queue
@@ -72,7 +73,7 @@ from actors.core.control_requests import (
 )
 from actors.core.limits import HEAD_DEADLINE_S, connection_caps, watch_cap
 from actors.core.reducer import pane_views
-from actors.core.status_table import actor_line, counter_line, format_table
+from actors.core.status_table import actor_line, counter_line, format_table, host_line
 from actors.core.text import printable
 from actors.runtime.files import (
     UnsafePath,
@@ -134,6 +135,54 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
 
 
 Journal = Callable[[int, int], Awaitable[Sequence[Transition | Gap]]]
+
+
+class _Local:
+    """``--local``: this machine's sessions only."""
+
+    def __repr__(self) -> str:
+        return "LOCAL"
+
+
+LOCAL = _Local()
+#: Which sessions a request is about: all (``None``), this machine's (:data:`LOCAL`), or one
+#: fleet host's (its name).
+Only = str | _Local | None
+
+
+def _only(host: str | None, local: bool) -> Only:
+    return LOCAL if local else host
+
+
+def _lines_of(data: bytes, host: str) -> bytes:
+    """The lines of ``data`` (a batch of remote transitions) that are ``host``'s: its key's
+    ``"host":NAME`` (raw quotes never occur inside a JSON string, so no text field can fake
+    it)."""
+    mark = b'"host":' + msgspec.json.encode(host)
+    return b"".join(line + b"\n" for line in data.splitlines() if mark in line)
+
+
+class _Locked:
+    """A connection whose sends hold ``lock``: two writers, each write whole."""
+
+    def __init__(self, connection: Connection, lock: anyio.Lock) -> None:
+        self.sock = connection.sock
+        self._connection = connection
+        self._lock = lock
+
+    async def send(self, data: bytes) -> None:
+        async with self._lock:
+            await self._connection.send(data)
+
+
+class RemoteView(Protocol):
+    """The fleet's part of the merged view (:class:`actors.sources.fleet.FleetView`)."""
+
+    def activities(self, host: str | None = None) -> list[messages.Activity]: ...
+
+    def hosts(self) -> list[dict[str, Any]]: ...
+
+    def subscribe(self) -> MemoryObjectReceiveStream[bytes]: ...
 Reserved = Callable[[int], Awaitable[None]]
 SeqBefore = Callable[[int], Awaitable[int]]
 
@@ -162,6 +211,8 @@ class ControlServer:
     :param cap: the most connections open at once, subscribers aside (default: from the
         file-descriptor limit).
     :param watch_cap: the most subscribers at once (default: from the file-descriptor limit).
+    :param remote: the fleet's sessions and health, merged into ``status`` and ``watch``
+        (docs/fleet.md); ``None`` without a fleet.
     :param identity: ``(id, run, version)`` of this daemon for the ``Daemon`` line of a fleet
         watch (:class:`messages.Daemon`); without one a fleet watch is refused.
     """
@@ -181,8 +232,10 @@ class ControlServer:
         head_deadline: float = HEAD_DEADLINE_S,
         watch_buffer: int = WATCH_BUFFER,
         identity: tuple[str, str, str] | None = None,
+        remote: RemoteView | None = None,
     ) -> None:
         self._identity = identity
+        self._remote = remote
         self._pane_note = pane_note
         self._path = socket_path
         self._host = host
@@ -281,17 +334,29 @@ class ControlServer:
         with contextlib.suppress(OSError):  # the client went away
             if isinstance(request, StatusRequest):
                 self._stats.status += 1
-                await self._status(connection, request.format, show_all=request.all)
+                await self._status(connection, request.format, show_all=request.all,
+                                   only=_only(request.host, request.local))
             else:
                 since = request.since
                 if since is None and request.since_ms is not None and self._seq_before:
                     since = await self._seq_before(request.since_ms)
                 await self._subscribe(
-                    connection, since, snapshot=request.snapshot, fleet=request.fleet
+                    connection, since, snapshot=request.snapshot, fleet=request.fleet,
+                    only=_only(request.host, request.local),
                 )
 
-    async def _status(self, connection: Connection, form: str, *, show_all: bool) -> None:
-        activities = self._host.snapshot()
+    def _activities(self, only: Only) -> list[messages.Activity]:
+        """The local activities, then the fleet's (``only``: :func:`_only`)."""
+        local = list(self._host.snapshot()) if only in (None, LOCAL) else []
+        if self._remote is None or isinstance(only, _Local):
+            return local
+        return local + self._remote.activities(only)
+
+    async def _status(
+        self, connection: Connection, form: str, *, show_all: bool, only: Only = None
+    ) -> None:
+        activities = self._activities(only)
+        local = [a for a in activities if a.key.host is None]
         if form == "activities":
             await connection.send(msgspec.json.encode(activities) + b"\n")
             return
@@ -302,12 +367,13 @@ class ControlServer:
             items = [
                 {"pane": a.pane, "key": str(a.key), "kind": a.attention.kind,
                  "label": attention_label(a, now)}
-                for a in attention_queue(activities)
+                # a remote pane is on its host: never jumped to here
+                for a in attention_queue(local)
                 if a.pane is not None and a.attention is not None
             ]
             await connection.send(json.dumps(items).encode() + b"\n")
             return
-        views = pane_views(activities, self._pane_note)
+        views = pane_views(local, self._pane_note)
         if form == "panes":
             await connection.send(msgspec.json.encode(views) + b"\n")
             return
@@ -317,9 +383,13 @@ class ControlServer:
             await connection.send(text.encode() + b"\n")
             return
         # Rendered here, where the reducer is loaded: `paneward status` then only prints it.
-        table = format_table(activities, now_ms(), show_all=show_all)
+        now = now_ms()
+        table = format_table(activities, now, show_all=show_all, fleet=self._remote is not None)
         notes = "".join(f"\n{printable(view.pane)}: {printable(view.note)}"
                         for view in views if view.note)
+        hosts = [] if self._remote is None else self._remote.hosts()
+        if hosts:
+            notes += "\n" + host_line(hosts, now)
         table += notes + "\n" + counter_line(statistics) + "\n" + actor_line(statistics)
         if form == "table":
             await connection.send(table.encode() + b"\n")
@@ -333,10 +403,13 @@ class ControlServer:
             "statistics": statistics,
             "table": table,
         }
+        if self._remote is not None:
+            body["hosts"] = hosts
         await connection.send(msgspec.json.encode(body) + b"\n")
 
     async def _subscribe(
-        self, connection: Connection, since: int | None, *, snapshot: bool, fleet: bool = False
+        self, connection: Connection, since: int | None, *, snapshot: bool, fleet: bool = False,
+        only: Only = None,
     ) -> None:
         """A watch request: the connection leaves the request slots for the subscribers' (or
         is refused, beyond ``watch_cap``), and is closed as soon as its peer hangs up."""
@@ -356,14 +429,45 @@ class ControlServer:
         self._hangups.add(connection, connection.scope.cancel)
         try:
             stats.watches += 1
-            await self._watch(connection, since, snapshot=snapshot, fleet=fleet)
+            if fleet or self._remote is None or only is LOCAL:
+                # a fleet stream carries this machine's sessions only
+                await self._watch(connection, since, snapshot=snapshot, fleet=fleet)
+            else:
+                await self._watch_merged(connection, since, snapshot=snapshot, only=only)
         finally:
             self._hangups.remove(connection)
             stats.subscribers -= 1
 
+    async def _watch_merged(
+        self, connection: Connection, since: int | None, *, snapshot: bool, only: Only
+    ) -> None:
+        """A watch with the fleet's lines: the remote transitions (their ``seq`` their host's,
+        their key's ``host`` set) are written between the local ones, each write whole."""
+        assert self._remote is not None
+        remote = self._remote.subscribe()
+        lock = anyio.Lock()
+        guarded = _Locked(connection, lock)
+
+        async def forward() -> None:
+            async with remote:
+                async for data in remote:
+                    if isinstance(only, str):
+                        data = _lines_of(data, only)
+                        if not data:
+                            continue
+                    async with lock:
+                        await connection.send(data)
+            # cut off behind (or the fleet closed): end the watch, the client resubscribes
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(forward)
+            await self._watch(guarded, since, snapshot=snapshot, only=only)  # type: ignore[arg-type]  # the two attributes _watch uses
+            tg.cancel_scope.cancel()
+
     async def _watch(
         self, connection: Connection, since: int | None, *, snapshot: bool = False,
-        fleet: bool = False,
+        fleet: bool = False, only: Only = None,
     ) -> None:
         watcher = self._fanout.join()
         with contextlib.suppress(OSError):  # a smaller buffer only costs more sends
@@ -371,6 +475,8 @@ class ControlServer:
         # Taken in the step that joined (as the plain snapshot below): exactly the state at
         # watcher.seq, the live lines are those after it.
         settled = Snapshot(seq=watcher.seq, activities=self._host.snapshot()) if fleet else None
+        # --host NAME: none of this machine's lines
+        local_lines = only is None or only is LOCAL
         try:
             if fleet:
                 assert self._identity is not None  # refused in _subscribe otherwise
@@ -380,11 +486,12 @@ class ControlServer:
                 await connection.send(messages.encode(hello) + b"\n")
                 snapshot = False  # after the replay, below
             if snapshot:
-                # Taken in the step that joined: the live lines are exactly those after it.
-                first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
+                # Taken in the step that joined: the live lines are exactly those after it
+                # (the fleet's sessions in it too, as the merged view shows them now).
+                first = Snapshot(seq=watcher.seq, activities=tuple(self._activities(only)))
                 await self._reserved(first.seq)
                 await connection.send(messages.encode(first) + b"\n")
-            if since is not None and since < watcher.seq:
+            if since is not None and since < watcher.seq and local_lines:
                 # Replay what happened before we joined: journal rows (and the gaps among
                 # them) up to the join, then the live ones.
                 replay = await self._journal(since, watcher.seq)
@@ -397,6 +504,8 @@ class ControlServer:
             # transition.
             while (write := await watcher.next_write()) is not None:
                 data, _lines, last_seq = write
+                if not local_lines:
+                    continue
                 await self._reserved(last_seq)  # at once but at a block's end
                 await connection.send(data)
             marker = watcher.overflow()

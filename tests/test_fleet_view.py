@@ -1,0 +1,159 @@
+"""The merged view: a real local daemon following real remote daemons over real sshd.
+
+``status`` (the HOST column, every host's health), ``status --json`` (a remote key carries
+``host``, a local one has none), ``--host`` / ``--local``, ``watch --json`` (a remote edge is a
+line with its host's seq), stale-not-idle when a remote daemon stops, and a remote session with
+the very key of a local one staying the host's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+import messages
+from actors.core import fleet as core
+from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send
+from tests.polling import poll_until
+from tests.ssh_helpers import SshWorld
+from tests.test_fleet_link import spawned, status_frame
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="pwv", dir="/tmp") as name:
+        yield Path(name)
+
+
+@asynccontextmanager
+async def fleet(
+    root: Path, count: int
+) -> AsyncIterator[tuple[Daemon, list[Daemon], dict[str, str]]]:
+    world = SshWorld(root / "ssh")
+    remotes: list[Daemon] = []
+    hosts = core.Fleet(keepalive_s=2)
+    try:
+        for i in range(count):
+            name = f"h{i + 1}"
+            await world.add_server(name)
+            state = root / f"{name}-state"
+            state.mkdir(mode=0o700)
+            remote = Daemon(state)
+            await remote.start()
+            remotes.append(remote)
+            hosts = core.add_host(hosts, core.Host(name, world.remote_command(name, state)))
+        config = root / "config" / "paneward"
+        config.mkdir(parents=True)
+        (config / "fleet.toml").write_text(core.render_fleet(hosts))
+        local_state = root / "local"
+        local_state.mkdir(mode=0o700)
+        env = daemon_env(local_state, XDG_CONFIG_HOME=os.fspath(root / "config"),
+                         PANEWARD_SSH=os.fspath(world.ssh))
+        async with Daemon(local_state, env=env) as local:
+            yield local, remotes, env
+    finally:
+        with anyio.CancelScope(shield=True):
+            for remote in remotes:
+                await remote.__aexit__(None, None, None)
+            await world.aclose()
+
+
+def _paneward(env: dict[str, str], *args: str) -> str:
+    return subprocess.run([os.fspath(PANEWARD), *args], env=env, capture_output=True,
+                          text=True, check=True, timeout=60).stdout
+
+
+async def cli(env: dict[str, str], *args: str) -> str:
+    return await anyio.to_thread.run_sync(lambda: _paneward(env, *args))
+
+
+async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) -> None:
+    with anyio.fail_after(180):
+        async with fleet(short_dir, 2) as (local, (h1, h2), env):
+            # the same key on this machine and on h1: two sessions, never one
+            for daemon, session, state in ((local, "shared", "working"),
+                                           (h1, "shared", "blocked"), (h2, "other", "working")):
+                await raw_send(daemon.hook_socket,
+                               spawned(session) + status_frame(session, state, 1))
+
+            async def merged() -> bool:
+                found = json.loads(await cli(env, "status", "--json"))
+                return len(found) == 3
+
+            await poll_until(merged, "three sessions in the merged view", within=60)
+            activities = json.loads(await cli(env, "status", "--json"))
+            by_host = {a["key"].get("host"): a for a in activities}
+            assert set(by_host) == {None, "h1", "h2"}
+            assert "host" not in by_host[None]["key"]  # the local contract, unchanged
+            assert by_host[None]["turn"] == "working"
+            assert by_host["h1"]["turn"] == "needs_input"
+            assert by_host["h1"]["key"]["session_id"] == "shared"
+            for entry in activities:
+                messages.decode_outbound(json.dumps(entry))  # the one codec reads them all
+            local_only = json.loads(await cli(env, "status", "--json", "--local"))
+            assert [a["key"] for a in local_only] == [{"harness": "terminal",
+                                                      "session_id": "shared"}]
+            only_h2 = json.loads(await cli(env, "status", "--json", "--host", "h2"))
+            assert [a["key"]["host"] for a in only_h2] == ["h2"]
+            table = await cli(env, "status")
+            assert table.splitlines()[0].startswith("HOST")
+            assert "hosts: h1 connected" in table and "h2 connected" in table
+            # a remote edge: one watch line, the host's seq, the key's host
+            async with await anyio.open_process(
+                [os.fspath(PANEWARD), "watch", "--json", "--host", "h2"], env=env
+            ) as watch:
+                assert watch.stdout is not None
+                await poll_until(_subscribed(local), "the watcher")
+                await raw_send(h2.hook_socket, status_frame("other", "idle", 4))
+                data = b""
+                while b"\n" not in data:
+                    data += await watch.stdout.receive()
+                watch.terminate()
+            line = messages.decode_outbound(data.splitlines()[0])
+            assert isinstance(line, messages.Transition)
+            assert line.key == messages.SessionKey("terminal", "other", host="h2")
+            assert line.seq == (await h2.status())["seq"]
+            # stale, never idle: h1's daemon stops
+            await h1.stop()
+
+            async def stale() -> bool:
+                shown = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+                return bool(shown) and shown[0]["turn"] == "unknown"
+
+            await poll_until(stale, "h1 stale", within=60)
+            (kept,) = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+            assert kept["presence"] == by_host["h1"]["presence"]
+            assert kept["attention"] == by_host["h1"]["attention"]
+
+            async def said() -> bool:
+                table = await cli(env, "status")
+                return "h1 stale since" in table and "daemon not running there" in table
+
+            await poll_until(said, "the reason in the table", within=60)
+            # the local session never moved
+            (mine,) = json.loads(await cli(env, "status", "--json", "--local"))
+            assert mine == by_host[None]
+
+
+def _subscribed(daemon: Daemon) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return int((await daemon.counters())["control"]["subscribers"]) >= 1
+
+    return check
+
+
+def test_an_inbound_message_naming_a_remote_key_is_refused() -> None:
+    frame = {"type": "Acknowledge", "at_ms": 1795995370911,
+             "key": {"harness": "terminal", "session_id": "x", "host": "h1"}}
+    with pytest.raises(messages.MessageError, match=r"\$\.key\.host"):
+        messages.decode_inbound(json.dumps(frame))
+    del frame["key"]["host"]  # type: ignore[attr-defined]
+    assert isinstance(messages.decode_inbound(json.dumps(frame)), messages.Acknowledge)
