@@ -28,7 +28,7 @@ from tests.ssh_helpers import SshWorld
 
 def test_the_hosts_file_round_trips_and_keeps_the_order() -> None:
     fleet = core.Fleet()
-    for host in (core.Host("gpu1"), core.Host("me@10.0.0.5", "~/venv/bin/paneward"),
+    for host in (core.Host("gpu1"), core.Host("me@10.0.0.5", "~/venv/bin/paneward", "tmux -L w"),
                  core.Host('odd"name\\x')):
         fleet = core.add_host(fleet, host)
     text = core.render_fleet(fleet)
@@ -46,12 +46,13 @@ def test_the_hosts_file_round_trips_and_keeps_the_order() -> None:
         ("[[host]\n", "not valid TOML"),
         ("hosts = 1\n", "unknown setting 'hosts'"),
         ("keepalive_s = 0\n", "keepalive_s"),
-        ("[[host]]\ncommand = 'x'\n", "host 1: destination and command must be strings"),
+        ("[[host]]\ncommand = 'x'\n", "host 1: destination, command and tmux must be strings"),
         ("[[host]]\ndestination = '-oProxyCommand=evil'\n", "not an ssh destination"),
         ("[[host]]\ndestination = 'a b'\n", "not an ssh destination"),
         ("[[host]]\ndestination = \"a\\u001b[2J\"\n", "not an ssh destination"),
         ("[[host]]\ndestination = 'a'\ncommand = \"pw\\nrm -rf ~\"\n", "not a command"),
         ("[[host]]\ndestination = 'a'\nport = 22\n", "unknown key 'port'"),
+        ("[[host]]\ndestination = 'a'\ntmux = 3\n", "must be strings"),
         ("[[host]]\ndestination = 'a'\n[[host]]\ndestination = 'a'\n", "listed twice"),
     ],
 )
@@ -258,3 +259,14 @@ async def test_watch_fleet_starts_with_the_daemon_identity_then_replay_then_snap
             (again,) = await first_lines(4, 1)
         assert isinstance(again, messages.Daemon)
         assert (again.id, again.run != hello.run, again.seq >= 4) == (hello.id, True, True)
+
+
+def test_a_jump_attaches_to_a_plain_pane_id_only() -> None:
+    host = core.Host("gpu1", tmux="tmux -L work")
+    argv = core.attach_argv(host, "/run/pw/fleet", "%12", keepalive_s=5)
+    assert argv is not None and argv[1] == "-t"  # a terminal for tmux there
+    assert argv[argv.index("--") + 1 :] == [
+        "gpu1", "tmux -L work", "attach-session", "-t", "%12", "\\;", "select-window", "-t",
+        "%12", "\\;", "select-pane", "-t", "%12"]
+    for hostile in ("%1; rm -rf ~", "$(reboot)", "%", "main:1.2"):
+        assert core.attach_argv(host, "/run/pw/fleet", hostile, keepalive_s=5) is None

@@ -25,6 +25,7 @@ from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send
 from tests.polling import poll_until
 from tests.ssh_helpers import SshWorld
 from tests.test_fleet_link import spawned, status_frame
+from tests.tmux_helpers import TmuxServer
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def short_dir() -> Iterator[Path]:
 
 @asynccontextmanager
 async def fleet(
-    root: Path, count: int
+    root: Path, count: int, *, tmux: str = "tmux"
 ) -> AsyncIterator[tuple[Daemon, list[Daemon], dict[str, str]]]:
     world = SshWorld(root / "ssh")
     remotes: list[Daemon] = []
@@ -49,7 +50,8 @@ async def fleet(
             remote = Daemon(state)
             await remote.start()
             remotes.append(remote)
-            hosts = core.add_host(hosts, core.Host(name, world.remote_command(name, state)))
+            hosts = core.add_host(hosts, core.Host(name, world.remote_command(name, state),
+                                                   tmux))
         config = root / "config" / "paneward"
         config.mkdir(parents=True)
         (config / "fleet.toml").write_text(core.render_fleet(hosts))
@@ -157,3 +159,56 @@ def test_an_inbound_message_naming_a_remote_key_is_refused() -> None:
         messages.decode_inbound(json.dumps(frame))
     del frame["key"]["host"]  # type: ignore[attr-defined]
     assert isinstance(messages.decode_inbound(json.dumps(frame)), messages.Acknowledge)
+
+
+def pane_bound(session: str, pane: str) -> bytes:
+    return json.dumps({
+        "type": "PaneBound", "key": {"harness": "terminal", "session_id": session},
+        "pane": pane, "at_ms": 1795995370911, "proof": "host",
+    }).encode() + b"\n"
+
+
+async def test_next_to_a_remote_item_opens_one_local_window_attached_to_that_pane(
+    short_dir: Path,
+) -> None:
+    """A remote session needs you in a pane of the remote host's tmux: ``paneward next`` in a
+    real local tmux opens a window running ``ssh -t h1 tmux attach`` on that pane (a client of
+    the remote server shows it), and a second ``next`` reuses that window."""
+    remote_tmux = TmuxServer()
+    local_tmux = TmuxServer()
+    remote_tmux.start()
+    local_tmux.start()
+    try:
+        with anyio.fail_after(120):
+            remote_pane = (await remote_tmux.arun("display-message", "-p", "-t", "main",
+                                                  "#{pane_id}")).strip()
+            async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}") as (
+                _local, (h1,), env
+            ):
+                await raw_send(h1.hook_socket, spawned("s1") + pane_bound("s1", remote_pane)
+                               + status_frame("s1", "blocked", 1))
+
+                async def queued() -> bool:
+                    items = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+                    return bool(items) and items[0]["pane"] == remote_pane and \
+                        items[0]["attention"] is not None
+
+                await poll_until(queued, "the remote item", within=60)
+                await cli(env, "next", "-L", local_tmux.name)
+
+                async def attached() -> bool:
+                    clients = await remote_tmux.arun("list-clients", "-F", "#{pane_id}")
+                    return clients.split() == [remote_pane]
+
+                await poll_until(attached, "a client of the remote tmux on that pane",
+                                 within=60)
+                windows = await local_tmux.arun("list-windows", "-a", "-F",
+                                                "#{window_name} #{@paneward_remote}")
+                remote_windows = [w for w in windows.splitlines() if "terminal:s1" in w]
+                assert remote_windows == [f"h1:{remote_pane} h1/terminal:s1"], windows
+                await cli(env, "next", "-L", local_tmux.name)
+                again = await local_tmux.arun("list-windows", "-a", "-F", "#{@paneward_remote}")
+                assert again.split().count("h1/terminal:s1") == 1  # reused, not another one
+    finally:
+        local_tmux.kill()
+        remote_tmux.kill()

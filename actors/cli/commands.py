@@ -608,7 +608,9 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
         _tell(args, prog, args.client, str(body["error"]))
         return EXIT_INVALID, []
     activities = msgspec.convert(body["activities"], list[Activity])
-    queue = [a for a in attention_queue(activities, args.kind) if a.pane is not None]
+    # a fleet host's pane is not a local pane: the menu lists this machine's (next jumps there)
+    queue = [a for a in attention_queue(activities, args.kind)
+             if a.pane is not None and a.key.host is None]
     return EXIT_OK, queue
 
 
@@ -698,12 +700,31 @@ def jump_to(args: argparse.Namespace, pane: str) -> str | None:
     return client
 
 
+def _remote_window(args: argparse.Namespace, item: dict[str, Any]) -> str:
+    """The local pane showing a fleet host's pane: the window opened for that remote session
+    before (its ``@paneward_remote`` option names it), else a new one running the item's
+    ``attach`` command (``ssh -t HOST tmux attach ...``, docs/fleet.md)."""
+    import shlex
+
+    key = str(item["key"])
+    listed = _tmux(args, ["list-windows", "-a", "-F", "#{pane_id} #{@paneward_remote}"])
+    for line in listed.splitlines():
+        pane, _, named = line.partition(" ")
+        if named == key:
+            return pane
+    name = f"{item['host']}:{item['pane']}"
+    pane = _tmux(args, ["new-window", "-d", "-P", "-F", "#{pane_id}", "-n", name,
+                        shlex.join(item["attach"])]).strip()
+    _tmux(args, ["set-option", "-w", "-t", pane, "@paneward_remote", key])
+    return pane
+
+
 def run_next(args: argparse.Namespace) -> int:
     code, queue = _queue_items(args, "next")
     if code != EXIT_OK:
         return code
     if args.pane is not None:
-        queue = [item for item in queue if item["pane"] == args.pane]
+        queue = [item for item in queue if item["pane"] == args.pane and "host" not in item]
     try:
         if not queue:
             if args.pane is not None:
@@ -715,11 +736,14 @@ def run_next(args: argparse.Namespace) -> int:
             _tell(args, "next", args.client, "nothing needs you")
             return EXIT_INVALID
         item = queue[0]
-        client = jump_to(args, item["pane"])
+        if "attach" in item:
+            client = jump_to(args, _remote_window(args, item))
+        else:
+            client = jump_to(args, item["pane"])
     except _TmuxFailed as exc:
         _tell(args, "next", args.client, f"tmux: {exc}")
         return EXIT_INVALID
-    if item["kind"] == "turn_done":
+    if item["kind"] == "turn_done" and "host" not in item:
         try:
             _acknowledge(args, item["pane"])
         except OSError as exc:

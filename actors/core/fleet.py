@@ -34,6 +34,7 @@ __all__ = [
     "FleetFileError",
     "Host",
     "add_host",
+    "attach_argv",
     "config_dir",
     "control_dir",
     "fleet_path",
@@ -70,6 +71,9 @@ class Host:
 
     destination: str
     command: str = DEFAULT_COMMAND
+    #: The tmux command there (``tmux -L work`` for a server of its own); what a jump to one
+    #: of its panes attaches with (:func:`attach_argv`).
+    tmux: str = "tmux"
 
     @property
     def name(self) -> str:
@@ -155,15 +159,19 @@ def parse_fleet(text: str) -> Fleet:
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
             raise FleetFileError(f"host {number} is not a table")
-        extra = sorted(set(entry) - {"destination", "command"})
+        extra = sorted(set(entry) - {"destination", "command", "tmux"})
         if extra:
             raise FleetFileError(f"host {number}: unknown key {extra[0]!r}")
         destination = entry.get("destination")
         command = entry.get("command", DEFAULT_COMMAND)
-        if not isinstance(destination, str) or not isinstance(command, str):
-            raise FleetFileError(f"host {number}: destination and command must be strings")
+        tmux = entry.get("tmux", "tmux")
+        if not all(isinstance(v, str) for v in (destination, command, tmux)):
+            raise FleetFileError(f"host {number}: destination, command and tmux must be strings")
+        assert isinstance(destination, str) and isinstance(command, str)
+        assert isinstance(tmux, str)
         try:
-            host = Host(check_destination(destination), check_command(command))
+            host = Host(check_destination(destination), check_command(command),
+                        check_command(tmux))
         except FleetFileError as exc:
             raise FleetFileError(f"host {number}: {exc}") from None
         if any(h.name == host.name for h in hosts):
@@ -186,6 +194,8 @@ def render_fleet(fleet: Fleet) -> str:
         lines += ["", "[[host]]", f"destination = {_toml_string(host.destination)}"]
         if host.command != DEFAULT_COMMAND:
             lines.append(f"command = {_toml_string(host.command)}")
+        if host.tmux != "tmux":
+            lines.append(f"tmux = {_toml_string(host.tmux)}")
     return "\n".join(lines) + "\n"
 
 
@@ -194,7 +204,8 @@ def add_host(fleet: Fleet, host: Host) -> Fleet:
 
     :raises FleetFileError: the destination or command is not valid.
     """
-    host = Host(check_destination(host.destination), check_command(host.command))
+    host = Host(check_destination(host.destination), check_command(host.command),
+                check_command(host.tmux))
     if fleet.host(host.name) is not None:
         hosts = tuple(host if h.name == host.name else h for h in fleet.hosts)
     else:
@@ -243,6 +254,23 @@ def ssh_argv(
     for option in options:
         argv += ["-o", option]
     return [*argv, "--", host.destination, *remote]
+
+
+_PANE_ID: Final = re.compile(r"^%[0-9]{1,9}$")
+
+
+def attach_argv(
+    host: Host, control_dir: str, pane: str, *, keepalive_s: int, ssh: str = "ssh"
+) -> list[str] | None:
+    """The local command that shows the remote ``pane`` of ``host``: ``ssh -t HOST tmux
+    attach-session -t PANE ; select-window -t PANE ; select-pane -t PANE`` through the host's
+    multiplexed connection; ``None`` when ``pane`` is not a tmux pane id (``%N``): it comes
+    from the remote daemon, and only a plain id goes into a command line."""
+    if not _PANE_ID.match(pane):
+        return None
+    remote = [host.tmux, "attach-session", "-t", pane, "\\;", "select-window", "-t", pane,
+              "\\;", "select-pane", "-t", pane]
+    return ssh_argv(host, control_dir, remote, keepalive_s=keepalive_s, ssh=ssh, tty=True)
 
 
 def watch_command(host: Host, since: int | None) -> list[str]:

@@ -12,7 +12,8 @@ sends one JSON request line and reads JSON lines back:
   ``"panes"`` the JSON list of pane views, ``"counters"`` the counters as indented JSON (what
   ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are),
   ``"queue"`` the attention queue's items that have a pane, in order, as
-  ``[{"pane", "key", "kind", "label"}]`` (what ``paneward next`` jumps to).
+  ``[{"pane", "key", "kind", "label"}]`` (what ``paneward next`` jumps to; a fleet host's
+  item also has ``host`` and ``attach``, the local command that shows its pane).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given -- with a :class:`~messages.Gap` line where the journal misses transitions (the
@@ -183,6 +184,8 @@ class RemoteView(Protocol):
     def hosts(self) -> list[dict[str, Any]]: ...
 
     def subscribe(self) -> MemoryObjectReceiveStream[bytes]: ...
+
+    def attach(self, activity: messages.Activity) -> list[str] | None: ...
 Reserved = Callable[[int], Awaitable[None]]
 SeqBefore = Callable[[int], Awaitable[int]]
 
@@ -364,13 +367,20 @@ class ControlServer:
             # What `paneward next` needs, decided here: it then imports neither msgspec nor
             # the reducer to jump.
             now = now_ms()
-            items = [
-                {"pane": a.pane, "key": str(a.key), "kind": a.attention.kind,
-                 "label": attention_label(a, now)}
-                # a remote pane is on its host: never jumped to here
-                for a in attention_queue(local)
-                if a.pane is not None and a.attention is not None
-            ]
+            items: list[dict[str, Any]] = []
+            for a in attention_queue(activities):
+                if a.pane is None or a.attention is None:
+                    continue
+                item: dict[str, Any] = {"pane": a.pane, "key": str(a.key),
+                                        "kind": a.attention.kind,
+                                        "label": attention_label(a, now)}
+                if a.key.host is not None:
+                    # a remote pane is on its host: reached through ssh, never as a local pane
+                    attach = None if self._remote is None else self._remote.attach(a)
+                    if attach is None:
+                        continue
+                    item.update(host=a.key.host, attach=attach)
+                items.append(item)
             await connection.send(json.dumps(items).encode() + b"\n")
             return
         views = pane_views(local, self._pane_note)

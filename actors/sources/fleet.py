@@ -24,6 +24,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 import messages
+from actors.core.fleet import attach_argv
 from actors.core.fleet_follow import Change, Drop, Upsert
 from actors.sources.fleet_link import SshLink
 from messages.activity import Activity, Transition
@@ -95,6 +96,15 @@ class FleetView:
                         "reason": stats.reason, "daemon": stats.daemon,
                         "version": stats.version, "sessions": stats.sessions})
         return out
+
+    def attach(self, activity: Activity) -> list[str] | None:
+        """The local command that shows a remote session's pane (``ssh -t HOST tmux attach
+        ...``, :func:`actors.core.fleet.attach_argv`), ``None`` without a usable pane."""
+        link = next((lk for lk in self.links if lk.host.name == activity.key.host), None)
+        if link is None or activity.pane is None:
+            return None
+        return attach_argv(link.host, link.control_dir, activity.pane,
+                           keepalive_s=link.keepalive_s, ssh=link.ssh)
 
     def names(self) -> list[str]:
         return [link.host.name for link in self.links]

@@ -87,6 +87,9 @@ class SshLink:
     ) -> None:
         self.host = host
         self.follower = Follower(host.name)
+        self.control_dir = control_dir
+        self.keepalive_s = keepalive_s
+        self.ssh = ssh
         self._control_dir = control_dir
         self._deliver = deliver
         self._keepalive_s = keepalive_s
