@@ -36,7 +36,7 @@ def short_dir() -> Iterator[Path]:
 
 @asynccontextmanager
 async def fleet(
-    root: Path, count: int, *, tmux: str = "tmux"
+    root: Path, count: int, *, tmux: str = "tmux", extra_args: tuple[str, ...] = ()
 ) -> AsyncIterator[tuple[Daemon, list[Daemon], dict[str, str]]]:
     world = SshWorld(root / "ssh")
     remotes: list[Daemon] = []
@@ -59,7 +59,7 @@ async def fleet(
         local_state.mkdir(mode=0o700)
         env = daemon_env(local_state, XDG_CONFIG_HOME=os.fspath(root / "config"),
                          PANEWARD_SSH=os.fspath(world.ssh))
-        async with Daemon(local_state, env=env) as local:
+        async with Daemon(local_state, env=env, extra_args=extra_args) as local:
             yield local, remotes, env
     finally:
         with anyio.CancelScope(shield=True):
@@ -168,11 +168,12 @@ def pane_bound(session: str, pane: str) -> bytes:
     }).encode() + b"\n"
 
 
-async def test_next_to_a_remote_item_opens_one_local_window_attached_to_that_pane(
+async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached_to_that_pane(
     short_dir: Path,
 ) -> None:
-    """A remote session needs you in a pane of the remote host's tmux: ``paneward next`` in a
-    real local tmux opens a window running ``ssh -t h1 tmux attach`` on that pane (a client of
+    """A remote session needs you in a pane of the remote host's tmux: the local
+    ``@paneward_summary`` counts it (``1 need you (1 on h1)``); ``paneward next`` in a real
+    local tmux opens a window running ``ssh -t h1 tmux attach`` on that pane (a client of
     the remote server shows it), and a second ``next`` reuses that window."""
     remote_tmux = TmuxServer()
     local_tmux = TmuxServer()
@@ -182,7 +183,8 @@ async def test_next_to_a_remote_item_opens_one_local_window_attached_to_that_pan
         with anyio.fail_after(120):
             remote_pane = (await remote_tmux.arun("display-message", "-p", "-t", "main",
                                                   "#{pane_id}")).strip()
-            async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}") as (
+            async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}",
+                             extra_args=("--tmux", "-L", local_tmux.name)) as (
                 _local, (h1,), env
             ):
                 await raw_send(h1.hook_socket, spawned("s1") + pane_bound("s1", remote_pane)
@@ -194,6 +196,14 @@ async def test_next_to_a_remote_item_opens_one_local_window_attached_to_that_pan
                         items[0]["attention"] is not None
 
                 await poll_until(queued, "the remote item", within=60)
+
+                async def summary() -> bool:
+                    said = await local_tmux.arun("show-options", "-g", "-q", "-v",
+                                                 "@paneward_summary", check=False)
+                    return said.strip() == "1 need you (1 on h1)"
+
+                # the local status line counts the remote session, and says where it is
+                await poll_until(summary, "the summary with h1's session", within=60)
                 await cli(env, "next", "-L", local_tmux.name)
 
                 async def attached() -> bool:
@@ -212,3 +222,20 @@ async def test_next_to_a_remote_item_opens_one_local_window_attached_to_that_pan
     finally:
         local_tmux.kill()
         remote_tmux.kill()
+
+
+def test_the_summary_counts_the_fleet_and_says_where() -> None:
+    from actors.core.badges import fleet_summary
+
+    def remote(host: str, turn: str, kind: str | None = None) -> messages.Activity:
+        attention = None if kind is None else messages.Attention(kind, "r", 1795995370911)  # type: ignore[arg-type]
+        return messages.Activity(
+            key=messages.SessionKey("codex", f"{host}-{turn}", host=host), presence="running",
+            turn=turn, evidence=messages.Evidence(source="codex_daemon"),  # type: ignore[arg-type]
+            attention=attention)
+
+    local = {"needs you": 1, "failed": 0, "done": 0, "working": 2}
+    fleet_ = [remote("gpu1", "needs_input", "needs_input"), remote("box", "working"),
+              remote("gpu1", "unknown")]
+    assert fleet_summary(local, fleet_) == "2 need you (1 on gpu1) · 3 working (1 on box)"
+    assert fleet_summary({}, []) == ""

@@ -542,6 +542,7 @@ def _start_actors(
             socket_path=config.tmux_socket_path,
             full_text=config.full_text,
             owner=str(config.state_dir),
+            remote=fleet_view,
         )
         parts["tmux"] = bridge
         sup.start_actor(bridge, name="tmux")

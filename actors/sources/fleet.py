@@ -45,6 +45,7 @@ class FleetView:
         self._watchers: set[MemoryObjectSendStream[bytes]] = set()
         self.delivered = 0
         self.watchers_cut = 0
+        self._changed = anyio.Event()
 
     # --------------------------------------------------------------- the transports' side
 
@@ -66,6 +67,9 @@ class FleetView:
                 lines.append(Transition(seq=change.seq, key=qualified, after=gone,
                                         cause="Forget", before=before))
         self.delivered += len(lines)
+        if lines:
+            self._changed.set()
+            self._changed = anyio.Event()
         if not lines or not self._watchers:
             return
         data = messages.encode_lines(lines)
@@ -105,6 +109,10 @@ class FleetView:
             return None
         return attach_argv(link.host, link.control_dir, activity.pane,
                            keepalive_s=link.keepalive_s, ssh=link.ssh)
+
+    async def wait_changed(self) -> None:
+        """Until the next batch of changes (the tmux summary counts remote sessions)."""
+        await self._changed.wait()
 
     def names(self) -> list[str]:
         return [link.host.name for link in self.links]
