@@ -105,6 +105,11 @@ async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) 
                                                       "session_id": "shared"}]
             only_h2 = json.loads(await cli(env, "status", "--json", "--host", "h2"))
             assert [a["key"]["host"] for a in only_h2] == ["h2"]
+            # wait names a remote session as HOST/harness:id, and prints it with its host
+            waited = json.loads(await cli(env, "wait", "--session", "h1/terminal:shared",
+                                          "--until", "needs_input", "--timeout", "30"))
+            assert waited["key"] == {"harness": "terminal", "session_id": "shared",
+                                     "host": "h1"}
             table = await cli(env, "status")
             assert table.splitlines()[0].startswith("HOST")
             assert "hosts: h1 connected" in table and "h2 connected" in table
