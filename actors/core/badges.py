@@ -230,6 +230,7 @@ def fleet_summary(local: Mapping[str, int], remote: Iterable[Activity]) -> str:
     badge word, ``remote`` the fleet's activities (their key's ``host``). Each word's total,
     then where the remote ones are: ``2 need you (1 on gpu1) · 3 working``."""
     counts: Counter[str] = Counter(local)
+    counts["done"] += counts.pop("exited · done", 0)  # as _summary_of_counts counts it
     where: dict[str, Counter[str]] = {}
     for activity in remote:
         word = activity_word(activity)
