@@ -244,3 +244,24 @@ def test_the_summary_counts_the_fleet_and_says_where() -> None:
               remote("gpu1", "unknown")]
     assert fleet_summary(local, fleet_) == "2 need you (1 on gpu1) · 3 working (1 on box)"
     assert fleet_summary({}, []) == ""
+
+
+def test_top_shows_a_remote_session_live_on_its_host_and_never_as_a_local_pane() -> None:
+    from actors.core.top import TopModel
+
+    def activity(key: messages.SessionKey, turn: str) -> messages.Activity:
+        return messages.Activity(key=key, presence="running", turn=turn,  # type: ignore[arg-type]
+                                 evidence=messages.Evidence(source="pty_status"), pane="%3")
+
+    local_key = messages.SessionKey("terminal", "t")
+    remote_key = messages.SessionKey("terminal", "t", host="gpu1")
+    model = TopModel()
+    model.snapshot(messages.Snapshot(seq=500, activities=(activity(local_key, "idle"),
+                                                           activity(remote_key, "idle"))))
+    # the host's seq (7) is below this machine's snapshot seq (500): still a live change
+    model.transition(messages.Transition(seq=7, key=remote_key, cause="ProgramStatus:working",
+                                         after=activity(remote_key, "working")), 1795995370911)
+    rows = {row.key: row for row in model.rows(1795995370911, locations={"%3": "main:0.0"})}
+    assert rows[remote_key].state.startswith("working")
+    assert (rows[remote_key].pane, rows[remote_key].where) == (None, "gpu1 %3")
+    assert (rows[local_key].pane, rows[local_key].where) == ("%3", "main:0.0 (%3)")
