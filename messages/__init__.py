@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from messages.activity import (
     Activity,
+    Daemon,
     Gap,
     Overflow,
     PaneView,
@@ -83,6 +84,7 @@ __all__ = [
     "MessageError",
     "NotifyHook",
     "Outbound",
+    "Daemon",
     "Gap",
     "Overflow",
     "PaneBound",

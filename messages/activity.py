@@ -8,7 +8,9 @@ either cleanly or with an :class:`Overflow` marker.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
+
+import msgspec
 
 from messages.common import (
     Attention,
@@ -24,6 +26,7 @@ from messages.common import (
 
 __all__ = [
     "Activity",
+    "Daemon",
     "OutboundMessage",
     "Gap",
     "Overflow",
@@ -151,6 +154,26 @@ class Gap(OutboundMessage, frozen=True, kw_only=True):
     dropped: int
     reason: str
     noticed_ms: int
+
+
+class Daemon(OutboundMessage, frozen=True, kw_only=True):
+    """Who answers a ``paneward watch --fleet`` stream: its first line.
+
+    ``id`` names the daemon's seq space (a random id kept beside its database): a follower that
+    saw seqs up to N from this ``id`` resumes with ``--since N``, across restarts of that
+    daemon; another ``id`` is another daemon (reinstalled, or another machine behind the same
+    name) whose seqs say nothing about the ones seen. ``run`` is new at every start of the
+    daemon (a restart is the same ``id`` with another ``run``); ``seq`` is the seq of the
+    :class:`Snapshot` that follows the journal's replay; ``version`` is paneward's there.
+
+    Written by the control server (:mod:`actors.sources.control_server`) for a watch request
+    with ``fleet``; read by a fleet follower (:mod:`actors.core.fleet_follow`).
+    """
+
+    id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
+    run: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
+    seq: Annotated[int, msgspec.Meta(ge=0)]
+    version: Annotated[str, msgspec.Meta(max_length=64)]
 
 
 class Unmapped(OutboundMessage, frozen=True, kw_only=True):

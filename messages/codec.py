@@ -15,6 +15,7 @@ import msgspec
 
 from messages.activity import (
     Activity,
+    Daemon,
     Gap,
     Overflow,
     PaneView,
@@ -101,7 +102,7 @@ Inbound = Union[  # noqa: UP007
 ]
 """Every message paneward accepts (``Supervisor.inject``, the hook socket, ``paneward inject``)."""
 Outbound = Union[  # noqa: UP007
-    Activity, Transition, Snapshot, Overflow, Gap, Unmapped, Rejected, PaneView
+    Activity, Transition, Snapshot, Overflow, Gap, Unmapped, Rejected, PaneView, Daemon
 ]
 
 INBOUND_TYPES: Final[tuple[type[msgspec.Struct], ...]] = typing.get_args(Inbound)
@@ -139,11 +140,19 @@ def decode_inbound(data: bytes | str) -> Inbound:
     :raises MessageError: naming what is wrong with ``data``.
     """
     try:
-        return _INBOUND.decode(data)
+        message = _INBOUND.decode(data)
     except msgspec.DecodeError as exc:
         raise _explain(exc, "inbound message") from None
     except RecursionError:
         raise MessageError("malformed JSON for inbound message: nested too deeply") from None
+    for field in ("key", "root_key"):
+        key = getattr(message, field, None)
+        if key is not None and key.host is not None:
+            raise MessageError(
+                f"invalid inbound message: `$.{field}.host` names a remote session; only the "
+                "daemon on that host takes evidence for it"
+            )
+    return message
 
 
 def decode_outbound(data: bytes | str) -> Outbound:

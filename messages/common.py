@@ -104,19 +104,30 @@ class Message(
     """
 
 
-class SessionKey(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+class SessionKey(
+    msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, omit_defaults=True
+):
     """``(harness, session_id)``: the identity of one agent session.
 
     Claude Code: the registry ``sessionId`` / hook ``session_id``; Codex: the
     thread id; Hermes: the cron session id, or ``HERMES_SESSION_ID`` of an interactive run;
     Gemini CLI: ``GEMINI_SESSION_ID``; OpenCode: ``ses_…``; Pi: the session manager's id;
     ``terminal``: an id the host chose.
+
+    ``host`` names the fleet host a remote session runs on (docs/fleet.md); it is absent
+    (``None``, left out of the JSON) for every session of this machine, so local keys are
+    exactly ``{"harness", "session_id"}``. Only a fleet follower makes a key with a host
+    (:mod:`actors.core.fleet_follow`); an inbound message naming one is refused
+    (:func:`messages.codec.decode_inbound`): evidence for a remote session goes to its host.
     """
 
     harness: Harness
     session_id: Id
+    host: Id | None = None
 
     def __str__(self) -> str:
+        if self.host is not None:
+            return f"{self.host}/{self.harness}:{self.session_id}"
         return f"{self.harness}:{self.session_id}"
 
 

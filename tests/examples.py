@@ -9,6 +9,7 @@ from messages import (
     Activity,
     Attention,
     ClientAttached,
+    Daemon,
     Evidence,
     ExitInfo,
     Forget,
@@ -183,4 +184,6 @@ OUTBOUND: list[msgspec.Struct] = [
         exit=ExitInfo(code=3),
     ),
     PaneView(pane="%1", key=CODEX, turn="needs_input", hidden=(CLAUDE,), note=None),
+    Daemon(id="4f0c2c9e6b1d4e7a9c3b2a1f0e9d8c7b", run="9a8b7c6d5e4f30211203f4e5d6c7b8a9",
+           seq=7, version="0.1.0"),
 ]

@@ -8,6 +8,7 @@
 - :mod:`.top` -- the Textual shell of ``paneward top``;
 - :mod:`.wrap` -- ``paneward wrap``, the PTY wrapper;
 - :mod:`.install` -- ``paneward install-hooks``; :mod:`.service` -- ``paneward install-service``;
+- :mod:`.fleet` -- ``paneward fleet add|remove|list|check`` (the hosts file, over the user's ssh);
 - :mod:`.nats_view` -- the NATS settings and ``status``/``watch --nats``, read with no daemon.
 
 This ``__init__`` is the console script's entry point and imports nothing but :mod:`sys`:

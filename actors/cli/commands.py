@@ -74,10 +74,14 @@ _QUICK: dict[str, tuple[dict[str, str], dict[str, str]]] = {
             "--counters": "counters",
             "--all": "all",
             "--proofs": "proofs",
+            "--local": "local",
         },
-        {"--socket": "socket", **_NATS},
+        {"--socket": "socket", "--host": "host", **_NATS},
     ),
-    "watch": ({"--json": "json"}, {"--socket": "socket", "--since": "since", **_NATS}),
+    "watch": (
+        {"--json": "json", "--fleet": "fleet", "--local": "local"},
+        {"--socket": "socket", "--since": "since", "--host": "host", **_NATS},
+    ),
 }
 
 
@@ -105,6 +109,8 @@ def quick(argv: list[str]) -> tuple[str, argparse.Namespace] | None:
             values[valued[name]] = value
         else:
             return None
+    if values.get("local") and values.get("host") is not None:
+        return None  # a usage error: argparse prints it
     if values.get("panes") and not values["json"]:
         return None  # a usage error: argparse prints it (actors.cli.main)
     since = values.get("since")
@@ -330,6 +336,25 @@ def add_status(parser: argparse.ArgumentParser) -> None:
     from actors.cli.nats_view import add_reader_arguments
 
     add_reader_arguments(parser)
+    _add_hosts(parser)
+
+
+def _add_hosts(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--host", metavar="NAME", help="only the sessions of this fleet host")
+    which.add_argument("--local", action="store_true", help="only this machine's sessions")
+
+
+def _hosts_fields(args: argparse.Namespace) -> bytes:
+    """The request's ``host`` / ``local`` fields (``--host`` / ``--local``)."""
+    host = getattr(args, "host", None)
+    if getattr(args, "local", False):
+        return b', "local": true'
+    if host is not None:
+        import json
+
+        return b', "host": ' + json.dumps(host).encode()
+    return b""
 
 
 def proofs_json() -> dict[str, Any]:
@@ -386,8 +411,8 @@ def run_status(args: argparse.Namespace) -> int:
         else ("panes" if args.panes else "activities") if args.json
         else "table"
     )
-    request = b'{"op": "status", "format": "%s", "all": %s}\n' % (
-        form.encode(), b"true" if args.all else b"false"
+    request = b'{"op": "status", "format": "%s", "all": %s%s}\n' % (
+        form.encode(), b"true" if args.all else b"false", _hosts_fields(args)
     )
     try:
         reply = b"".join(request_chunks(_control_path(args), request))
@@ -434,6 +459,13 @@ def add_watch(parser: argparse.ArgumentParser) -> None:
     from actors.cli.nats_view import add_reader_arguments
 
     add_reader_arguments(parser)
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="the stream a fleet follower reads (JSON): this daemon's identity, the journal "
+        "after SEQ, a snapshot, then live (docs/fleet.md)",
+    )
+    _add_hosts(parser)
 
 
 def run_watch(args: argparse.Namespace) -> int:
@@ -444,7 +476,10 @@ def run_watch(args: argparse.Namespace) -> int:
     from actors.sources.control_client import request_chunks
 
     since = b"null" if args.since is None else str(args.since).encode()
-    request = b'{"op": "watch", "since": %s}\n' % since
+    fleet = bool(getattr(args, "fleet", False))
+    request = b'{"op": "watch", "since": %s, "fleet": %s%s}\n' % (
+        since, b"true" if fleet else b"false", _hosts_fields(args)
+    )
     try:
         # One write and one flush per read of the socket: a watcher of a busy daemon keeps up.
         for chunk in request_chunks(_control_path(args), request):
@@ -456,7 +491,7 @@ def run_watch(args: argparse.Namespace) -> int:
                 error = printable(str(json.loads(chunk.splitlines()[0])["error"]))
                 print(f"paneward watch: {error}", file=sys.stderr)
                 return EXIT_NO_DAEMON
-            if args.json:
+            if args.json or fleet:
                 from actors.core.text import json_without_c1
 
                 sys.stdout.buffer.write(json_without_c1(chunk))  # chunks are whole lines
@@ -624,7 +659,9 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
         _tell(args, prog, args.client, str(body["error"]))
         return EXIT_INVALID, []
     activities = msgspec.convert(body["activities"], list[Activity])
-    queue = [a for a in attention_queue(activities, args.kind) if a.pane is not None]
+    # a fleet host's pane is not a local pane: the menu lists this machine's (next jumps there)
+    queue = [a for a in attention_queue(activities, args.kind)
+             if a.pane is not None and a.key.host is None]
     return EXIT_OK, queue
 
 
@@ -714,12 +751,31 @@ def jump_to(args: argparse.Namespace, pane: str) -> str | None:
     return client
 
 
+def _remote_window(args: argparse.Namespace, item: dict[str, Any]) -> str:
+    """The local pane showing a fleet host's pane: the window opened for that remote session
+    before (its ``@paneward_remote`` option names it), else a new one running the item's
+    ``attach`` command (``ssh -t HOST tmux attach ...``, docs/fleet.md)."""
+    import shlex
+
+    key = str(item["key"])
+    listed = _tmux(args, ["list-windows", "-a", "-F", "#{pane_id} #{@paneward_remote}"])
+    for line in listed.splitlines():
+        pane, _, named = line.partition(" ")
+        if named == key:
+            return pane
+    name = f"{item['host']}:{item['pane']}"
+    pane = _tmux(args, ["new-window", "-d", "-P", "-F", "#{pane_id}", "-n", name,
+                        shlex.join(item["attach"])]).strip()
+    _tmux(args, ["set-option", "-w", "-t", pane, "@paneward_remote", key])
+    return pane
+
+
 def run_next(args: argparse.Namespace) -> int:
     code, queue = _queue_items(args, "next")
     if code != EXIT_OK:
         return code
     if args.pane is not None:
-        queue = [item for item in queue if item["pane"] == args.pane]
+        queue = [item for item in queue if item["pane"] == args.pane and "host" not in item]
     try:
         if not queue:
             if args.pane is not None:
@@ -731,11 +787,14 @@ def run_next(args: argparse.Namespace) -> int:
             _tell(args, "next", args.client, "nothing needs you")
             return EXIT_INVALID
         item = queue[0]
-        client = jump_to(args, item["pane"])
+        if "attach" in item:
+            client = jump_to(args, _remote_window(args, item))
+        else:
+            client = jump_to(args, item["pane"])
     except _TmuxFailed as exc:
         _tell(args, "next", args.client, f"tmux: {exc}")
         return EXIT_INVALID
-    if item["kind"] == "turn_done":
+    if item["kind"] == "turn_done" and "host" not in item:
         try:
             _acknowledge(args, item["pane"])
         except OSError as exc:

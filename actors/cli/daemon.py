@@ -132,6 +132,40 @@ class DaemonConfig:
         return self.socket_path.parent
 
 
+_ID_NAME: Final = "daemon-id"
+
+
+def daemon_identity(state_dir: Path) -> tuple[str, str, str]:
+    """``(id, run, version)`` of this daemon for a fleet watch's ``Daemon`` line
+    (:class:`messages.Daemon`): ``id`` is read from ``<state>/daemon-id``, written once with a
+    random id when missing or unreadable as one (a new seq space: followers start over);
+    ``run`` is new for this process."""
+    import secrets
+    from importlib.metadata import PackageNotFoundError, version
+
+    path = state_dir / _ID_NAME
+    ident = ""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            ident = os.read(fd, 64).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
+    if len(ident) != 32 or any(c not in "0123456789abcdef" for c in ident):
+        ident = secrets.token_hex(16)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, ident.encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    try:
+        text = version("paneward")
+    except PackageNotFoundError:
+        text = "unknown"
+    return ident, secrets.token_hex(16), text[:64]
+
+
 def raise_fd_limit() -> int:
     """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (bounded); return the soft limit in
     force. Every listener sizes its connection cap from it (:mod:`actors.core.limits`)."""
@@ -321,7 +355,8 @@ async def _run(
                     for s in restored.states
                     if s.owner_pid is not None and tokens.get(s.owner_pid) == s.owner_token
                 }
-                parts = _start_actors(config, sup, store, live_owners)
+                identity = await anyio.to_thread.run_sync(daemon_identity, config.state_dir)
+                parts = _start_actors(config, sup, store, live_owners, identity)
                 listener = parts["hook_listener"]
                 control = parts["control"]
                 assert isinstance(listener, HookListener)
@@ -417,8 +452,36 @@ def start_discovery(config: DaemonConfig, sup: Supervisor) -> dict[str, Discover
     return started
 
 
+def _start_fleet(sup: Supervisor, parts: dict[str, Any]) -> Any:
+    """One link per host of the hosts file, and the view they deliver to (None: no fleet).
+    A hosts file that cannot be used is logged, and the daemon runs without a fleet."""
+    from actors.cli.fleet import load_fleet, prepare_control_dir, ssh_program
+    from actors.core.fleet import FleetFileError
+
+    try:
+        hosts = load_fleet()
+        if not hosts.hosts:
+            return None
+        control_dir = prepare_control_dir()
+    except FleetFileError as exc:
+        logger.error("fleet: %s; following no host", exc)
+        return None
+    from actors.sources.fleet import FleetView
+    from actors.sources.fleet_link import SshLink
+
+    view = FleetView()
+    for host in hosts.hosts:
+        link = SshLink(host, control_dir, view.deliver, keepalive_s=hosts.keepalive_s,
+                       ssh=ssh_program())
+        view.links.append(link)
+        sup.start_actor(link, name=f"fleet:{host.name}")
+    parts["fleet"] = view
+    return view
+
+
 def _start_actors(
-    config: DaemonConfig, sup: Supervisor, store: Store, live_owners: dict[int, str | None]
+    config: DaemonConfig, sup: Supervisor, store: Store, live_owners: dict[int, str | None],
+    identity: tuple[str, str, str],
 ) -> dict[str, Any]:
     parts: dict[str, Any] = {"supervisor": sup, "store": store}
 
@@ -447,10 +510,13 @@ def _start_actors(
         gate=store.backpressure(lambda: sup.seq + sup.queued),
     )
     parts["hook_listener"] = listener
+    fleet_view = _start_fleet(sup, parts)
     control = ControlServer(
         config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note,
         reserved=store.wait_reserved,
         seq_before=store.seq_before,
+        identity=identity,
+        remote=fleet_view,
     )
     parts["control"] = control
     # Essential: without them the daemon is deaf (hooks) or mute (status, watch); one that
@@ -479,6 +545,7 @@ def _start_actors(
             socket_path=config.tmux_socket_path,
             full_text=config.full_text,
             owner=str(config.state_dir),
+            remote=fleet_view,
         )
         parts["tmux"] = bridge
         sup.start_actor(bridge, name="tmux")

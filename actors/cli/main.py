@@ -141,6 +141,18 @@ def _daemon_side(name: str) -> tuple[AddArguments, Run]:
     return add, run
 
 
+def _add_fleet(parser: argparse.ArgumentParser) -> None:
+    from actors.cli.fleet import add_fleet
+
+    add_fleet(parser)
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from actors.cli.fleet import run_fleet
+
+    return run_fleet(args)
+
+
 def _add_wrap(parser: argparse.ArgumentParser) -> None:
     # Documentation only: `wrap` is dispatched before argparse (see main()).
     from actors.harnesses.catalog import wrap_choices
@@ -191,6 +203,8 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
              *_daemon_side("wait")),
     "ack": ("acknowledge a done or failed (of a pane or a session)", *_daemon_side("ack")),
     "forget": ("drop an ended session from every view and the store", *_daemon_side("forget")),
+    "fleet": ("the hosts this daemon follows over ssh: add, remove, list, check",
+              _add_fleet, _run_fleet),
 }
 
 

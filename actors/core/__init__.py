@@ -11,6 +11,8 @@ published field is decided.
   :mod:`.tmux_health`;
 - acting on attention: :mod:`.attention`, :mod:`.jump`, :mod:`.notify`, :mod:`.redact`,
   :mod:`.status_table`, :mod:`.top`;
+- the fleet: :mod:`.fleet` (the hosts file, the ssh command line, unreachable reasons),
+  :mod:`.fleet_follow` (following one host's stream: resume by seq, identity, health);
 - the rest: :mod:`.backoff`, :mod:`.clock`, :mod:`.config_edit`, :mod:`.forwarder_js`,
   :mod:`.nats` (NATS subjects, ids, the publish buffer), :mod:`.paths`, :mod:`.seq_mark`,
   :mod:`.service`, :mod:`.text`.

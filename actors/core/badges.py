@@ -31,7 +31,7 @@ in (from the bridge's pane listing) and says which windows' markers to rewrite.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
 import msgspec
@@ -56,6 +56,8 @@ __all__ = [
     "badge_word",
     "option_commands",
     "pane_options",
+    "activity_word",
+    "fleet_summary",
     "summary_command",
     "summary_text",
     "window_badge",
@@ -216,6 +218,36 @@ def _summary_of_counts(counts: Mapping[str, int]) -> str:
     return " · ".join(f"{shown[w]} {_SUMMARY_LABEL[w]}" for w in _SUMMARY_WORDS if shown[w])
 
 
+def activity_word(activity: Activity) -> str:
+    """The badge word of one session's activity (its attention's, else its turn's)."""
+    if activity.attention is not None:
+        return _ATTENTION_WORD[activity.attention.kind]
+    return _TURN_WORD[activity.turn]
+
+
+def fleet_summary(local: Mapping[str, int], remote: Iterable[Activity]) -> str:
+    """The summary with a fleet's sessions counted in: ``local`` the bound panes' counts per
+    badge word, ``remote`` the fleet's activities (their key's ``host``). Each word's total,
+    then where the remote ones are: ``2 need you (1 on gpu1) · 3 working``."""
+    counts: Counter[str] = Counter(local)
+    counts["done"] += counts.pop("exited · done", 0)  # as _summary_of_counts counts it
+    where: dict[str, Counter[str]] = {}
+    for activity in remote:
+        word = activity_word(activity)
+        counts[word] += 1
+        where.setdefault(word, Counter())[activity.key.host or "?"] += 1
+    parts = []
+    for word in _SUMMARY_WORDS:
+        if not counts[word]:
+            continue
+        text = f"{counts[word]} {_SUMMARY_LABEL[word]}"
+        hosts = where.get(word)
+        if hosts:
+            text += " (" + ", ".join(f"{n} on {host}" for host, n in sorted(hosts.items())) + ")"
+        parts.append(text)
+    return " · ".join(parts)
+
+
 class PaneChange(NamedTuple):
     """What one pane should now carry: the full option set, or ``None`` for no options."""
 
@@ -271,10 +303,14 @@ class BadgeBook:
         """Pane -> the options it should carry now (only bound panes)."""
         return self._shown
 
-    def summary(self) -> str:
-        """The status-line summary over all bound panes (empty when nothing to report)."""
+    def summary(self, remote: Sequence[Activity] = ()) -> str:
+        """The status-line summary over all bound panes (empty when nothing to report), with
+        a fleet's ``remote`` sessions counted in (:func:`fleet_summary`)."""
         counts = self._badge_counts
-        return _summary_of_counts({word: counts[badge] for word, badge in BADGES.items()})
+        local = {word: counts[badge] for word, badge in BADGES.items()}
+        if remote:
+            return fleet_summary(local, remote)
+        return _summary_of_counts(local)
 
     def apply(self, item: object) -> list[PaneChange]:
         """Take one subscription item; return the panes whose options changed.

@@ -12,10 +12,14 @@ Requests (unknown fields are ignored, so newer clients can add some):
 
 * ``{"op": "status", "format": FORM, "all": BOOL}`` -- ``FORM`` one of :data:`STATUS_FORMS`
   (default ``json``: everything), ``all`` also the sessions the table hides (default false).
-* ``{"op": "watch", "since": SEQ | null, "since_ms": MS | null, "snapshot": BOOL}`` -- ``SEQ``
-  a non-negative integer; ``since_ms`` (epoch milliseconds, when ``since`` is not given) the
-  journal from the first transition whose evidence time is at or after it; ``snapshot`` first
-  the subscription's snapshot (default false).
+* ``{"op": "watch", "since": SEQ | null, "since_ms": MS | null, "snapshot": BOOL, "fleet":
+  BOOL}`` -- ``SEQ`` a non-negative integer; ``since_ms`` (epoch milliseconds, when ``since``
+  is not given) the journal from the first transition whose evidence time is at or after it;
+  ``snapshot`` first the subscription's snapshot (default false); ``fleet`` the stream a fleet
+  follower reads: a ``Daemon`` line (who answers), the journal after ``SEQ``, the snapshot,
+  then live (default false).
+* Both take ``"host": NAME`` (only that fleet host's sessions) or ``"local": true`` (only this
+  machine's): ``--host`` and ``--local`` of ``status`` and ``watch``.
 """
 
 from __future__ import annotations
@@ -64,11 +68,18 @@ STATUS_FORMS: Final[tuple[str, ...]] = (
 )
 
 
+#: A fleet host's name (``--host NAME``): the sessions of that host only; ``local``: this
+#: machine's only (docs/fleet.md).
+HostName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+
+
 class StatusRequest(msgspec.Struct, frozen=True, tag="status", tag_field="op"):
     """Every session's activity and every actor's counters, in the form asked, as one line."""
 
     format: StatusForm = "json"
     all: bool = False
+    host: HostName | None = None
+    local: bool = False
 
 
 class WatchRequest(msgspec.Struct, frozen=True, tag="watch", tag_field="op"):
@@ -79,6 +90,9 @@ class WatchRequest(msgspec.Struct, frozen=True, tag="watch", tag_field="op"):
     since: Annotated[int, msgspec.Meta(ge=0)] | None = None
     snapshot: bool = False
     since_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    fleet: bool = False
+    host: HostName | None = None
+    local: bool = False
 
 
 ControlRequest = StatusRequest | WatchRequest
@@ -144,6 +158,14 @@ def _classify(line: bytes, detail: str) -> BadRequest:
         return BadRequest("bad_field", "since_ms must be a non-negative integer or null")
     if "snapshot" in value and not isinstance(value["snapshot"], bool):
         return BadRequest("bad_field", "snapshot must be true or false")
+    if "fleet" in value and not isinstance(value["fleet"], bool):
+        return BadRequest("bad_field", "fleet must be true or false")
+    if "local" in value and not isinstance(value["local"], bool):
+        return BadRequest("bad_field", "local must be true or false")
+    if value.get("host") is not None and not (
+        isinstance(value["host"], str) and 1 <= len(value["host"]) <= 255
+    ):
+        return BadRequest("bad_field", "host must be a host's name (1 to 255 characters)")
     if op == "status" and value.get("format", "json") not in STATUS_FORMS:
         shown = repr(value["format"])[:40]
         expected = ", ".join(STATUS_FORMS)

@@ -8,6 +8,7 @@ winners and what is hidden are the reducer's decisions (:func:`attention_order`,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,7 +38,7 @@ def _age(now_ms: int, at_ms: int | None) -> str:
 
 
 def format_table(
-    activities: Sequence[Activity], now_ms: int, *, show_all: bool = False
+    activities: Sequence[Activity], now_ms: int, *, show_all: bool = False, fleet: bool = False
 ) -> str:
     """The ``paneward status`` table: pane, harness, session, presence, turn, attention,
     source, age (of the evidence), most urgent first (:func:`actors.core.reducer.attention_order`:
@@ -48,14 +49,25 @@ def format_table(
     Sessions settled for more than a day (:func:`actors.core.reducer.hidden_after`) are left out
     (and counted in a last line) unless ``show_all``. A session bound to a pane that shows
     another one (:func:`actors.core.reducer.pane_winners`) has its pane in parentheses.
+
+    With ``fleet`` (a fleet is configured) a first column HOST names each session's host
+    (``local`` for this machine's); a remote session's pane is a pane on its host, so panes
+    are compared within a host only.
     """
     hidden = 0
     if not show_all:
         kept = [a for a in activities if not hidden_after(a, now_ms)]
         hidden = len(activities) - len(kept)
         activities = kept
-    shown = pane_winners(activities)
-    header = ("PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE")
+    shown = {
+        host: pane_winners([a for a in activities if a.key.host == host])
+        for host in {a.key.host for a in activities}
+    }
+    header: tuple[str, ...] = (
+        "PANE", "HARNESS", "SESSION", "PRESENCE", "TURN", "ATTENTION", "SOURCE", "AGE"
+    )
+    if fleet:
+        header = ("HOST", *header)
     rows = [header]
     # Ids, panes and reasons come from payloads: escaped (never raw control characters), and
     # cut after escaping, so a cut cannot leave an escape sequence open.
@@ -63,11 +75,13 @@ def format_table(
         att = a.attention
         attention = f"{attention_label(a, now_ms)}: {att.reason}" if att else "-"
         pane = printable(a.pane) if a.pane is not None else "-"
-        if a.pane is not None and shown[a.pane].key != a.key:
+        if a.pane is not None and shown[a.key.host][a.pane].key != a.key:
             pane = f"({pane})"
         evidence = a.evidence
+        host = () if not fleet else (printable(a.key.host or "local"),)
         rows.append(
             (
+                *host,
                 pane,
                 a.key.harness,
                 clip(a.key.session_id, 13),
@@ -88,6 +102,24 @@ def format_table(
     if hidden:
         lines.append(f"({hidden} more ended more than a day ago: paneward status --all)")
     return "\n".join(lines)
+
+
+def host_line(hosts: Sequence[Mapping[str, Any]], now_ms: int) -> str:
+    """The fleet's health under the table: ``hosts: gpu1 connected 2h · box stale since
+    08:31:02 (3m) · vm unreachable 1m: permission denied ...`` (the ``hosts`` of
+    :meth:`actors.sources.fleet.FleetView.hosts`)."""
+    parts = []
+    for host in hosts:
+        name, health, since = printable(host["host"]), host["health"], host["since_ms"]
+        if health == "stale":
+            clock = time.strftime("%H:%M:%S", time.localtime(since / 1000))
+            text = f"{name} stale since {clock} ({_age(now_ms, since)})"
+        else:
+            text = f"{name} {health} {_age(now_ms, since)}"
+        if host.get("reason"):
+            text += f": {printable(host['reason'])}"
+        parts.append(text)
+    return "hosts: " + " · ".join(parts)
 
 
 def counter_line(stats: Mapping[str, Any]) -> str:

@@ -248,7 +248,9 @@ class TopModel:
         (:attr:`~messages.Transition.forgets`) removes it. ``received_ms`` dates one whose
         evidence has no time."""
         key = transition.key
-        live = transition.seq > self.seq
+        # A fleet host's line carries its host's seq: never replayed here (the journal is this
+        # machine's), so it is always live.
+        live = key.host is not None or transition.seq > self.seq
         if transition.forgets:
             # The user forgot the session: it leaves the view, its history with it. A replayed
             # one is older than the snapshot, which holds the key only if evidence started it
@@ -308,7 +310,8 @@ class TopModel:
         queue = attention_queue(activities)
         queued = {a.key for a in queue}
         rest = sorted((a for a in activities if a.key not in queued), key=attention_order)
-        shown = {pane: a.key for pane, a in pane_winners(activities).items()}
+        local = [a for a in activities if a.key.host is None]  # a remote pane is its host's
+        shown = {pane: a.key for pane, a in pane_winners(local).items()}
         start = now_ms - self.window_ms
         out: list[TopRow] = []
         for activity in (*queue, *rest):
@@ -340,7 +343,11 @@ class TopModel:
         )
         state = f"{word} {elapsed(since, now_ms)}" if since else word
         pane = a.pane
-        if pane is None:
+        if a.key.host is not None:
+            # a pane on its host, never one of this machine's: shown, not jumped to from here
+            where = printable(f"{a.key.host} {pane}" if pane is not None else a.key.host)
+            pane = None
+        elif pane is None:
             where = "-"
         else:
             location = locations.get(pane)

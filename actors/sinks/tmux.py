@@ -49,7 +49,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -115,7 +115,7 @@ from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import EvidenceSink, Host
 from actors.sinks.tmux_client import ControlClient, ControlStatistics
 from actors.sources import procfs
-from messages import MessageError
+from messages import Activity, MessageError
 
 __all__ = [
     "EvidenceSink",
@@ -192,6 +192,14 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     panes: PaneTableStatistics = msgspec.field(default_factory=PaneTableStatistics)
 
 
+class RemoteSessions(Protocol):
+    """A fleet's sessions, counted in the summary (:class:`actors.sources.fleet.FleetView`)."""
+
+    def activities(self, host: str | None = None) -> list[Activity]: ...
+
+    async def wait_changed(self) -> None: ...
+
+
 class TmuxBridge:
     """The tmux actor: badges out, pane lifecycle in, one control-mode client per server.
 
@@ -221,7 +229,9 @@ class TmuxBridge:
         owner: str = "",
         probe_every: float = PROBE_EVERY_S,
         stall_after: float = STALL_AFTER_S,
+        remote: RemoteSessions | None = None,
     ) -> None:
+        self._remote = remote
         self._target = TmuxTarget(socket_name, socket_path)
         self._owner = owner
         self._holder = Holder(os.getpid(), procfs.start_token(os.getpid()) or "0")
@@ -287,6 +297,8 @@ class TmuxBridge:
                 if items is not None:
                     tg.start_soon(self._consume, items, tg.cancel_scope)
                     tg.start_soon(self._age_loop)
+                    if self._remote is not None:
+                        tg.start_soon(self._remote_loop, self._remote)
                 await self._connection_loop(sink)
         finally:
             if self._health.stalled is not None and self._badges_on:
@@ -323,6 +335,14 @@ class TmuxBridge:
         self._book_ready.set()
         if book.shown:
             self._badges_shown.set()
+
+    async def _remote_loop(self, remote: RemoteSessions) -> None:
+        """Rewrite the summary when the fleet's sessions change (it counts them too)."""
+        while True:
+            await remote.wait_changed()
+            client = self._ready
+            if client is not None:
+                await self._flush(client)
 
     async def _age_loop(self) -> None:
         """Rewrite ``@paneward_age`` when a pane's text is due to change: one timer for the
@@ -611,7 +631,7 @@ class TmuxBridge:
             else:
                 written_windows.pop(window, None)
         window_commands = len(commands)
-        summary = self._book.summary()
+        summary = self._book.summary(() if self._remote is None else self._remote.activities())
         if summary != self._written_summary:
             commands.append(summary_command(summary))
         if not commands:

@@ -12,5 +12,7 @@ to them (``actors.harnesses.catalog``).
 - :mod:`.fswatch` -- inotify change notifications on the event loop;
 - :mod:`.files` -- opening files without following links (paneward's directories and sockets,
   evidence files);
+- :mod:`.fleet_link` -- one fleet host's stream over the user's OpenSSH client;
+- :mod:`.fleet` -- the fleet's merged view of every remote session (what the transports deliver);
 - :mod:`.pty_status` -- program status from PTY bytes, for hosts that own their PTYs.
 """

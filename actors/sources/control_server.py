@@ -12,7 +12,8 @@ sends one JSON request line and reads JSON lines back:
   ``"panes"`` the JSON list of pane views, ``"counters"`` the counters as indented JSON (what
   ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are),
   ``"queue"`` the attention queue's items that have a pane, in order, as
-  ``[{"pane", "key", "kind", "label"}]`` (what ``paneward next`` jumps to).
+  ``[{"pane", "key", "kind", "label"}]`` (what ``paneward next`` jumps to; a fleet host's
+  item also has ``host`` and ``attach``, the local command that shows its pane).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given -- with a :class:`~messages.Gap` line where the journal misses transitions (the
@@ -24,6 +25,10 @@ sends one JSON request line and reads JSON lines back:
   one just after is a transition. With ``"since_ms": MS`` in place of ``since``, the replay
   starts at the journal's first transition whose evidence time is at or after ``MS`` (epoch
   milliseconds): ``paneward top`` reads its last hour this way, snapshot first.
+  With ``"fleet": true`` (``paneward watch --fleet``, what a fleet follower runs over ssh)
+  the lines are a :class:`~messages.Daemon` (this daemon's identity and the snapshot's seq),
+  the journal after ``since`` up to that seq, the :class:`~messages.Snapshot` at that seq,
+  then live: a follower applies the replay in order and then settles on the snapshot.
 
 Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anything malformed
 (deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes nothing.
@@ -56,6 +61,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 import messages
 from actors.core.attention import attention_label, attention_queue
@@ -68,7 +74,7 @@ from actors.core.control_requests import (
 )
 from actors.core.limits import HEAD_DEADLINE_S, connection_caps, watch_cap
 from actors.core.reducer import pane_views
-from actors.core.status_table import actor_line, counter_line, format_table
+from actors.core.status_table import actor_line, counter_line, format_table, host_line
 from actors.core.text import printable
 from actors.sources.admission import Admission, AdmissionStatistics, Connection, HangupWatch
 from actors.sources.control_client import request_lines
@@ -130,6 +136,56 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
 
 
 Journal = Callable[[int, int], Awaitable[Sequence[Transition | Gap]]]
+
+
+class _Local:
+    """``--local``: this machine's sessions only."""
+
+    def __repr__(self) -> str:
+        return "LOCAL"
+
+
+LOCAL = _Local()
+#: Which sessions a request is about: all (``None``), this machine's (:data:`LOCAL`), or one
+#: fleet host's (its name).
+Only = str | _Local | None
+
+
+def _only(host: str | None, local: bool) -> Only:
+    return LOCAL if local else host
+
+
+def _lines_of(data: bytes, host: str) -> bytes:
+    """The lines of ``data`` (a batch of remote transitions) that are ``host``'s: its key's
+    ``"host":NAME`` (raw quotes never occur inside a JSON string, so no text field can fake
+    it)."""
+    mark = b'"host":' + msgspec.json.encode(host)
+    return b"".join(line + b"\n" for line in data.splitlines() if mark in line)
+
+
+class _Locked:
+    """A connection whose sends hold ``lock``: two writers, each write whole."""
+
+    def __init__(self, connection: Connection, lock: anyio.Lock) -> None:
+        self.sock = connection.sock
+        self._connection = connection
+        self._lock = lock
+
+    async def send(self, data: bytes) -> None:
+        async with self._lock:
+            await self._connection.send(data)
+
+
+class RemoteView(Protocol):
+    """The fleet's part of the merged view (:class:`actors.sources.fleet.FleetView`)."""
+
+    def activities(self, host: str | None = None) -> list[messages.Activity]: ...
+
+    def hosts(self) -> list[dict[str, Any]]: ...
+
+    def subscribe(self) -> MemoryObjectReceiveStream[bytes]: ...
+
+    def attach(self, activity: messages.Activity) -> list[str] | None: ...
 Reserved = Callable[[int], Awaitable[None]]
 SeqBefore = Callable[[int], Awaitable[int]]
 
@@ -158,6 +214,10 @@ class ControlServer:
     :param cap: the most connections open at once, subscribers aside (default: from the
         file-descriptor limit).
     :param watch_cap: the most subscribers at once (default: from the file-descriptor limit).
+    :param remote: the fleet's sessions and health, merged into ``status`` and ``watch``
+        (docs/fleet.md); ``None`` without a fleet.
+    :param identity: ``(id, run, version)`` of this daemon for the ``Daemon`` line of a fleet
+        watch (:class:`messages.Daemon`); without one a fleet watch is refused.
     """
 
     def __init__(
@@ -174,7 +234,11 @@ class ControlServer:
         watch_cap: int | None = None,
         head_deadline: float = HEAD_DEADLINE_S,
         watch_buffer: int = WATCH_BUFFER,
+        identity: tuple[str, str, str] | None = None,
+        remote: RemoteView | None = None,
     ) -> None:
+        self._identity = identity
+        self._remote = remote
         self._pane_note = pane_note
         self._path = socket_path
         self._host = host
@@ -273,15 +337,29 @@ class ControlServer:
         with contextlib.suppress(OSError):  # the client went away
             if isinstance(request, StatusRequest):
                 self._stats.status += 1
-                await self._status(connection, request.format, show_all=request.all)
+                await self._status(connection, request.format, show_all=request.all,
+                                   only=_only(request.host, request.local))
             else:
                 since = request.since
                 if since is None and request.since_ms is not None and self._seq_before:
                     since = await self._seq_before(request.since_ms)
-                await self._subscribe(connection, since, snapshot=request.snapshot)
+                await self._subscribe(
+                    connection, since, snapshot=request.snapshot, fleet=request.fleet,
+                    only=_only(request.host, request.local),
+                )
 
-    async def _status(self, connection: Connection, form: str, *, show_all: bool) -> None:
-        activities = self._host.snapshot()
+    def _activities(self, only: Only) -> list[messages.Activity]:
+        """The local activities, then the fleet's (``only``: :func:`_only`)."""
+        local = list(self._host.snapshot()) if only in (None, LOCAL) else []
+        if self._remote is None or isinstance(only, _Local):
+            return local
+        return local + self._remote.activities(only)
+
+    async def _status(
+        self, connection: Connection, form: str, *, show_all: bool, only: Only = None
+    ) -> None:
+        activities = self._activities(only)
+        local = [a for a in activities if a.key.host is None]
         if form == "activities":
             await connection.send(msgspec.json.encode(activities) + b"\n")
             return
@@ -289,15 +367,23 @@ class ControlServer:
             # What `paneward next` needs, decided here: it then imports neither msgspec nor
             # the reducer to jump.
             now = now_ms()
-            items = [
-                {"pane": a.pane, "key": str(a.key), "kind": a.attention.kind,
-                 "label": attention_label(a, now)}
-                for a in attention_queue(activities)
-                if a.pane is not None and a.attention is not None
-            ]
+            items: list[dict[str, Any]] = []
+            for a in attention_queue(activities):
+                if a.pane is None or a.attention is None:
+                    continue
+                item: dict[str, Any] = {"pane": a.pane, "key": str(a.key),
+                                        "kind": a.attention.kind,
+                                        "label": attention_label(a, now)}
+                if a.key.host is not None:
+                    # a remote pane is on its host: reached through ssh, never as a local pane
+                    attach = None if self._remote is None else self._remote.attach(a)
+                    if attach is None:
+                        continue
+                    item.update(host=a.key.host, attach=attach)
+                items.append(item)
             await connection.send(json.dumps(items).encode() + b"\n")
             return
-        views = pane_views(activities, self._pane_note)
+        views = pane_views(local, self._pane_note)
         if form == "panes":
             await connection.send(msgspec.json.encode(views) + b"\n")
             return
@@ -307,9 +393,13 @@ class ControlServer:
             await connection.send(text.encode() + b"\n")
             return
         # Rendered here, where the reducer is loaded: `paneward status` then only prints it.
-        table = format_table(activities, now_ms(), show_all=show_all)
+        now = now_ms()
+        table = format_table(activities, now, show_all=show_all, fleet=self._remote is not None)
         notes = "".join(f"\n{printable(view.pane)}: {printable(view.note)}"
                         for view in views if view.note)
+        hosts = [] if self._remote is None else self._remote.hosts()
+        if hosts:
+            notes += "\n" + host_line(hosts, now)
         table += notes + "\n" + counter_line(statistics) + "\n" + actor_line(statistics)
         if form == "table":
             await connection.send(table.encode() + b"\n")
@@ -323,10 +413,13 @@ class ControlServer:
             "statistics": statistics,
             "table": table,
         }
+        if self._remote is not None:
+            body["hosts"] = hosts
         await connection.send(msgspec.json.encode(body) + b"\n")
 
     async def _subscribe(
-        self, connection: Connection, since: int | None, *, snapshot: bool
+        self, connection: Connection, since: int | None, *, snapshot: bool, fleet: bool = False,
+        only: Only = None,
     ) -> None:
         """A watch request: the connection leaves the request slots for the subscribers' (or
         is refused, beyond ``watch_cap``), and is closed as soon as its peer hangs up."""
@@ -336,40 +429,93 @@ class ControlServer:
             error = f"too many watchers: {stats.subscribers} (the cap); try again later"
             await connection.send(json.dumps({"error": error}).encode() + b"\n")
             return
+        if fleet and self._identity is None:
+            error = "this daemon has no identity to follow (it runs without a store)"
+            await connection.send(json.dumps({"error": error}).encode() + b"\n")
+            return
         assert self._admission is not None  # set before the first connection is served
         self._admission.release(connection)
         stats.subscribers += 1
         self._hangups.add(connection, connection.scope.cancel)
         try:
             stats.watches += 1
-            await self._watch(connection, since, snapshot=snapshot)
+            if fleet or self._remote is None or only is LOCAL:
+                # a fleet stream carries this machine's sessions only
+                await self._watch(connection, since, snapshot=snapshot, fleet=fleet)
+            else:
+                await self._watch_merged(connection, since, snapshot=snapshot, only=only)
         finally:
             self._hangups.remove(connection)
             stats.subscribers -= 1
 
+    async def _watch_merged(
+        self, connection: Connection, since: int | None, *, snapshot: bool, only: Only
+    ) -> None:
+        """A watch with the fleet's lines: the remote transitions (their ``seq`` their host's,
+        their key's ``host`` set) are written between the local ones, each write whole."""
+        assert self._remote is not None
+        remote = self._remote.subscribe()
+        lock = anyio.Lock()
+        guarded = _Locked(connection, lock)
+
+        async def forward() -> None:
+            async with remote:
+                async for data in remote:
+                    if isinstance(only, str):
+                        data = _lines_of(data, only)
+                        if not data:
+                            continue
+                    async with lock:
+                        await connection.send(data)
+            # cut off behind (or the fleet closed): end the watch, the client resubscribes
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(forward)
+            await self._watch(guarded, since, snapshot=snapshot, only=only)  # type: ignore[arg-type]  # the two attributes _watch uses
+            tg.cancel_scope.cancel()
+
     async def _watch(
-        self, connection: Connection, since: int | None, *, snapshot: bool = False
+        self, connection: Connection, since: int | None, *, snapshot: bool = False,
+        fleet: bool = False, only: Only = None,
     ) -> None:
         watcher = self._fanout.join()
         with contextlib.suppress(OSError):  # a smaller buffer only costs more sends
             connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WATCH_SNDBUF)
+        # Taken in the step that joined (as the plain snapshot below): exactly the state at
+        # watcher.seq, the live lines are those after it.
+        settled = Snapshot(seq=watcher.seq, activities=self._host.snapshot()) if fleet else None
+        # --host NAME: none of this machine's lines
+        local_lines = only is None or only is LOCAL
         try:
+            if fleet:
+                assert self._identity is not None  # refused in _subscribe otherwise
+                ident, run, version = self._identity
+                hello = messages.Daemon(id=ident, run=run, seq=watcher.seq, version=version)
+                await self._reserved(watcher.seq)
+                await connection.send(messages.encode(hello) + b"\n")
+                snapshot = False  # after the replay, below
             if snapshot:
-                # Taken in the step that joined: the live lines are exactly those after it.
-                first = Snapshot(seq=watcher.seq, activities=self._host.snapshot())
+                # Taken in the step that joined: the live lines are exactly those after it
+                # (the fleet's sessions in it too, as the merged view shows them now).
+                first = Snapshot(seq=watcher.seq, activities=tuple(self._activities(only)))
                 await self._reserved(first.seq)
                 await connection.send(messages.encode(first) + b"\n")
-            if since is not None and since < watcher.seq:
+            if since is not None and since < watcher.seq and local_lines:
                 # Replay what happened before we joined: journal rows (and the gaps among
                 # them) up to the join, then the live ones.
                 replay = await self._journal(since, watcher.seq)
                 for start in range(0, len(replay), WATCH_BATCH):
                     chunk = replay[start : start + WATCH_BATCH]
                     await connection.send(messages.encode_lines(chunk))
+            if settled is not None:
+                await connection.send(messages.encode(settled) + b"\n")
             # Everything queued goes out in one write: one system call per wake-up, not per
             # transition.
             while (write := await watcher.next_write()) is not None:
                 data, _lines, last_seq = write
+                if not local_lines:
+                    continue
                 await self._reserved(last_seq)  # at once but at a block's end
                 await connection.send(data)
             marker = watcher.overflow()

@@ -1,0 +1,205 @@
+"""``paneward fleet add|remove|list|check``: the hosts this machine's daemon follows.
+
+The hosts file and every rule about it are :mod:`actors.core.fleet`; this module reads and
+writes the file and runs ``ssh``. ``check`` runs, on each host at once, the very command the
+daemon follows (``paneward watch --fleet``, :func:`actors.core.fleet.watch_command`) through
+the host's multiplexed connection, reads its first line -- the remote daemon's
+:class:`messages.Daemon` -- and says ``ok`` with what answered, or why not
+(:func:`actors.core.fleet.unreachable_reason`). Exit status: 0 when every host checked is ok,
+1 otherwise, 2 for a usage error (an unknown host, a bad hosts file).
+
+``$PANEWARD_SSH`` names the ssh program (default ``ssh``): a wrapper that adds ``-F FILE`` is
+how the tests point it at their own ssh configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from actors.core import fleet as core
+from actors.core.paths import private_dir_problem, runtime_dir
+from actors.core.text import printable
+
+__all__ = ["add_fleet", "load_fleet", "run_fleet", "ssh_program", "prepare_control_dir"]
+
+_EXIT_OK = 0
+_EXIT_FAILED = 1
+_EXIT_USAGE = 2
+#: Bytes of a first line read at most (a Daemon line is under 200).
+_FIRST_LINE_MAX = 64 * 1024
+
+
+def ssh_program() -> str:
+    """The ssh client to run: ``$PANEWARD_SSH``, else ``ssh``."""
+    return os.environ.get("PANEWARD_SSH") or "ssh"
+
+
+def load_fleet(path: str | None = None) -> core.Fleet:
+    """The hosts file (an empty fleet when there is none).
+
+    :raises FleetFileError: it cannot be read, or is not valid (the message names the file).
+    """
+    path = path or core.fleet_path()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return core.Fleet()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise core.FleetFileError(f"{path}: cannot read it: {exc}") from None
+    try:
+        return core.parse_fleet(text)
+    except core.FleetFileError as exc:
+        raise core.FleetFileError(f"{path}: {exc}") from None
+
+
+def _save(fleet: core.Fleet) -> str:
+    path = core.fleet_path()
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    temporary = f"{path}.tmp{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as out:
+        out.write(core.render_fleet(fleet))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)  # never a half-written file for the daemon to read
+    return path
+
+
+def prepare_control_dir(runtime: str | None = None) -> str:
+    """The ``ControlPath`` directory (made 0700 when missing, the runtime dir too).
+
+    :raises FleetFileError: it exists and is not a private directory of this user.
+    """
+    runtime = runtime or runtime_dir()
+    directory = core.control_dir(runtime)
+    for made in (os.path.dirname(runtime), runtime, directory):
+        # each level 0700 when we make it (makedirs' mode is the last level's only)
+        if made and not os.path.isdir(made):
+            os.makedirs(made, mode=0o700, exist_ok=True)
+    st = os.lstat(directory)
+    problem = private_dir_problem(directory, st.st_uid, st.st_mode, os.getuid())
+    if problem is not None:
+        raise core.FleetFileError(problem)
+    return directory
+
+
+def add_fleet(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
+    add = sub.add_parser("add", help="follow a host (an ssh destination as you type it)")
+    add.add_argument("host", help="ssh destination: an alias, host, or user@host")
+    add.add_argument("--command", dest="remote_command", default=core.DEFAULT_COMMAND,
+                     help="the paneward command on that host (default: paneward)")
+    remove = sub.add_parser("remove", help="stop following a host")
+    remove.add_argument("host")
+    sub.add_parser("list", help="the hosts followed")
+    check = sub.add_parser("check", help="connect to each host and say what answers, or why not")
+    check.add_argument("host", nargs="*", help="the hosts to check (default: all)")
+
+
+def run_fleet(args: argparse.Namespace) -> int:
+    try:
+        fleet = load_fleet()
+        command = args.fleet_command
+        if command == "add":
+            host = core.Host(args.host, args.remote_command)
+            fleet = core.add_host(fleet, host)
+            print(f"following {printable(args.host)} (in {_save(fleet)})")
+            return _EXIT_OK
+        if command == "remove":
+            fleet = core.remove_host(fleet, args.host)
+            print(f"no longer following {printable(args.host)} (in {_save(fleet)})")
+            return _EXIT_OK
+        if command == "list":
+            for host in fleet.hosts:
+                extra = "" if host.command == core.DEFAULT_COMMAND else f"  ({host.command})"
+                print(printable(host.name + extra))
+            return _EXIT_OK
+        hosts = _chosen(fleet, args.host)
+        control = prepare_control_dir()
+    except core.FleetFileError as exc:
+        print(f"paneward fleet: {printable(str(exc))}", file=sys.stderr)
+        return _EXIT_USAGE
+    if not hosts:
+        print("paneward fleet: no hosts (add one with `paneward fleet add HOST`)",
+              file=sys.stderr)
+        return _EXIT_FAILED
+    with ThreadPoolExecutor(max_workers=min(len(hosts), 16)) as pool:
+        results = list(pool.map(lambda h: check_host(h, control, fleet.keepalive_s), hosts))
+    width = max(len(h.name) for h in hosts)
+    for host, (ok, text) in zip(hosts, results, strict=True):
+        print(f"{printable(host.name).ljust(width)}  {'ok' if ok else 'unreachable'}: "
+              f"{printable(text)}")
+    return _EXIT_OK if all(ok for ok, _ in results) else _EXIT_FAILED
+
+
+def _chosen(fleet: core.Fleet, names: list[str]) -> list[core.Host]:
+    if not names:
+        return list(fleet.hosts)
+    chosen = []
+    for name in names:
+        host = fleet.host(name)
+        if host is None:
+            raise core.FleetFileError(f"no host {name!r} in the fleet (see `paneward fleet list`)")
+        chosen.append(host)
+    return chosen
+
+
+def check_host(host: core.Host, control: str, keepalive_s: int) -> tuple[bool, str]:
+    """Run the stream's command on ``host`` and read its first line: ``(True, what answered)``
+    or ``(False, why not)``. Bounded by the connect timeout plus a few seconds."""
+    import messages
+
+    argv = core.ssh_argv(host, control, core.watch_command(host, None),
+                         keepalive_s=keepalive_s, ssh=ssh_program())
+    deadline = time.monotonic() + max(keepalive_s, 5) + 10
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        return False, f"cannot run {argv[0]}: {exc}"
+    assert proc.stdout is not None and proc.stderr is not None
+    line = b""
+    try:
+        while b"\n" not in line and len(line) < _FIRST_LINE_MAX:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False, "no answer in time (the host or its paneward hangs)"
+            ready, _, _ = select.select([proc.stdout], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            line += chunk
+        if b"\n" in line:
+            first = line.split(b"\n", 1)[0]
+            try:
+                frame = messages.decode_outbound(first)
+            except messages.MessageError:
+                frame = None
+            if isinstance(frame, messages.Daemon):
+                return True, (f"paneward {frame.version}, daemon {frame.id[:8]} "
+                              f"(seq {frame.seq})")
+            return False, (f"paneward too old there: `{host.command} watch --fleet` did not "
+                           "answer with its identity (upgrade paneward on that host)")
+        proc.wait(timeout=max(deadline - time.monotonic(), 1))
+        stderr = proc.stderr.read(_FIRST_LINE_MAX).decode("utf-8", "replace")
+        return False, core.unreachable_reason(proc.returncode, stderr, command=host.command)
+    except subprocess.TimeoutExpired:
+        return False, "no answer in time (the host or its paneward hangs)"
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()

@@ -1,0 +1,212 @@
+"""One host's link over SSH: runs ``ssh HOST paneward watch --fleet --since SEQ``, for ever.
+
+The transport interface (docs/fleet.md): a transport owns one
+:class:`~actors.core.fleet_follow.Follower` per host, calls its ``connecting`` / ``feed`` /
+``oversize`` / ``ended`` with the stream's lines, and hands every list of
+:data:`~actors.core.fleet_follow.Change` they return, with the host's name, to
+``deliver(host, changes)``. What consumes the changes (the merged view) never
+knows which transport carried a host. :class:`SshLink` is the transport over the user's
+OpenSSH client (:func:`actors.core.fleet.ssh_argv`): one ``ssh`` process per host, which is
+also the host's ``ControlMaster`` (every other ssh to the host -- ``fleet check``, a jump --
+rides on its connection).
+
+Lines are split by :class:`~actors.core.frames.FrameSplitter` at
+:data:`~actors.core.fleet_follow.MAX_LINE_BYTES` (a longer one is skipped, never buffered
+whole); ssh's stderr is kept to its last 4 KiB, for the reason an ended try gives
+(:func:`actors.core.fleet.unreachable_reason`). After a connection ends the link waits by the
+one retry rule (:class:`actors.core.backoff.Backoff`) and connects again with ``--since`` the
+last seq applied.
+
+Started by the daemon's wiring, one per host of the hosts file; cancelled to stop (the ssh
+process is terminated, then killed). Never raises out of :meth:`SshLink.run` for a host's
+failure: that is the host's health.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import anyio
+import anyio.abc
+import msgspec
+
+from actors.core import fleet
+from actors.core.backoff import Backoff
+from actors.core.clock import now_ms
+from actors.core.fleet_follow import MAX_LINE_BYTES, Change, Follower
+from actors.core.frames import FrameSplitter, Oversize
+
+__all__ = ["Deliver", "SshLink", "SshLinkStatistics"]
+
+Deliver = Callable[[str, Sequence[Change]], None]
+_STDERR_KEPT: Final = 4096
+_READ: Final = 256 * 1024
+
+
+class SshLinkStatistics(msgspec.Struct, kw_only=True):
+    """One host's link: its health, the remote daemon, what was applied and refused."""
+
+    host: str
+    health: str
+    since_ms: int
+    reason: str | None
+    daemon: str | None
+    version: str | None
+    last_seq: int
+    sessions: int
+    applied: int
+    duplicates: int
+    unexplained: int
+    connections: int
+    restarts: int
+    new_daemons: int
+    rejected: dict[str, int]
+    gaps: list[tuple[int, int, str]]
+    ssh_pid: int | None
+
+
+class SshLink:
+    """The SSH transport of one host (see the module docstring).
+
+    :param host: the host, from the hosts file.
+    :param control_dir: where its ``ControlPath`` socket goes (made private by the caller).
+    :param deliver: ``deliver(host_name, changes)``, called in the event loop for every batch.
+    :param keepalive_s: ``ServerAliveInterval``.
+    :param ssh: the ssh program (:func:`actors.cli.fleet.ssh_program`).
+    :param retry: the first and the longest wait between tries (seconds).
+    """
+
+    def __init__(
+        self, host: fleet.Host, control_dir: str, deliver: Deliver, *,
+        keepalive_s: int = fleet.DEFAULT_KEEPALIVE_S, ssh: str = "ssh",
+        retry: tuple[float, float] = (0.5, 30.0), extra_options: tuple[str, ...] = (),
+    ) -> None:
+        self.host = host
+        self.follower = Follower(host.name)
+        self.control_dir = control_dir
+        self.keepalive_s = keepalive_s
+        self.ssh = ssh
+        self._control_dir = control_dir
+        self._deliver = deliver
+        self._keepalive_s = keepalive_s
+        self._ssh = ssh
+        self._extra = extra_options
+        self._backoff = Backoff(*retry)
+        self._process: anyio.abc.Process | None = None
+        self._changed = anyio.Event()
+
+    def statistics(self) -> SshLinkStatistics:
+        f = self.follower
+        return SshLinkStatistics(
+            host=f.host, health=f.health.state, since_ms=f.health.since_ms,
+            reason=f.health.reason, daemon=f.daemon_id, version=f.version, last_seq=f.last_seq,
+            sessions=len(f.sessions), applied=f.applied, duplicates=f.duplicates,
+            unexplained=f.unexplained, connections=f.connections, restarts=f.restarts,
+            new_daemons=f.new_daemons, rejected=dict(f.rejected), gaps=list(f.gaps),
+            ssh_pid=None if self._process is None else self._process.pid,
+        )
+
+    async def wait_changed(self) -> None:
+        """Until the next batch of lines (or the end of a connection) was handled."""
+        await self._changed.wait()
+
+    def _handled(self, changes: Sequence[Change]) -> None:
+        if changes:
+            self._deliver(self.host.name, changes)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def run(self, sink: object = None) -> None:
+        """Connect, follow, reconnect, until cancelled (``sink`` unused: changes go to
+        ``deliver``)."""
+        del sink
+        while True:
+            worked_at = await self._connect_once()
+            now = time.monotonic()
+            if worked_at is None:
+                delay = self._backoff.failed()
+            else:
+                self._backoff.connected(worked_at)
+                delay = self._backoff.ended(now)
+            await anyio.sleep(delay)
+
+    async def _connect_once(self) -> float | None:
+        """One connection, until it ends; the monotonic time it started working, if it did."""
+        follower = self.follower
+        follower.connecting(now_ms())
+        argv = fleet.ssh_argv(
+            self.host, self._control_dir, fleet.watch_command(self.host, follower.since()),
+            keepalive_s=self._keepalive_s, ssh=self._ssh, extra_options=self._extra,
+        )
+        stderr = bytearray()
+        worked_at: float | None = None
+        try:
+            process = await anyio.open_process(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True,  # a ^C in the user's terminal is not the link's
+            )
+        except OSError as exc:
+            self._handled(follower.ended(now_ms(), f"cannot run {argv[0]}: {exc}"))
+            return None
+        self._process = process
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_stderr, process, stderr)
+                splitter = FrameSplitter(MAX_LINE_BYTES)
+                assert process.stdout is not None
+                while True:
+                    try:
+                        data = await process.stdout.receive(_READ)
+                    except (anyio.EndOfStream, anyio.ClosedResourceError,
+                            anyio.BrokenResourceError):
+                        break
+                    now = now_ms()
+                    changes: list[Change] = []
+                    for line in splitter.feed(data):
+                        if isinstance(line, Oversize):
+                            changes += follower.oversize()
+                        else:
+                            changes += follower.feed(line, now)
+                    if worked_at is None and follower.health.state == "connected":
+                        worked_at = time.monotonic()
+                    self._handled(changes)
+                code = await process.wait()
+            reason = None
+            if worked_at is None:
+                reason = fleet.unreachable_reason(
+                    code, stderr.decode("utf-8", "replace"), command=self.host.command
+                )
+                if follower.rejected.get("no_daemon_line"):
+                    reason = (f"paneward too old there: `{self.host.command} watch --fleet` did "
+                              "not answer with its identity (upgrade paneward on that host)")
+            self._handled(follower.ended(now_ms(), reason))
+            return worked_at
+        finally:
+            self._process = None
+            with anyio.CancelScope(shield=True):
+                await _end(process)
+
+    async def _keep_stderr(self, process: anyio.abc.Process, kept: bytearray) -> None:
+        assert process.stderr is not None
+        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError,
+                                 anyio.BrokenResourceError):
+            while True:
+                kept += await process.stderr.receive(_READ)
+                del kept[:-_STDERR_KEPT]
+
+
+async def _end(process: anyio.abc.Process) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with anyio.move_on_after(5):
+            await process.wait()
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+    await process.aclose()
