@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from actors.core import fleet as core  # noqa: E402
+from actors.sources import procfs  # noqa: E402
 from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send, start_token  # noqa: E402
 from tests.polling import poll_until  # noqa: E402
 from tests.ssh_helpers import SshWorld  # noqa: E402
@@ -69,20 +70,6 @@ def _cpu_ticks(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime, every thread
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 class Lines:
@@ -183,7 +170,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
                 result["connections"] = [s.connections() for s in world.servers.values()]
                 # idle
                 pid = local.pid
-                ssh = _children(pid)
+                ssh = procfs.children(pid)
                 tick = os.sysconf("SC_CLK_TCK")
                 before = _cpu_ticks(pid) + sum(_cpu_ticks(p) for p in ssh)
                 began = time.monotonic()
@@ -194,7 +181,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
                 # stale: SIGSTOP h1's sshd and its sessions
                 server = world.servers["h1"]
                 assert server.process is not None
-                stopped = [server.process.pid, *_children(server.process.pid)]
+                stopped = [server.process.pid, *procfs.children(server.process.pid)]
                 stopped_ms = time.time() * 1000
                 for p in stopped:
                     os.kill(p, signal.SIGSTOP)

@@ -28,6 +28,7 @@ import messages
 from actors.cli.fleet import prepare_control_dir
 from actors.core import fleet as core
 from actors.core.fleet_follow import Change, Drop, Follower, Health, HostKey, Upsert, shown
+from actors.sources import procfs
 from actors.sources.fleet_link import SshLink
 from tests.daemon_helpers import Daemon, raw_send, start_token
 from tests.polling import poll_until
@@ -152,20 +153,6 @@ async def _count(remote: Remote, n: int) -> bool:
     return len((await remote.daemon.status())["activities"]) >= n
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
 @pytest.mark.parametrize("cut", ["kill_ssh", "stop_sshd"])
 async def test_a_link_cut_in_a_burst_of_10000_gives_every_transition_once(
     short_dir: Path, cut: str
@@ -199,7 +186,7 @@ async def test_a_link_cut_in_a_burst_of_10000_gives_every_transition_once(
                 else:
                     listener = remote.sshd.process
                     assert listener is not None
-                    sessions = _children(listener.pid)
+                    sessions = procfs.children(listener.pid)
                     await remote.sshd.stop()
                     for pid in sessions:
                         with _gone():
