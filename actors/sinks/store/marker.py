@@ -20,6 +20,7 @@ from typing import Final
 
 import anyio
 
+from actors.core.backoff import retry_delay
 from actors.core.seq_mark import (
     MARK_BYTES,
     MarkDamaged,
@@ -207,7 +208,7 @@ class SeqMarker:
         """The seq mark's task (started by open_store): raises the reservation a block ahead
         as soon as what is shown needs it; follows the committed seq at most once every
         :data:`MARK_INTERVAL_S`; a failed write is retried with a growing delay."""
-        retry = MARK_RETRY_S
+        failures = 0  # writes failed in a row
         while not self._closed:
             mark = self._mark
             reserved = mark.reserved
@@ -228,10 +229,11 @@ class SeqMarker:
                         await self._wake.wait()
                     continue
             if await self.write(reserved, committed):
-                retry = MARK_RETRY_S
+                failures = 0
             else:
-                await anyio.sleep(retry)
-                retry = min(retry * 2, MARK_RETRY_MAX_S)
+                # The one retry curve (actors/core/backoff.py); a write that works resets it.
+                failures += 1
+                await anyio.sleep(retry_delay(failures, MARK_RETRY_S, MARK_RETRY_MAX_S))
 
     async def close(self, used: int, deadline_s: float) -> None:
         """The last record (called by the store's close once it takes no more records):
