@@ -43,6 +43,7 @@ import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
+from actors.core.backoff import retry_delay
 from actors.core.causes import cause_of
 from actors.core.clock import now_ms
 from actors.core.forwarder_js import ForwarderDrops
@@ -587,7 +588,7 @@ class Supervisor:
                             return
                         states[label] = "restarting"
                         self._stats.restarts += 1
-                        await anyio.sleep(min(0.05 * 2**window.recent, 2.0))  # backoff
+                        await anyio.sleep(retry_delay(window.recent + 1, 0.05, 2.0))  # one curve
                         states[label] = "running"
         finally:
             self._stats.actors -= 1
