@@ -51,7 +51,7 @@ __all__ = [
     "ChildrenLookup",
     "ClaimLookup",
     "Observed",
-    "Owner",
+    "OwnedSession",
     "PaneChange",
     "PaneMap",
 ]
@@ -90,7 +90,7 @@ def _observed(message: messages.Inbound) -> TypeIs[Observed]:
     return type(message) in _OBSERVED
 
 
-class Owner(msgspec.Struct, frozen=True):
+class OwnedSession(msgspec.Struct, frozen=True):
     """``pid`` (incarnation ``token``, if known) owns ``key``, proven by ``proof``;
     ``learnt`` orders owners by when the mapper learnt of them."""
 
@@ -129,7 +129,7 @@ class PaneMap:
         self.max_visit = max_visit
         self.panes: dict[str, int] = {}
         self.bindings: dict[str, Binding] = {}
-        self.owners: dict[int, list[Owner]] = {}
+        self.owners: dict[int, list[OwnedSession]] = {}
         self._owned: dict[int, set[messages.SessionKey]] = {}  # pid -> the keys in owners[pid]
         self.dirty: set[str] = set()
         self.walks = 0
@@ -152,7 +152,7 @@ class PaneMap:
         else:
             self._owned.pop(pid, None)
 
-    def _add_owner(self, pid: int, owner: Owner) -> None:
+    def _add_owner(self, pid: int, owner: OwnedSession) -> None:
         known = self.owners.get(pid, ())
         if known and known[-1].key == owner.key and known[-1].proof == owner.proof and (
             known[-1].token == owner.token
@@ -215,19 +215,20 @@ class PaneMap:
             return []
         match m:
             case messages.RegistryStatus():
-                self._add_owner(m.pid, Owner(m.key, "claude_registry_pid", m.start_token))
+                self._add_owner(m.pid, OwnedSession(m.key, "claude_registry_pid", m.start_token))
             case messages.RolloutOwned():
                 if m.root_key is None:
-                    self._add_owner(m.pid, Owner(m.key, "codex_rollout_owner", m.start_token))
+                    owned = OwnedSession(m.key, "codex_rollout_owner", m.start_token)
+                    self._add_owner(m.pid, owned)
                 else:
                     self.ignored += 1  # a child thread: its root's owner binds the pane
             case messages.HookHint():
                 if m.pid is None:
                     self.ignored += 1
                 elif not self.owns(m.pid, m.key):
-                    self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
+                    self._add_owner(m.pid, OwnedSession(m.key, "hook_owner_pid", m.start_token))
             case messages.ClientAttached():
-                self._add_owner(m.pid, Owner(m.key, m.proof, m.start_token, client=True))
+                self._add_owner(m.pid, OwnedSession(m.key, m.proof, m.start_token, client=True))
             case messages.ThreadStatus():
                 if m.status != "closed":
                     self.ignored += 1
@@ -313,7 +314,7 @@ class PaneMap:
         visited = 0
         best_pid = root
         while level:
-            best: Owner | None = None
+            best: OwnedSession | None = None
             named: Binding | None = None
             itself: Binding | None = None
             looked: list[int] = []
