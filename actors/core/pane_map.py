@@ -21,7 +21,7 @@ runs for it) shows the one attached last; the thread has one such client at a ti
 attachment elsewhere moves it), and its pane is unbound as soon as that client dies, since the
 session itself lives on in the daemon: the pane shows the client's own session instead, ended
 (``■ exited``). Where no owner is known, what a process proves by itself (its harness package's
-claim, e.g. Codex's ``codex resume <id>`` command line) binds; a process's own session (a Codex
+binding, e.g. Codex's ``codex resume <id>`` command line) binds; a process's own session (a Codex
 TUI whose thread nothing names yet) gives way, ended (``PaneUnbound.replaced``) and forgotten
 (``Forget``), once the session that process shows is known.
 
@@ -49,7 +49,7 @@ __all__ = [
     "OBSERVED",
     "Binding",
     "ChildrenLookup",
-    "ClaimLookup",
+    "BindingLookup",
     "Observed",
     "OwnedSession",
     "PaneChange",
@@ -115,7 +115,7 @@ class Binding(msgspec.Struct, frozen=True):
 
 
 #: pid -> what that process proves by itself about the session it shows, or ``None``.
-ClaimLookup = Callable[[int], "Binding | None"]
+BindingLookup = Callable[[int], "Binding | None"]
 
 
 class PaneMap:
@@ -295,15 +295,15 @@ class PaneMap:
     # -- walking --
 
     def walk(
-        self, root: int, children: ChildrenLookup, claim: ClaimLookup | None = None
+        self, root: int, children: ChildrenLookup, bind: BindingLookup | None = None
     ) -> Binding | None:
         """Breadth-first below ``root`` (root first) to the nearest proven owner.
 
         Visits at most :attr:`max_visit` processes. Several owners at the same depth
         (an agent suspended with Ctrl-Z and a newer one): the most recently learnt
         wins. Failing an owner at a depth, what a process there proves by itself
-        (``claim``, from its harness package: :func:`actors.harnesses.catalog.process_claim`)
-        binds: a claim naming a session (e.g. ``codex resume <id>``) first, then a claim to the
+        (``bind``, from its harness package: :func:`actors.harnesses.catalog.process_binding`)
+        binds: a binding naming a session (e.g. ``codex resume <id>``) first, then one to the
         process's own session (a Codex TUI in daemon mode: presence only, turn unknown) -- and
         the walk stops there, so a shared daemon below it, which holds the rollouts of every
         thread, never lends the pane a guessed thread.
@@ -329,8 +329,8 @@ class PaneMap:
                 for owner in self.owners.get(pid, ()):
                     if best is None or owner.learnt > best.learnt:
                         best, best_pid = owner, pid
-                if best is None and named is None and claim is not None:
-                    found = claim(pid)
+                if best is None and named is None and bind is not None:
+                    found = bind(pid)
                     if found is not None:
                         if found.pid is None:
                             named = found
@@ -349,7 +349,7 @@ class PaneMap:
                 self.visited += visited
                 if not best.client:
                     return Binding(best.key, best.proof)
-                own = claim(best_pid) if claim is not None else None
+                own = bind(best_pid) if bind is not None else None
                 return Binding(
                     best.key,
                     best.proof,
@@ -369,7 +369,7 @@ class PaneMap:
     def rebind(
         self,
         children: ChildrenLookup,
-        claim: ClaimLookup | None,
+        bind: BindingLookup | None,
         at_ms: int,
         panes: Iterable[str] | None = None,
     ) -> list[PaneChange]:
@@ -382,7 +382,7 @@ class PaneMap:
         self.dirty.difference_update(todo)
         out: list[PaneChange] = []
         for pane in todo:
-            found = self.walk(self.panes[pane], children, claim)
+            found = self.walk(self.panes[pane], children, bind)
             current = self.bindings.get(pane)
             if found is None or (current is not None and current.key == found.key):
                 continue  # no proof of another session: keep what the pane shows
