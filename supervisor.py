@@ -18,8 +18,8 @@ is dropped and counted; too many crashes within the restart window stop it and
 publish attention ``failed`` for its session (decided by
 :func:`actors.core.reducer.crashed`). Long-running actors (discovery, listeners,
 sinks) are started with :meth:`Supervisor.start_actor` / :meth:`Supervisor.start_listener`
-under the same policy. Shutdown stops those producers first, drains every session
-mailbox, then ends every subscription.
+under the same policy, supervised by :class:`actors.runtime.children.Children`. Shutdown
+stops those producers first, drains every session mailbox, then ends every subscription.
 
 Wiring (the one mechanism, :mod:`actors.runtime.mailbox`): messages come in through
 :meth:`inject` / :meth:`inject_nowait` (built in Python: validated as objects) or
@@ -43,7 +43,6 @@ import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
-from actors.core.backoff import retry_delay
 from actors.core.causes import cause_of
 from actors.core.clock import now_ms
 from actors.core.forwarder_js import ForwarderDrops
@@ -58,6 +57,7 @@ from actors.core.reducer import (
 )
 from actors.core.routing import Delivery, RoutingIndex
 from actors.harnesses.catalog import PROOF_TABLE, normalize
+from actors.runtime.children import ActorState, Children, EssentialActorStopped
 from actors.runtime.hub import (
     DEFAULT_BUFFER,
     BroadcastHub,
@@ -97,20 +97,8 @@ CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proof_table=PROOF_TA
 #: "The runtime's own cost").
 DEFAULT_MAX_SESSIONS: Final = 4096
 
-ActorState = Literal["running", "restarting", "stopped", "done"]
-
-
 class SupervisorClosed(PanewardError):
     """Raised by :meth:`Supervisor.inject` once shutdown has begun (or before start)."""
-
-
-class EssentialActorStopped(PanewardError):
-    """An actor started with ``essential=True`` exhausted its restart intensity.
-
-    :meth:`Supervisor.wait_failed` returns it (the daemon then shuts down and exits non-zero,
-    so a service manager restarts it); the text names the actor, its crashes and the last
-    error.
-    """
 
 
 class SupervisorStatistics(msgspec.Struct, kw_only=True):
@@ -200,7 +188,9 @@ class Supervisor:
         self._sessions: dict[SessionKey, SessionActor] = {}
         self._stopped: set[SessionKey] = set()
         self._listeners: dict[type[Inbound], list[Listener]] = {}
-        self._actor_scopes: list[anyio.CancelScope] = []
+        self._children = Children(
+            max_restarts=max_restarts, restart_window=restart_window, clock=clock
+        )
         self._corrections: list[tuple[SessionState, str]] = []
         self._tg: TaskGroup | None = None
         self._state: Literal["new", "running", "closing", "closed"] = "new"
@@ -209,8 +199,6 @@ class Supervisor:
         self._forwarder_drops = ForwarderDrops()
         self._stats = SupervisorStatistics()
         self._mailbox_overflows = 0
-        self._failure: EssentialActorStopped | None = None
-        self._failed = anyio.Event()
         self._queued = 0  # messages in session mailboxes, not applied yet
 
     # ------------------------------------------------------------------ lifecycle
@@ -241,8 +229,7 @@ class Supervisor:
 
     async def _shutdown(self, *, graceful: bool) -> None:
         # 1. Stop the producers (discovery, listeners, sinks) so nothing new arrives.
-        for scope in self._actor_scopes:
-            scope.cancel()
+        self._children.cancel()
         # 2. Drain: closing the send side lets each actor finish its mailbox, then stop.
         actors = list(self._sessions.values())
         for actor in actors:
@@ -523,7 +510,8 @@ class Supervisor:
     def start_actor(
         self, actor: Actor, *, name: str | None = None, essential: bool = False
     ) -> None:
-        """Run ``actor.run(self)`` until shutdown, restarting it one_for_one on errors.
+        """Run ``actor.run(self)`` until shutdown, restarting it one_for_one on errors
+        (:class:`actors.runtime.children.Children`).
 
         More than ``max_restarts`` crashes within ``restart_window`` stop it (logged,
         counted, and shown as ``stopped`` in :attr:`SupervisorStatistics.actor_states`).
@@ -534,10 +522,7 @@ class Supervisor:
         """
         if self._state != "running" or self._tg is None:
             raise SupervisorClosed("start_actor() needs a running supervisor")
-        scope = anyio.CancelScope()
-        self._actor_scopes.append(scope)
-        label = name or type(actor).__name__
-        self._tg.start_soon(self._supervise_actor, actor, scope, label, essential, name=label)
+        self._children.start(self._tg, actor, self, name=name, essential=essential)
 
     def start_listener(
         self, actor: Listener, *, name: str | None = None, essential: bool = False
@@ -551,47 +536,11 @@ class Supervisor:
     @property
     def failure(self) -> EssentialActorStopped | None:
         """The essential actor's stop, once one stopped (else ``None``)."""
-        return self._failure
+        return self._children.failure
 
     async def wait_failed(self) -> EssentialActorStopped:
         """Wait until an essential actor has stopped after too many crashes; return why."""
-        await self._failed.wait()
-        assert self._failure is not None
-        return self._failure
-
-    async def _supervise_actor(
-        self, actor: Actor, scope: anyio.CancelScope, label: str, essential: bool
-    ) -> None:
-        window = RestartWindow(self._max_restarts, self._restart_window)
-        states = self._stats.actor_states
-        states[label] = "running"
-        self._stats.actors += 1
-        try:
-            with scope:
-                while True:
-                    try:
-                        await actor.run(self)
-                        states[label] = "done"
-                        return
-                    except Exception as exc:
-                        logger.error("actor %s crashed: %r", label, exc)
-                        if not window.crash(self._clock()):
-                            logger.error("actor %s stopped after %d crashes", label, window.recent)
-                            states[label] = "stopped"
-                            if essential and self._failure is None:
-                                self._failure = EssentialActorStopped(
-                                    f"{label} stopped after {window.recent} crashes within "
-                                    f"{self._restart_window:g} s (last: {exc!r})"
-                                )
-                                self._stats.failed = label
-                                self._failed.set()
-                            return
-                        states[label] = "restarting"
-                        self._stats.restarts += 1
-                        await anyio.sleep(retry_delay(window.recent + 1, 0.05, 2.0))  # one curve
-                        states[label] = "running"
-        finally:
-            self._stats.actors -= 1
+        return await self._children.wait_failed()
 
     # ------------------------------------------------------------------ restore
 
@@ -708,7 +657,10 @@ class Supervisor:
             sessions=len(self._sessions),
             stopped=len(self._stopped),
             forwarder_dropped=self._forwarder_drops.total,
-            actor_states=dict(self._stats.actor_states),
+            restarts=self._stats.restarts + self._children.restarts,
+            actors=self._children.running,
+            actor_states=dict(self._children.states),
+            failed=self._children.failed,
             recent_rejected=tuple(self._recent_rejected),
             recent_unmapped=tuple(self._recent_unmapped),
         )

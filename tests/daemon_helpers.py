@@ -2,7 +2,7 @@
 
 Everything here starts real processes and cleans them up: :class:`Daemon` (``paneward run``
 on a private state directory, ``--no-discovery`` unless asked), :class:`Watcher`
-(``paneward watch --json``), :class:`Owner` (a live process that stands for an agent: its
+(``paneward watch --json``), :class:`AgentStandIn` (a live process that stands for an agent: its
 pid and start token are real, and it runs hook commands as its children, as Codex runs
 ``notify``). Waiting is done by polling the daemon's control socket with a deadline.
 """
@@ -32,7 +32,7 @@ __all__ = [
     "PANEWARD",
     "Daemon",
     "limited",
-    "Owner",
+    "AgentStandIn",
     "Watcher",
     "daemon_env",
     "owner",
@@ -350,7 +350,7 @@ while True:
 """
 
 
-class Owner:
+class AgentStandIn:
     """A live stand-in for an agent process: real pid + start token, runs hooks as children."""
 
     def __init__(self, process: anyio.abc.Process) -> None:
@@ -371,10 +371,10 @@ class Owner:
 
 
 @asynccontextmanager
-async def owner() -> AsyncIterator[Owner]:
+async def owner() -> AsyncIterator[AgentStandIn]:
     async with await anyio.open_process([sys.executable, "-c", _OWNER_SCRIPT]) as process:
         try:
-            yield Owner(process)
+            yield AgentStandIn(process)
         finally:
             with anyio.CancelScope(shield=True):
                 if process.returncode is None:

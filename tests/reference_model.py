@@ -8,10 +8,11 @@ it; the supervisor's own tests check that it publishes the same transitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from actors.core.causes import cause_of
+from actors.core.harness import ProofTable
 from actors.core.reducer import SessionState, initial_state, reduce
 from actors.core.routing import RoutingIndex
 from messages.activity import Activity, Transition, Unmapped
@@ -26,12 +27,12 @@ class SessionTable:
     """Every session's reducer state plus the global transition ``seq``.
 
     ``normalize`` is the edge normalization the supervisor applies (pass
-    :func:`actors.harnesses.catalog.normalize`); ``proves`` what each harness can prove, as the
-    supervisor's reducer is handed it (pass :data:`actors.harnesses.catalog.PROOFS`).
+    :func:`actors.harnesses.catalog.normalize`); ``proof_table`` what each harness can prove, as
+    the supervisor's reducer is handed it (pass :data:`actors.harnesses.catalog.PROOF_TABLE`).
     """
 
     normalize: Callable[[Inbound], Inbound | Unmapped]
-    proves: Mapping[str, Mapping[str, frozenset[str]]] | None = None
+    proof_table: ProofTable | None = None
     states: dict[SessionKey, SessionState] = field(default_factory=dict)
     index: RoutingIndex = field(default_factory=RoutingIndex)
     seq: int = 0
@@ -52,7 +53,7 @@ class SessionTable:
                     continue
                 state = initial_state(delivery.key)
             before = state.activity
-            step = reduce(state, delivery.message, self.proves)
+            step = reduce(state, delivery.message, self.proof_table)
             self.states[delivery.key] = step.state
             self.index.update(state, step.state)
             if step.ignored is not None:

@@ -18,10 +18,10 @@ import wsproto.events
 from actors.harnesses.codex.jsonrpc import (
     Answer,
     Closed,
-    Notification,
     Opened,
     RpcClient,
     RpcEvent,
+    RpcNotification,
     RpcProtocolError,
     result_of,
 )
@@ -105,7 +105,7 @@ def test_notifications_come_out_in_order_whatever_the_reads() -> None:
     one = {"jsonrpc": "2.0", "method": "thread/started", "params": {"thread": {"id": "a"}}}
     two = {"jsonrpc": "2.0", "method": "thread/closed", "params": {"threadId": "a"}}
     assert feed_bytewise(client, peer.text(one) + peer.text(two)) == [
-        Notification(one), Notification(two)
+        RpcNotification(one), RpcNotification(two)
     ]
 
 
@@ -113,7 +113,7 @@ def test_a_fragmented_message_is_one_event_and_a_too_long_one_raises() -> None:
     client, peer = opened()
     body = json.dumps({"method": "thread/started", "params": {"n": "x" * 100}})
     data = peer.text(body[:40], finished=False) + peer.text(body[40:])
-    assert client.receive_data(data) == [Notification(json.loads(body))]
+    assert client.receive_data(data) == [RpcNotification(json.loads(body))]
 
     small = RpcClient(max_message=64)
     peer = Peer()
@@ -144,7 +144,7 @@ def test_the_peers_close_is_answered_and_nothing_after_it_is_read() -> None:
     client, peer = opened()
     notice = {"method": "thread/closed", "params": {}}
     data = peer.text(notice) + peer.ws.send(wsproto.events.CloseConnection(code=1000))
-    assert client.receive_data(data) == [Notification(notice), Closed()]
+    assert client.receive_data(data) == [RpcNotification(notice), Closed()]
     (answer,) = peer.read(client.data_to_send())
     assert isinstance(answer, wsproto.events.CloseConnection)
     assert client.receive_data(b"\x81\x02{}") == []
@@ -187,4 +187,4 @@ def test_what_arrives_with_the_handshakes_answer_follows_opened() -> None:
     client, peer = RpcClient(), Peer()
     notice = {"method": "thread/started", "params": {}}
     data = peer.accept(client.connect()) + peer.text(notice)
-    assert client.receive_data(data) == [Opened(), Notification(notice)]
+    assert client.receive_data(data) == [Opened(), RpcNotification(notice)]

@@ -17,10 +17,10 @@ import pytest
 from actors.harnesses.codex.rollouts import (
     CodexRolloutDiscovery,
     Owned,
-    Owner,
     OwnershipSample,
     OwnershipState,
     Released,
+    RolloutOwner,
     RolloutTail,
     build_sample,
     codex_processes,
@@ -289,11 +289,13 @@ def test_real_tui_rollout_replayed_line_by_line_yields_its_exact_sequence() -> N
 # ----------------------------------------------------------------------------- ownership
 
 
-A, B = Owner(100, "11"), Owner(200, "22")
+A, B = RolloutOwner(100, "11"), RolloutOwner(200, "22")
 
 
-def sample(holders: dict[str, tuple[Owner, ...]], uncertain: frozenset[Owner] = frozenset()
-           ) -> OwnershipSample:
+def sample(
+    holders: dict[str, tuple[RolloutOwner, ...]],
+    uncertain: frozenset[RolloutOwner] = frozenset(),
+) -> OwnershipSample:
     return OwnershipSample(holders, uncertain)
 
 
@@ -350,8 +352,8 @@ def test_build_sample_filters_comm_root_and_suffix() -> None:
         4: None,
     }
     s = build_sample(table, lambda pid: fds[pid], root)
-    assert s.holders == {f"{root}/2026/rollout-a.jsonl": (Owner(1, "5"),)}
-    assert s.uncertain == frozenset({Owner(4, "8")})
+    assert s.holders == {f"{root}/2026/rollout-a.jsonl": (RolloutOwner(1, "5"),)}
+    assert s.uncertain == frozenset({RolloutOwner(4, "8")})
 
 
 # ----------------------------------------------------------------------------- real processes

@@ -35,8 +35,8 @@ from actors.harnesses.catalog import PROOF_TABLE, normalize
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.daemon_helpers import (
     PANEWARD,
+    AgentStandIn,
     Daemon,
-    Owner,
     _raw_send_sync,
     daemon_env,
     owner,
@@ -90,11 +90,11 @@ async def cli(env: dict[str, str], *args: str, stdin: bytes | None = None) -> tu
 
 
 def _rewrite_claude(
-    interactive: Owner, print_mode: Owner
-) -> list[tuple[messages.Inbound, Owner | None]]:
+    interactive: AgentStandIn, print_mode: AgentStandIn
+) -> list[tuple[messages.Inbound, AgentStandIn | None]]:
     """Claude messages with the captured owners replaced by live processes."""
     owners = {26995: interactive, 26912: print_mode}
-    out: list[tuple[messages.Inbound, Owner | None]] = []
+    out: list[tuple[messages.Inbound, AgentStandIn | None]] = []
     for message in claude_messages():
         if isinstance(message, NotifyHook):
             assert message.pid is not None
@@ -113,8 +113,8 @@ def _rewrite_claude(
     return out
 
 
-def _rewrite_codex(codex: Owner) -> list[tuple[messages.Inbound, Owner | None]]:
-    out: list[tuple[messages.Inbound, Owner | None]] = []
+def _rewrite_codex(codex: AgentStandIn) -> list[tuple[messages.Inbound, AgentStandIn | None]]:
+    out: list[tuple[messages.Inbound, AgentStandIn | None]] = []
     for message in codex_messages(owner_pid=codex.pid, token=codex.token):
         if isinstance(message, NotifyHook):
             # `paneward hook` run by Codex claims its parent: the Codex process
@@ -412,7 +412,7 @@ async def test_second_daemon_refused_and_signals_shut_down_flushed(
 # 6. Restart re-proof
 
 
-def registry(session: str, who: Owner, status: str, at: int) -> RegistryStatus:
+def registry(session: str, who: AgentStandIn, status: str, at: int) -> RegistryStatus:
     return RegistryStatus(
         key=messages.SessionKey("claude-code", session),
         pid=who.pid,

@@ -72,8 +72,11 @@ def _banned(loaded: list[str], banned: tuple[str, ...]) -> list[str]:
     return sorted(m for m in loaded if any(m == b or m.startswith(b + ".") for b in banned))
 
 
-CORE_MODULES = sorted(
-    f"actors.core.{p.stem}" for p in (ACTORS / "core").glob("*.py") if p.stem != "__init__"
+CORE_MODULES = sorted(  # its sub-packages' modules too (reducer/)
+    ".".join(("actors", "core", *p.relative_to(ACTORS / "core").with_suffix("").parts))
+    .removesuffix(".__init__")
+    for p in (ACTORS / "core").rglob("*.py")
+    if p != ACTORS / "core" / "__init__.py"
 )
 
 

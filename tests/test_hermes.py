@@ -21,7 +21,7 @@ from actors.harnesses.hermes.ledger import (
     FireRow,
     FireView,
     HermesLedgerDiscovery,
-    Probe,
+    ProcessProbe,
     Sent,
     match_session,
     owner_alive,
@@ -72,12 +72,12 @@ def test_match_session_takes_the_smallest_suffix_inside_the_window() -> None:
 
 
 def test_owner_alive_needs_exists_not_zombie_and_same_start_token() -> None:
-    live = Probe(True, False, "77")
+    live = ProcessProbe(True, False, "77")
     assert owner_alive(fire(), live)
     assert owner_alive(fire("claimed"), live)
-    assert not owner_alive(fire(), Probe(False))
-    assert not owner_alive(fire(), Probe(True, True, "77"))  # zombie
-    assert not owner_alive(fire(), Probe(True, False, "78"))  # pid reused
+    assert not owner_alive(fire(), ProcessProbe(False))
+    assert not owner_alive(fire(), ProcessProbe(True, True, "77"))  # zombie
+    assert not owner_alive(fire(), ProcessProbe(True, False, "78"))  # pid reused
     assert not owner_alive(fire(process_started_at=None), live)  # cannot be proved
     assert not owner_alive(fire("completed"), live)
     assert not owner_alive(fire(pid=None), live)
@@ -284,10 +284,10 @@ async def test_real_fixture_ledgers_match_the_lab_mapper(
     with sqlite3.connect(tmp_path / "cron" / "executions.db") as db:
         tokens = dict(db.execute("SELECT pid, process_started_at FROM executions").fetchall())
 
-    def probe(pid: int) -> Probe:
+    def probe(pid: int) -> ProcessProbe:
         if verdicts.get(pid) == "live":
-            return Probe(True, False, str(tokens[pid]))
-        return Probe(False)
+            return ProcessProbe(True, False, str(tokens[pid]))
+        return ProcessProbe(False)
 
     actor = HermesLedgerDiscovery(tmp_path, probe=probe)
     sink = ListSink()
@@ -312,7 +312,7 @@ async def test_real_fixture_after_second_restart_is_all_terminal_with_the_same_k
     shutil.copy(FIXTURES / SNAPSHOTS[2] / "executions.db", tmp_path / "cron" / "executions.db")
     shutil.copy(FIXTURES / SNAPSHOTS[2] / "state.db", tmp_path / "state.db")
     expected = json.loads((FIXTURES / f"{MAPS[2]}.live.json").read_text())
-    actor = HermesLedgerDiscovery(tmp_path, probe=lambda pid: Probe(False))
+    actor = HermesLedgerDiscovery(tmp_path, probe=lambda pid: ProcessProbe(False))
     sink = ListSink()
     with anyio.fail_after(10):
         await actor.poll_now(sink)

@@ -19,12 +19,12 @@ from actors.core.pane_map import (
     EXITED_CLIENT,
     MAX_VISIT,
     Binding,
-    ClaimLookup,
+    BindingLookup,
     PaneChange,
     PaneMap,
 )
 from actors.harnesses import catalog
-from actors.harnesses.catalog import CLAIMS
+from actors.harnesses.catalog import BINDERS
 from actors.harnesses.codex.tui import codex_resume_thread, codex_tui_key, is_codex_tui
 from actors.sources import procfs
 from actors.sources.pane_mapper import PaneMapper
@@ -36,18 +36,18 @@ KEY_B = messages.SessionKey("claude-code", "b")
 KEY_X = messages.SessionKey("codex", "thread-x")
 
 
-def claims(
+def binders(
     described: dict[int, tuple[str, Sequence[str]]], tokens: dict[int, str] | None = None
-) -> ClaimLookup:
+) -> BindingLookup:
     """What each process of a synthetic tree proves, as the harness catalog says."""
 
-    def claim(pid: int) -> Binding | None:
+    def bind(pid: int) -> Binding | None:
         found = described.get(pid)
         if found is None:
             return None
-        return catalog.process_claim(pid, found[0], found[1], (tokens or {}).get(pid))
+        return catalog.process_binding(pid, found[0], found[1], (tokens or {}).get(pid))
 
-    return claim
+    return bind
 
 
 def registry(key: messages.SessionKey, pid: int, token: str = "1") -> messages.RegistryStatus:
@@ -143,10 +143,10 @@ def test_codex_resume_argv_binds_only_with_no_owner_at_that_depth() -> None:
     m = PaneMap()
     edges = {1: [2, 3]}
     descr: dict[int, tuple[str, Sequence[str]]] = {3: ("codex", ["codex", "resume", "thread-x"])}
-    walk = m.walk(1, lambda p: edges.get(p, []), claims(descr))
+    walk = m.walk(1, lambda p: edges.get(p, []), binders(descr))
     assert walk == Binding(KEY_X, "codex_resume_argv")
     m.observe(registry(KEY_A, 2))
-    walk = m.walk(1, lambda p: edges.get(p, []), claims(descr))
+    walk = m.walk(1, lambda p: edges.get(p, []), binders(descr))
     assert walk == Binding(KEY_A, "claude_registry_pid")
 
 
@@ -162,16 +162,16 @@ def test_daemon_mode_tui_binds_to_itself_not_to_the_daemons_threads() -> None:
     m.observe(
         messages.RolloutOwned(key=KEY_X, pid=4, start_token="400", at_ms=AT, observed_at_ms=AT)
     )
-    found = m.walk(1, lambda p: edges.get(p, []), claims(descr, tokens))
+    found = m.walk(1, lambda p: edges.get(p, []), binders(descr, tokens))
     assert found == Binding(codex_tui_key(3, "300"), "codex_tui_process", 3, "300")
     # without a token lookup (or with the TUI gone) there is no proof at that depth, and the
     # in-process case -- the TUI itself holding its rollout -- still binds the thread
-    walk = m.walk(1, lambda p: edges.get(p, []), claims(descr))
+    walk = m.walk(1, lambda p: edges.get(p, []), binders(descr))
     assert walk == Binding(KEY_X, "codex_rollout_owner")
     m.observe(
         messages.RolloutOwned(key=KEY_A, pid=3, start_token="300", at_ms=AT, observed_at_ms=AT)
     )
-    assert m.walk(1, lambda p: edges.get(p, []), claims(descr, tokens)) == Binding(
+    assert m.walk(1, lambda p: edges.get(p, []), binders(descr, tokens)) == Binding(
         KEY_A, "codex_rollout_owner"
     )
 
@@ -180,7 +180,7 @@ def test_rebind_announces_a_tui_process_before_binding_it() -> None:
     m = PaneMap()
     m.observe(messages.PaneOpened(pane="%1", root_pid=1, at_ms=AT))
     descr: dict[int, tuple[str, Sequence[str]]] = {2: ("codex", ["codex"])}
-    out = m.rebind(lambda p: [2] if p == 1 else [], claims(descr, {2: "9"}), AT)
+    out = m.rebind(lambda p: [2] if p == 1 else [], binders(descr, {2: "9"}), AT)
     key = codex_tui_key(2, "9")
     assert out == [
         messages.ProcessSeen(pid=2, start_token="9", at_ms=AT, observed_at_ms=AT, key=key),
@@ -314,7 +314,7 @@ def daemon_map() -> PaneMap:
 
 
 def rebind(m: PaneMap) -> list[PaneChange]:
-    return m.rebind(lambda p: DAEMON_TREE.get(p, []), claims(DAEMON_PROCS, DAEMON_TOKENS), AT)
+    return m.rebind(lambda p: DAEMON_TREE.get(p, []), binders(DAEMON_PROCS, DAEMON_TOKENS), AT)
 
 
 def test_the_daemons_attachment_binds_each_tui_pane_to_its_thread() -> None:
@@ -453,7 +453,7 @@ async def running(mapper: PaneMapper, sink: ListSink) -> AsyncIterator[None]:
 
 async def test_real_tree_binds_rebinds_and_unbinds() -> None:
     sink = ListSink()
-    mapper = PaneMapper(CLAIMS, rescan_interval=None)
+    mapper = PaneMapper(BINDERS, rescan_interval=None)
     with anyio.fail_after(20):
         async with pane_tree(["claude"], ["claude"]) as pane, running(mapper, sink):
             first = await pane.next_pid()
@@ -500,7 +500,7 @@ def _at_AT(message: messages.Inbound) -> messages.Inbound:
 
 async def test_codex_daemon_tui_is_bound_only_by_real_proof() -> None:
     sink = ListSink()
-    mapper = PaneMapper(CLAIMS, rescan_interval=None)
+    mapper = PaneMapper(BINDERS, rescan_interval=None)
     with anyio.fail_after(20):
         async with (
             pane_tree(["codex"]) as plain,
@@ -534,7 +534,7 @@ async def test_codex_daemon_tui_is_bound_only_by_real_proof() -> None:
 
 async def test_periodic_rescan_finds_processes_no_message_announced() -> None:
     sink = ListSink()
-    mapper = PaneMapper(CLAIMS, rescan_interval=0.05)
+    mapper = PaneMapper(BINDERS, rescan_interval=0.05)
     with anyio.fail_after(20):
         async with (
             running(mapper, sink),
@@ -552,7 +552,7 @@ async def test_periodic_rescan_finds_processes_no_message_announced() -> None:
 
 
 def test_full_mailbox_is_counted() -> None:
-    mapper = PaneMapper(CLAIMS, mailbox_size=1)
+    mapper = PaneMapper(BINDERS, mailbox_size=1)
     mapper.send_nowait(messages.PaneClosed(pane="%1", at_ms=AT))
     with pytest.raises(anyio.WouldBlock):
         mapper.send_nowait(messages.PaneClosed(pane="%2", at_ms=AT))

@@ -37,7 +37,7 @@ from tests.tmux_helpers import TmuxServer, TransitionSource, activity, eventuall
 
 Sources = Callable[..., TransitionSource]
 
-# tmux closes a control client right after the first option it sets (paneward's claim): a
+# tmux closes a control client right after the first option it sets (paneward's hold): a
 # server whose control mode is wedged, as tmux 3.6a's can be, while plain commands still work.
 CLOSE_CONTROL_CLIENTS = ("set-hook", "-g", "after-set-option",
                          "if-shell -F '#{client_control_mode}' detach-client")
@@ -224,7 +224,7 @@ async def test_a_tmux_that_closes_every_control_client_shows_unknown_until_it_re
 async def test_a_tmux_that_closes_every_control_client_is_retried_ever_more_slowly(
     server: TmuxServer, sources: Sources
 ) -> None:
-    """Each connection attaches and claims the server, then tmux closes it: none worked for a
+    """Each connection attaches and takes hold of the server, then tmux closes it: none worked for a
     while, so each one doubles the delay (Backoff), never back to the first one."""
     with anyio.fail_after(60):
         source = sources(activity("a", "%0", turn="working"))

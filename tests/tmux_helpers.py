@@ -70,7 +70,7 @@ class TmuxServer:
 
     async def wait_down(self, badges: dict[str, str]) -> None:
         """Until tmux's hook has shown paneward's end: each pane of ``badges`` shows its badge
-        marked stale, the summary says so, and the claim and the hook are gone (callers bound
+        marked stale, the summary says so, and the hold and the hook are gone (callers bound
         it with ``fail_after``)."""
 
         async def down() -> bool:

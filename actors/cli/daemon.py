@@ -530,7 +530,7 @@ def _start_actors(
     parts["pid_watcher"] = watcher
     sup.start_listener(watcher, name="pid-watcher")
 
-    mapper = PaneMapper(catalog.CLAIMS)
+    mapper = PaneMapper(catalog.BINDERS)
     parts["pane_mapper"] = mapper
     sup.start_listener(mapper, name="pane-mapper")
 

@@ -60,7 +60,7 @@ __all__ = [
     "DEFAULT_HTTP_PORT",
     "INSTALLERS",
     "FileChange",
-    "Plan",
+    "InstallPlan",
     "add_arguments",
     "apply_plan",
     "default_config_dir",
@@ -98,7 +98,7 @@ class FileChange:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class InstallPlan:
     """What :func:`plan` found: the changes for :func:`apply_plan`, the notes to print."""
 
     changes: tuple[FileChange, ...]
@@ -186,7 +186,7 @@ def plan(
     uninstall: bool = False,
     http: bool = False,
     events: Sequence[str] | None = None,
-) -> Plan:
+) -> InstallPlan:
     """Work out every file change for one harness (reads files, writes nothing).
 
     Called by :func:`run`; raises :class:`InstallError` (from the harness's edit) for a file
@@ -227,7 +227,7 @@ def plan(
         if http:
             notes.extend(installer.http_notes)
         notes.extend(installer.trust_notes if target.trust else installer.untrusted_notes)
-    return Plan(tuple(changes), tuple(notes))
+    return InstallPlan(tuple(changes), tuple(notes))
 
 
 def _target(path: Path) -> Path:

@@ -33,8 +33,8 @@ __all__ = [
     "HookIngress",
     "Normalizer",
     "PaneNote",
-    "ProcessClaim",
-    "ProcessClaims",
+    "ProcessBinder",
+    "ProcessBinders",
     "Proof",
     "ProofTable",
     "Provable",
@@ -43,7 +43,7 @@ __all__ = [
 
 Normalizer = Callable[[NotifyHook], HookHint | Unmapped]
 #: (pid, comm, argv, start token) -> what that process proves by itself about its session.
-ProcessClaim = Callable[[int, str, Sequence[str], "str | None"], Binding | None]
+ProcessBinder = Callable[[int, str, Sequence[str], "str | None"], Binding | None]
 #: The activity a pane shows -> why that pane shows less than it could (``None``: nothing to say).
 PaneNote = Callable[[Activity], "str | None"]
 
@@ -124,8 +124,8 @@ class HarnessSpec:
     ``summary`` says what it gives paneward (``status --proofs``); ``sources`` names the
     evidence sources (``messages.common.Source``) that are its own; ``normalize`` maps the
     harness's native hook payloads to hints (``None``: it sends none); ``http_refused`` maps
-    an event name to why it can never arrive as an ``http`` hook; ``process_claim`` says what
-    one of its processes (a comm in ``claim_comms``) proves by itself when the pane mapper
+    an event name to why it can never arrive as an ``http`` hook; ``process_binding`` says what
+    one of its processes (a comm in ``binding_comms``) proves by itself when the pane mapper
     finds no owner (``None``: nothing); ``proofs`` declares, for
     every :data:`PROVABLE` value, whether the harness can prove it and from which source
     (tests/test_design.py checks that each package declares all of them, once); ``pane_note``
@@ -143,8 +143,8 @@ class HarnessSpec:
     sources: tuple[Source, ...] = ()
     normalize: Normalizer | None = None
     http_refused: Mapping[str, str] = field(default_factory=dict)
-    claim_comms: frozenset[str] = frozenset()
-    process_claim: ProcessClaim | None = None
+    binding_comms: frozenset[str] = frozenset()
+    process_binding: ProcessBinder | None = None
     proofs: tuple[Proof, ...] = ()
     pane_note: PaneNote | None = None
     installer: Callable[[], Installer] | None = None
@@ -172,10 +172,10 @@ class HookIngress:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessClaims:
+class ProcessBinders:
     """What the pane mapper needs to know of the harnesses: which process names can prove
-    something by their command line (``comms``), and what one proves (``claim``). Built by
-    :mod:`actors.harnesses.catalog` (``CLAIMS``)."""
+    something by their command line (``comms``), and what one proves (``bind``). Built by
+    :mod:`actors.harnesses.catalog` (``BINDERS``)."""
 
     comms: AbstractSet[str]
-    claim: ProcessClaim
+    bind: ProcessBinder

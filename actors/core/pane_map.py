@@ -21,7 +21,7 @@ runs for it) shows the one attached last; the thread has one such client at a ti
 attachment elsewhere moves it), and its pane is unbound as soon as that client dies, since the
 session itself lives on in the daemon: the pane shows the client's own session instead, ended
 (``■ exited``). Where no owner is known, what a process proves by itself (its harness package's
-claim, e.g. Codex's ``codex resume <id>`` command line) binds; a process's own session (a Codex
+binding, e.g. Codex's ``codex resume <id>`` command line) binds; a process's own session (a Codex
 TUI whose thread nothing names yet) gives way, ended (``PaneUnbound.replaced``) and forgotten
 (``Forget``), once the session that process shows is known.
 
@@ -49,9 +49,9 @@ __all__ = [
     "OBSERVED",
     "Binding",
     "ChildrenLookup",
-    "ClaimLookup",
+    "BindingLookup",
     "Observed",
-    "Owner",
+    "OwnedSession",
     "PaneChange",
     "PaneMap",
 ]
@@ -90,7 +90,7 @@ def _observed(message: messages.Inbound) -> TypeIs[Observed]:
     return type(message) in _OBSERVED
 
 
-class Owner(msgspec.Struct, frozen=True):
+class OwnedSession(msgspec.Struct, frozen=True):
     """``pid`` (incarnation ``token``, if known) owns ``key``, proven by ``proof``;
     ``learnt`` orders owners by when the mapper learnt of them."""
 
@@ -115,7 +115,7 @@ class Binding(msgspec.Struct, frozen=True):
 
 
 #: pid -> what that process proves by itself about the session it shows, or ``None``.
-ClaimLookup = Callable[[int], "Binding | None"]
+BindingLookup = Callable[[int], "Binding | None"]
 
 
 class PaneMap:
@@ -129,7 +129,7 @@ class PaneMap:
         self.max_visit = max_visit
         self.panes: dict[str, int] = {}
         self.bindings: dict[str, Binding] = {}
-        self.owners: dict[int, list[Owner]] = {}
+        self.owners: dict[int, list[OwnedSession]] = {}
         self._owned: dict[int, set[messages.SessionKey]] = {}  # pid -> the keys in owners[pid]
         self.dirty: set[str] = set()
         self.walks = 0
@@ -152,7 +152,7 @@ class PaneMap:
         else:
             self._owned.pop(pid, None)
 
-    def _add_owner(self, pid: int, owner: Owner) -> None:
+    def _add_owner(self, pid: int, owner: OwnedSession) -> None:
         known = self.owners.get(pid, ())
         if known and known[-1].key == owner.key and known[-1].proof == owner.proof and (
             known[-1].token == owner.token
@@ -215,19 +215,20 @@ class PaneMap:
             return []
         match m:
             case messages.RegistryStatus():
-                self._add_owner(m.pid, Owner(m.key, "claude_registry_pid", m.start_token))
+                self._add_owner(m.pid, OwnedSession(m.key, "claude_registry_pid", m.start_token))
             case messages.RolloutOwned():
                 if m.root_key is None:
-                    self._add_owner(m.pid, Owner(m.key, "codex_rollout_owner", m.start_token))
+                    owned = OwnedSession(m.key, "codex_rollout_owner", m.start_token)
+                    self._add_owner(m.pid, owned)
                 else:
                     self.ignored += 1  # a child thread: its root's owner binds the pane
             case messages.HookHint():
                 if m.pid is None:
                     self.ignored += 1
                 elif not self.owns(m.pid, m.key):
-                    self._add_owner(m.pid, Owner(m.key, "hook_owner_pid", m.start_token))
+                    self._add_owner(m.pid, OwnedSession(m.key, "hook_owner_pid", m.start_token))
             case messages.ClientAttached():
-                self._add_owner(m.pid, Owner(m.key, m.proof, m.start_token, client=True))
+                self._add_owner(m.pid, OwnedSession(m.key, m.proof, m.start_token, client=True))
             case messages.ThreadStatus():
                 if m.status != "closed":
                     self.ignored += 1
@@ -294,15 +295,15 @@ class PaneMap:
     # -- walking --
 
     def walk(
-        self, root: int, children: ChildrenLookup, claim: ClaimLookup | None = None
+        self, root: int, children: ChildrenLookup, bind: BindingLookup | None = None
     ) -> Binding | None:
         """Breadth-first below ``root`` (root first) to the nearest proven owner.
 
         Visits at most :attr:`max_visit` processes. Several owners at the same depth
         (an agent suspended with Ctrl-Z and a newer one): the most recently learnt
         wins. Failing an owner at a depth, what a process there proves by itself
-        (``claim``, from its harness package: :func:`actors.harnesses.catalog.process_claim`)
-        binds: a claim naming a session (e.g. ``codex resume <id>``) first, then a claim to the
+        (``bind``, from its harness package: :func:`actors.harnesses.catalog.process_binding`)
+        binds: a binding naming a session (e.g. ``codex resume <id>``) first, then one to the
         process's own session (a Codex TUI in daemon mode: presence only, turn unknown) -- and
         the walk stops there, so a shared daemon below it, which holds the rollouts of every
         thread, never lends the pane a guessed thread.
@@ -313,7 +314,7 @@ class PaneMap:
         visited = 0
         best_pid = root
         while level:
-            best: Owner | None = None
+            best: OwnedSession | None = None
             named: Binding | None = None
             itself: Binding | None = None
             looked: list[int] = []
@@ -328,8 +329,8 @@ class PaneMap:
                 for owner in self.owners.get(pid, ()):
                     if best is None or owner.learnt > best.learnt:
                         best, best_pid = owner, pid
-                if best is None and named is None and claim is not None:
-                    found = claim(pid)
+                if best is None and named is None and bind is not None:
+                    found = bind(pid)
                     if found is not None:
                         if found.pid is None:
                             named = found
@@ -348,7 +349,7 @@ class PaneMap:
                 self.visited += visited
                 if not best.client:
                     return Binding(best.key, best.proof)
-                own = claim(best_pid) if claim is not None else None
+                own = bind(best_pid) if bind is not None else None
                 return Binding(
                     best.key,
                     best.proof,
@@ -368,7 +369,7 @@ class PaneMap:
     def rebind(
         self,
         children: ChildrenLookup,
-        claim: ClaimLookup | None,
+        bind: BindingLookup | None,
         at_ms: int,
         panes: Iterable[str] | None = None,
     ) -> list[PaneChange]:
@@ -381,7 +382,7 @@ class PaneMap:
         self.dirty.difference_update(todo)
         out: list[PaneChange] = []
         for pane in todo:
-            found = self.walk(self.panes[pane], children, claim)
+            found = self.walk(self.panes[pane], children, bind)
             current = self.bindings.get(pane)
             if found is None or (current is not None and current.key == found.key):
                 continue  # no proof of another session: keep what the pane shows

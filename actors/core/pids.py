@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 __all__ = [
     "Ended",
-    "Plan",
+    "PidPlan",
     "ProbeResult",
     "Seen",
     "plan",
@@ -52,7 +52,7 @@ class Ended(NamedTuple):
     recycled: bool
 
 
-class Plan(NamedTuple):
+class PidPlan(NamedTuple):
     """The outcome of one round.
 
     ``seen``/``ended`` are the messages to send; ``dropped`` are candidates found
@@ -72,7 +72,7 @@ def plan(
     candidates: Mapping[int, str | None],
     seen_alive: Mapping[int, str],
     probes: Mapping[int, ProbeResult],
-) -> Plan:
+) -> PidPlan:
     """Decide what one probe round means. Pure; see the module docstring for the rules.
 
     ``candidates`` maps each watched pid to the start token of the incarnation we
@@ -109,7 +109,7 @@ def plan(
         if known != result.token:
             seen.append(Seen(pid=pid, token=result.token))
             alive[pid] = result.token
-    return Plan(
+    return PidPlan(
         seen=tuple(seen),
         ended=tuple(ended),
         dropped=tuple(dropped),

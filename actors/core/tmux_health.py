@@ -196,7 +196,7 @@ def _pane_loop_body() -> str:
 
 def _if_ours(mine: str, commands: list[str]) -> list[str]:
     """``commands`` as one ``if-shell -F`` command (argv words) that runs them only while the
-    server's claim is unset or ``mine``."""
+    server's hold is unset or ``mine``."""
     held = f"#{{{DAEMON_OPTION}}}"
     condition = f"#{{||:#{{==:{held},}},#{{==:{held},{format_literal(mine)}}}}}"
     return ["if-shell", "-F", condition, " ; ".join(commands)]
@@ -208,7 +208,7 @@ def stalled_commands(mine: str) -> list[str]:
     no attention, reason or age; presence and harness as they were), every window marker
     ``? unknown``, ``@paneward_summary`` :data:`STALLED_SUMMARY`.
 
-    Only while the server's claim (:data:`~actors.core.tmux_owner.DAEMON_OPTION`) is unset or
+    Only while the server's hold (:data:`~actors.core.tmux_owner.DAEMON_OPTION`) is unset or
     ``mine``: the badges of another live daemon are never touched. A write sent while tmux
     was stopped runs when it resumes, ahead of the reconnection whose full rewrite replaces it.
     """
@@ -225,5 +225,5 @@ def stopped_commands(mine: str) -> list[str]:
     """The command (argv words) a bridge that stops while stalled leaves behind: the summary
     :data:`~actors.core.tmux_owner.DOWN_SUMMARY`, as tmux's own hook says it when the daemon
     goes (that hook belongs to a client that is already gone then); the badges keep
-    ``? unknown``. Only while the claim is unset or ``mine``."""
+    ``? unknown``. Only while the hold is unset or ``mine``."""
     return _if_ours(mine, [f"set-option -g {SUMMARY_OPTION} {quote(DOWN_SUMMARY)}"])

@@ -3,10 +3,10 @@
 Who uses what: :class:`actors.sinks.tmux.TmuxBridge`, right after its control client attached
 and before it writes anything:
 
-1. **One daemon per server.** It claims the server option :data:`DAEMON_OPTION` (``<pid>
+1. **One daemon per server.** It takes hold of the server option :data:`DAEMON_OPTION` (``<pid>
    <start token>`` of the daemon's process) with :func:`claim_commands`, a compare-and-swap that
    tmux runs as one command (``set-option -F``: no other client's command runs in between), and
-   reads back who holds it (:func:`parse_holder`). The claim is taken when the option is unset
+   reads back who holds it (:func:`parse_holder`). The hold is taken when the option is unset
    or names a process that is gone (its pid dead, or reused: the start token differs, which the
    bridge checks); when it names another live process the bridge writes nothing to that server
    and says why (:func:`refusal`), naming the holder's pid and state directory
@@ -16,7 +16,7 @@ and before it writes anything:
    stdin, so tmux sees the client leave at once -- and then, inside tmux: sets the status-line
    summary to :data:`DOWN_SUMMARY`, marks every badge stale (:data:`STALE_SUFFIX` appended to
    each pane's ``@paneward_badge`` and each window's ``@paneward_window``, once), releases the
-   claim and removes itself. The daemon's graceful shutdown ends the same way (it only closes
+   hold and removes itself. The daemon's graceful shutdown ends the same way (it only closes
    the client), so a restart never blanks the badges: the next daemon's first write replaces
    each stale one with what it re-proved.
 
@@ -128,12 +128,12 @@ def _stale_command(scope: str, target: str, option: str) -> str:
 
 
 def down_hook_commands(client: str, state_dir: str, *, badges: bool) -> list[str]:
-    """Record ``state_dir`` with the claim and install :data:`DOWN_HOOK` for the control
+    """Record ``state_dir`` with the hold and install :data:`DOWN_HOOK` for the control
     client named ``client`` (it replaces the hook of an earlier connection or daemon).
 
     When the client goes, tmux runs (only for that client): the summary becomes
     :data:`DOWN_SUMMARY` and every badge and window marker gets :data:`STALE_SUFFIX` (with
-    ``badges``), the claim is released, the hook removes itself. They are found by a format loop
+    ``badges``), the hold is released, the hook removes itself. They are found by a format loop
     over every window and pane of every session, expanded when the hook runs (``run-shell
     -C``), so the hook never needs rewriting as panes come and go; a window linked into two
     sessions is seen twice, so each new value appends the suffix only once.

@@ -6,7 +6,7 @@ runs, and nothing else names a harness: the supervisor normalizes each raw
 :class:`~messages.NotifyHook` with :func:`normalize` before routing (a hook's session key is
 inside its payload) and hands :data:`PROOF_TABLE` (what each harness can prove) to the reducer; the
 hook listener serves ``/hook/<harness>`` for the harnesses in :data:`HOOK_ROUTES` and refuses
-what :func:`http_refusal` names; the pane mapper asks :data:`CLAIMS`; ``install-hooks`` takes
+what :func:`http_refusal` names; the pane mapper asks :data:`BINDERS`; ``install-hooks`` takes
 its choices and installers from :data:`INSTALLERS`; ``paneward run`` starts every spec's
 ``discovery`` actors; ``paneward wrap`` maps a command to its harness with :func:`wrap_harness`
 and lists :func:`wrap_choices`; ``status --proofs`` lists :data:`SPECS`.
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Final, get_args
 from actors.core.harness import (
     HarnessSpec,
     HookIngress,
-    ProcessClaim,
-    ProcessClaims,
+    ProcessBinder,
+    ProcessBinders,
     ProofTable,
 )
 from actors.core.hints import first_str, unmapped
@@ -47,8 +47,8 @@ if TYPE_CHECKING:  # its module is the installers' (imported with the first of t
     from actors.core.config_edit import Installer
 
 __all__ = [
-    "CLAIMS",
-    "CLAIM_COMMS",
+    "BINDERS",
+    "BINDING_COMMS",
     "HOOKS",
     "HOOK_ROUTES",
     "INSTALLERS",
@@ -60,7 +60,7 @@ __all__ = [
     "normalize",
     "normalize_hook",
     "pane_note",
-    "process_claim",
+    "process_binding",
     "register",
     "unregister",
     "wrap_choices",
@@ -77,7 +77,7 @@ TERMINAL: Final[Harness] = "terminal"
 _SPECS: dict[str, HarnessSpec] = {}
 _PROOF_TABLE: dict[str, Mapping[str, frozenset[str]]] = {}
 _HOOK_ROUTES: dict[str, Harness] = {}
-_CLAIMS: dict[str, ProcessClaim] = {}
+_BINDERS: dict[str, ProcessBinder] = {}
 _WRAP: dict[str, Harness] = {}
 
 #: Every harness with a package, by id (read-only; :func:`register` adds to it).
@@ -88,7 +88,7 @@ PROOF_TABLE: Final[ProofTable] = MappingProxyType(_PROOF_TABLE)
 #: Harnesses that send hook payloads (``/hook/<id>`` over http, ``--harness`` of the hook client).
 HOOK_ROUTES: Final[Mapping[str, Harness]] = MappingProxyType(_HOOK_ROUTES)
 #: Process names whose command line can prove something to the pane mapper (a live view).
-CLAIM_COMMS: Final = _CLAIMS.keys()
+BINDING_COMMS: Final = _BINDERS.keys()
 
 
 class _Installers(Mapping[str, "Installer"]):
@@ -127,7 +127,7 @@ def wrap_choices() -> tuple[str, ...]:
 def register(spec: HarnessSpec) -> None:
     """Add ``spec`` to the catalog, as its line in :data:`_PACKAGES` does at import.
 
-    :raises ValueError: its id is taken (or is :data:`TERMINAL`); a process name it claims, a
+    :raises ValueError: its id is taken (or is :data:`TERMINAL`); a process name it binds, a
         wrap command or a source of its own is another harness's; or it proves something from a
         source that is neither its own (``sources``) nor a shared one (a word of
         ``messages.common.Source`` no harness owns: the host's PTY, OSC 7501, process identity,
@@ -136,7 +136,7 @@ def register(spec: HarnessSpec) -> None:
     if spec.id in _SPECS or spec.id == TERMINAL:
         raise ValueError(f"harness {spec.id!r} is registered already")
     owned = {s for other in _SPECS.values() for s in other.sources}
-    taken = sorted(c for c in spec.claim_comms if c in _CLAIMS)
+    taken = sorted(c for c in spec.binding_comms if c in _BINDERS)
     taken += sorted(c for c in spec.wrap_commands if c in _WRAP)
     taken += sorted(s for s in spec.sources if s in owned)
     if taken:
@@ -156,8 +156,8 @@ def unregister(harness: str) -> None:
     spec = _SPECS.pop(harness)
     _PROOF_TABLE.pop(harness, None)
     _HOOK_ROUTES.pop(harness, None)
-    for comm in spec.claim_comms:
-        _CLAIMS.pop(comm, None)
+    for comm in spec.binding_comms:
+        _BINDERS.pop(comm, None)
     for command in spec.wrap_commands:
         _WRAP.pop(command, None)
 
@@ -168,9 +168,9 @@ def _add(spec: HarnessSpec) -> None:
         _PROOF_TABLE[spec.id] = MappingProxyType(dict(spec.proofs_by_value()))
     if spec.normalize is not None:
         _HOOK_ROUTES[spec.id] = spec.id
-    if spec.process_claim is not None:
-        for comm in spec.claim_comms:
-            _CLAIMS[comm] = spec.process_claim
+    if spec.process_binding is not None:
+        for comm in spec.binding_comms:
+            _BINDERS[comm] = spec.process_binding
     for command in spec.wrap_commands:
         _WRAP[command] = spec.id
 
@@ -196,12 +196,12 @@ def wrap_commands() -> list[str]:
     return list(_WRAP)
 
 
-def process_claim(
+def process_binding(
     pid: int, comm: str, argv: Sequence[str], token: str | None
 ) -> Binding | None:
     """What a process proves by itself about the session it shows (its harness decides)."""
-    claim = _CLAIMS.get(comm)
-    return None if claim is None else claim(pid, comm, argv, token)
+    binder = _BINDERS.get(comm)
+    return None if binder is None else binder(pid, comm, argv, token)
 
 
 def pane_note(activity: Activity) -> str | None:
@@ -239,7 +239,7 @@ def http_refusal(hook: NotifyHook) -> str | None:
 #: The hook listener's view of the harnesses (passed to it by the daemon's wiring).
 HOOKS: Final = HookIngress(routes=HOOK_ROUTES, http_refusal=http_refusal)
 #: The pane mapper's view of the harnesses (passed to it by the daemon's wiring).
-CLAIMS: Final = ProcessClaims(comms=CLAIM_COMMS, claim=process_claim)
+BINDERS: Final = ProcessBinders(comms=BINDING_COMMS, bind=process_binding)
 
 
 def _load() -> None:

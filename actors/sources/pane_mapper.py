@@ -4,10 +4,10 @@ The decision is pure in :mod:`actors.core.pane_map` (:class:`~actors.core.pane_m
 this is its I/O shell. :class:`PaneMapper` is a listener of the supervisor: the evidence that
 names owners and the pane messages (:attr:`PaneMapper.accepts`) are handed to it as they are
 routed; it reads the process tree in a worker thread and sends ``PaneBound`` / ``PaneUnbound``
-(and the ``ProcessSeen`` announcing a process that claims its own session) to the sink, which
+(and the ``ProcessSeen`` announcing a process bound to its own session) to the sink, which
 routes them to the sessions named. What a process proves by itself comes from its harness
-package, handed to the mapper as :class:`~actors.core.harness.ProcessClaims` (the daemon's wiring
-passes :data:`actors.harnesses.catalog.CLAIMS`): the mapper itself knows no harness.
+package, handed to the mapper as :class:`~actors.core.harness.ProcessBinders` (the daemon's wiring
+passes :data:`actors.harnesses.catalog.BINDERS`): the mapper itself knows no harness.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import messages
 from actors.core.clock import now_ms
-from actors.core.harness import ProcessClaims
+from actors.core.harness import ProcessBinders
 from actors.core.pane_map import MAX_VISIT, OBSERVED, Binding, PaneChange, PaneMap
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
@@ -67,8 +67,8 @@ class _TreeReader:
     one whole-table snapshot per round.
     """
 
-    def __init__(self, claims: ProcessClaims) -> None:
-        self._claims = claims
+    def __init__(self, binders: ProcessBinders) -> None:
+        self._binders = binders
         self._lazy = procfs.HAVE_CHILDREN
         self._children: dict[int, Sequence[int]] = {}
         self._ident: dict[int, tuple[str, str] | None] = {}  # pid -> (comm, token)
@@ -91,14 +91,14 @@ class _TreeReader:
             self._ident[pid] = None if stat is None else (stat.comm, stat.start_token)
         return self._ident.get(pid)
 
-    def claim(self, pid: int) -> Binding | None:
+    def bind(self, pid: int) -> Binding | None:
         ident = self._identity(pid)
-        if ident is None or ident[0] not in self._claims.comms:
+        if ident is None or ident[0] not in self._binders.comms:
             return None  # no harness proves anything by this name: skip the cmdline read
         argv = procfs.read_cmdline(pid)
         if argv is None:
             return None
-        return self._claims.claim(pid, ident[0], argv, ident[1])
+        return self._binders.bind(pid, ident[0], argv, ident[1])
 
 
 class PaneMapper:
@@ -117,7 +117,7 @@ class PaneMapper:
 
     def __init__(
         self,
-        claims: ProcessClaims,
+        binders: ProcessBinders,
         *,
         mailbox_size: int = 1024,
         max_visit: int = MAX_VISIT,
@@ -125,7 +125,7 @@ class PaneMapper:
     ) -> None:
         if rescan_interval is not None and rescan_interval <= 0:
             raise ValueError(f"rescan_interval must be positive or None, got {rescan_interval!r}")
-        self._claims = claims
+        self._binders = binders
         self._map = PaneMap(max_visit)
         self._rescan_interval = rescan_interval
         send, receive = anyio.create_memory_object_stream[messages.Inbound](mailbox_size)
@@ -259,6 +259,6 @@ class PaneMapper:
     def _walk_dirty(self, now: int) -> list[PaneChange]:
         # Worker thread. The actor task awaits this call, so nothing else touches the
         # map meanwhile (messages wait in the mailbox).
-        reader = _TreeReader(self._claims)
+        reader = _TreeReader(self._binders)
         self._stats.tree_reads += 1
-        return self._map.rebind(reader.kids, reader.claim, now)
+        return self._map.rebind(reader.kids, reader.bind, now)

@@ -62,10 +62,10 @@ from actors.harnesses.codex import approvals, paths
 from actors.harnesses.codex.jsonrpc import (
     Answer,
     Closed,
-    Notification,
     Opened,
     RpcClient,
     RpcEvent,
+    RpcNotification,
     RpcProtocolError,
     result_of,
 )
@@ -355,7 +355,7 @@ class RpcStream:
                     if waiter is not None:
                         self._answers[event.request_id] = event
                         waiter.set()
-                elif isinstance(event, Notification):
+                elif isinstance(event, RpcNotification):
                     notify(event.body)
                 elif isinstance(event, Closed):
                     return

@@ -12,7 +12,7 @@ writes what :meth:`RpcClient.connect` and :meth:`RpcClient.request` return and w
   refused);
 - :class:`Answer` for the answer to a request still waiting (answers to any other id are
   dropped: a request given up with :meth:`RpcClient.forget`, or one never made);
-- :class:`Notification` for every notification (a JSON object with a ``method`` and no
+- :class:`RpcNotification` for every notification (a JSON object with a ``method`` and no
   ``id``);
 - :class:`Closed` when the peer closes the WebSocket, or breaks its framing (wsproto then
   closes it with code 1002); nothing after it is read.
@@ -37,7 +37,7 @@ __all__ = [
     "MAX_MESSAGE",
     "Answer",
     "Closed",
-    "Notification",
+    "RpcNotification",
     "Opened",
     "RpcClient",
     "RpcEvent",
@@ -63,7 +63,7 @@ class Answer(msgspec.Struct, frozen=True):
     body: dict[str, Any]
 
 
-class Notification(msgspec.Struct, frozen=True):
+class RpcNotification(msgspec.Struct, frozen=True):
     """A notification of the peer: a JSON object with a string ``method`` and no ``id``."""
 
     body: dict[str, Any]
@@ -73,7 +73,7 @@ class Closed(msgspec.Struct, frozen=True):
     """The peer closed the WebSocket (its close is answered)."""
 
 
-RpcEvent = Opened | Answer | Notification | Closed
+RpcEvent = Opened | Answer | RpcNotification | Closed
 
 
 def _dumps(body: dict[str, Any]) -> str:
@@ -186,5 +186,5 @@ class RpcClient:
                                                  "message": "not handled by paneward"}})
             return None
         if isinstance(method, str):
-            return Notification(body)
+            return RpcNotification(body)
         return None

@@ -21,12 +21,12 @@ from messages.activity import Activity
 from messages.common import MAX_ID_LEN
 
 __all__ = [
-    "CLAIM_COMMS",
+    "BINDING_COMMS",
     "codex_resume_thread",
     "codex_tui_key",
     "is_codex_tui",
     "pane_note",
-    "process_claim",
+    "process_binding",
 ]
 
 #: What ``paneward status`` says of a pane that shows a Codex TUI whose thread is not proven.
@@ -36,7 +36,7 @@ UNBOUND_NOTE: Final = (
 )
 
 #: The process names whose command line can prove something (the walk reads only theirs).
-CLAIM_COMMS: Final = frozenset({"codex"})
+BINDING_COMMS: Final = frozenset({"codex"})
 
 
 def is_codex_tui(comm: str, argv: Sequence[str]) -> bool:
@@ -70,12 +70,12 @@ def codex_resume_thread(comm: str, argv: Sequence[str]) -> str | None:
     return None
 
 
-def process_claim(
+def process_binding(
     pid: int, comm: str, argv: Sequence[str], token: str | None
 ) -> Binding | None:
     """What process ``pid`` (named ``comm``, run as ``argv``, start token ``token``) proves.
 
-    A ``codex resume <id>`` names the thread; a bare TUI (with a known token) claims its own
+    A ``codex resume <id>`` names the thread; a bare TUI (with a known token) is bound to its own
     session; anything else proves nothing.
     """
     thread = codex_resume_thread(comm, argv)

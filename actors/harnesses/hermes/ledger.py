@@ -70,7 +70,7 @@ __all__ = [
     "FireView",
     "HermesLedgerDiscovery",
     "HermesStatistics",
-    "Probe",
+    "ProcessProbe",
     "Sent",
     "fallback_session_id",
     "hermes_homes",
@@ -163,7 +163,7 @@ def fallback_session_id(fire_id: str) -> str:
     return f"exec_{fire_id}"
 
 
-class Probe(msgspec.Struct, frozen=True):
+class ProcessProbe(msgspec.Struct, frozen=True):
     """What the OS says about a pid right now."""
 
     exists: bool
@@ -171,7 +171,7 @@ class Probe(msgspec.Struct, frozen=True):
     start_token: str | None = None
 
 
-def owner_alive(fire: FireRow, probe: Probe | None) -> bool:
+def owner_alive(fire: FireRow, probe: ProcessProbe | None) -> bool:
     """Whether ``fire``'s recorded owner is provably the live process that claimed it.
 
     Alive, not a zombie, and start token equal to ``process_started_at``; a NULL
@@ -280,23 +280,23 @@ def hermes_homes(root: Path) -> list[Path]:
     return homes
 
 
-def probe_process(pid: int) -> Probe:
+def probe_process(pid: int) -> ProcessProbe:
     """Existence, zombie state and start token of ``pid`` (blocking)."""
     if procfs.HAVE_PROCFS:
         stat = procfs.read_stat(pid)
         if stat is None:
             # Gone, or present but unreadable (EACCES): kill(0) tells, identity unknown.
-            return Probe(procfs.is_alive(pid))
-        return Probe(True, stat.state == "Z", stat.start_token)
+            return ProcessProbe(procfs.is_alive(pid))
+        return ProcessProbe(True, stat.state == "Z", stat.start_token)
     try:
         proc = psutil.Process(pid)
         zombie = proc.status() == psutil.STATUS_ZOMBIE
         # Hermes writes psutil's create time in centiseconds off Linux.
-        return Probe(True, zombie, str(int(proc.create_time() * 100)))
+        return ProcessProbe(True, zombie, str(int(proc.create_time() * 100)))
     except psutil.NoSuchProcess:
-        return Probe(False)
+        return ProcessProbe(False)
     except (psutil.Error, OSError):
-        return Probe(procfs.is_alive(pid))
+        return ProcessProbe(procfs.is_alive(pid))
 
 
 class _DbProblem(Exception):
@@ -475,7 +475,7 @@ class HermesLedgerDiscovery:
         idle_poll_interval: float = IDLE_POLL_INTERVAL_S,
         watch: bool = True,
         clock: Callable[[], int] = now_ms,
-        probe: Callable[[int], Probe] = probe_process,
+        probe: Callable[[int], ProcessProbe] = probe_process,
     ) -> None:
         self._root = Path(home) if home is not None else paths.home()
         self._poll_interval = poll_interval
@@ -637,7 +637,7 @@ class HermesLedgerDiscovery:
             except _DbProblem:
                 result.state_problem = True
                 lookup_ok = False
-        probes: dict[int, Probe] = {}
+        probes: dict[int, ProcessProbe] = {}
         for fire in fires:
             if fire.id in settled:
                 session = settled[fire.id]

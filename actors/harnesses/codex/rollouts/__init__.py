@@ -45,10 +45,10 @@ from actors.harnesses.codex.rollouts.actor import (
 from actors.harnesses.codex.rollouts.ownership import (
     MISS_CONFIRMATIONS,
     Owned,
-    Owner,
     OwnershipSample,
     OwnershipState,
     Released,
+    RolloutOwner,
     build_sample,
     reconcile_ownership,
 )
@@ -86,7 +86,7 @@ __all__ = [
     "CodexDiscoveryStatistics",
     "CodexRolloutDiscovery",
     "Owned",
-    "Owner",
+    "RolloutOwner",
     "OwnershipSample",
     "OwnershipState",
     "Released",

@@ -23,7 +23,7 @@ from actors.sources import procfs
 __all__ = [
     "MISS_CONFIRMATIONS",
     "Owned",
-    "Owner",
+    "RolloutOwner",
     "OwnershipSample",
     "OwnershipState",
     "Released",
@@ -34,8 +34,8 @@ __all__ = [
 MISS_CONFIRMATIONS: Final = 2
 
 
-class Owner(msgspec.Struct, frozen=True, order=True):
-    """One process incarnation: pid plus start token."""
+class RolloutOwner(msgspec.Struct, frozen=True, order=True):
+    """One process incarnation that holds rollouts open: pid plus start token."""
 
     pid: int
     start_token: str
@@ -48,15 +48,15 @@ class OwnershipSample(msgspec.Struct, frozen=True):
     (permission denied): their rollouts can be neither confirmed nor missed.
     """
 
-    holders: dict[str, tuple[Owner, ...]]
-    uncertain: frozenset[Owner] = frozenset()
+    holders: dict[str, tuple[RolloutOwner, ...]]
+    uncertain: frozenset[RolloutOwner] = frozenset()
 
 
 @dataclass(frozen=True)
 class OwnershipState:
     """Owned rollouts (path -> owner) and consecutive-miss counts of owned paths."""
 
-    owners: Mapping[str, Owner] = field(default_factory=dict)
+    owners: Mapping[str, RolloutOwner] = field(default_factory=dict)
     misses: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -64,15 +64,15 @@ class Owned(msgspec.Struct, frozen=True):
     """``path`` became owned by ``owner`` (``previous`` is set when the owner changed)."""
 
     path: str
-    owner: Owner
-    previous: Owner | None = None
+    owner: RolloutOwner
+    previous: RolloutOwner | None = None
 
 
 class Released(msgspec.Struct, frozen=True):
     """``path`` was missed in ``MISS_CONFIRMATIONS`` consecutive samples; ``owner`` held it."""
 
     path: str
-    owner: Owner
+    owner: RolloutOwner
 
 
 def build_sample(
@@ -85,12 +85,12 @@ def build_sample(
     Only processes whose comm is exactly ``codex`` are asked for their fds, and
     only targets that are ``rollout-*.jsonl`` under ``sessions_root`` count.
     """
-    holders: dict[str, list[Owner]] = {}
-    uncertain: set[Owner] = set()
+    holders: dict[str, list[RolloutOwner]] = {}
+    uncertain: set[RolloutOwner] = set()
     for info in processes:
         if info.comm != "codex":
             continue
-        owner = Owner(info.pid, info.start_token)
+        owner = RolloutOwner(info.pid, info.start_token)
         targets = fd_targets(info.pid)
         if targets is None:
             uncertain.add(owner)
@@ -116,7 +116,7 @@ def reconcile_ownership(
     raised, and released at ``confirmations`` consecutive misses, unless its owner
     is ``uncertain`` (unreadable fds prove nothing: the count is left as it was).
     """
-    owners: dict[str, Owner] = {}
+    owners: dict[str, RolloutOwner] = {}
     misses: dict[str, int] = {}
     owned: list[Owned] = []
     released: list[Released] = []

@@ -13,7 +13,7 @@ from typing import Final
 
 import psutil
 
-from actors.harnesses.codex.rollouts.ownership import Owner
+from actors.harnesses.codex.rollouts.ownership import RolloutOwner
 from actors.harnesses.codex.rollouts.parsing import BoundaryRecord
 from actors.harnesses.codex.rollouts.tail import RolloutTail
 from actors.sources import procfs
@@ -96,7 +96,7 @@ class Tracked:
 
     path: str
     key: SessionKey
-    owner: Owner
+    owner: RolloutOwner
     root_key: SessionKey | None
     version: str | None
     tail: RolloutTail
