@@ -55,9 +55,9 @@ from actors.core.tmux_protocol import TmuxTarget, quote
 from actors.harnesses.codex.daemon import RpcStream, control_socket
 from actors.harnesses.codex.jsonrpc import RpcProtocolError
 from actors.sinks.tmux_client import ControlClient
-from tests.daemon_helpers import Daemon, daemon_env
-from tests.mock_apis.servers import openai_server
-from tests.mock_apis.support import Tmux, base_env
+from tests.support.daemon import Daemon, daemon_env
+from tests.support.mock_apis import openai_server
+from tests.support.wrap import Tmux, base_env
 from tests.test_real_clis import CODEX_CONFIG, _stop_codex_leftovers
 
 LAUNCH_WITHOUT_SOURCE = """

@@ -49,8 +49,8 @@ from actors.harnesses.pi.install import extension_text
 from actors.sinks.tmux_client import ControlClient
 from actors.sources.hook_listener import HookListener
 from messages import Inbound
-from tests.daemon_helpers import PANEWARD, Daemon, claude_hook_payload, daemon_env
-from tests.tmux_helpers import TmuxServer
+from tests.support.daemon import PANEWARD, Daemon, claude_hook_payload, daemon_env
+from tests.support.tmux import TmuxServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "harnesses-3"
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pluggy
 import pytest
 
-from tests.mock_apis.servers import (
+from tests.support.mock_apis import (
     MockServer,
     anthropic_server,
     chat_server,
     gemini_server,
     openai_server,
 )
-from tests.mock_apis.support import Tmux
-from tests.tmux_helpers import TmuxServer
+from tests.support.tmux import TmuxServer
+from tests.support.wrap import Tmux
 
 
 @pytest.fixture

@@ -38,9 +38,9 @@ from actors.harnesses.opencode import hooks as opencode_hooks
 from actors.harnesses.opencode import install as opencode_install
 from actors.harnesses.pi import install as pi_install
 from messages import HookHint, NotifyHook, ProgramStatus, SessionKey, Transition
-from tests.daemon_helpers import start_token
-from tests.mock_apis.support import frame_listener
-from tests.reference_model import SessionTable
+from tests.support.daemon import start_token
+from tests.support.reference_model import SessionTable
+from tests.support.wrap import frame_listener
 
 FIXTURES: Final = Path(__file__).parent / "fixtures" / "harnesses-3"
 EXE: Final = "/opt/pw bin/paneward"  # a space: every command must be quoted
@@ -409,7 +409,7 @@ async def test_the_daemon_counts_what_the_forwarders_dropped(tmp_path: Path) -> 
     which the status line's ``drops`` includes. Frames arrive out of order across connections
     of one process at most as a stale count: a smaller count adds nothing."""
     from actors.core.forwarder_js import DROPPED_KEY
-    from tests.daemon_helpers import Daemon, raw_send
+    from tests.support.daemon import Daemon, raw_send
 
     now = time.time_ns() // 1_000_000
     def frame(pid: int, token: str, serial: int, dropped: int | None) -> bytes:
@@ -438,7 +438,7 @@ async def test_the_daemon_counts_what_the_forwarders_dropped(tmp_path: Path) -> 
 
 
 async def _paneward(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    from tests.daemon_helpers import PANEWARD
+    from tests.support.daemon import PANEWARD
 
     done = await anyio.run_process([os.fspath(PANEWARD), *args], env=env, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()

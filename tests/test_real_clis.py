@@ -1,6 +1,6 @@
 """The real Claude Code 2.1.332 and Codex 0.171.0 CLIs under ``paneward wrap`` in real tmux panes.
 
-They talk to loopback mocks (tests/mock_apis/servers.py); what the wrapper reports is read
+They talk to loopback mocks (tests/support/mock_apis.py); what the wrapper reports is read
 from a listener socket. Binaries come from ``$PANEWARD_AGENT_PREFIX/node_modules/.bin``
 (install: README.md, Reference > Running the tests on a fresh machine). Without them the
 tests skip, except under ``CI=true``, where a missing CLI is a failure.
@@ -21,8 +21,8 @@ import anyio
 import pytest
 
 import messages
-from tests.mock_apis.servers import MockServer
-from tests.mock_apis.support import WRAP, Frames, Tmux, base_env, frame_listener
+from tests.support.mock_apis import MockServer
+from tests.support.wrap import WRAP, Frames, Tmux, base_env, frame_listener
 
 API_KEY = "sk-ant-dummy-key-for-mock-0123456789"
 

@@ -1,7 +1,7 @@
 """The real Gemini CLI 0.61.0, OpenCode 1.18.33, Pi 0.73.1 and Hermes Agent 0.19.0, each in a pane
 of a private tmux server, with paneward's hooks (or plugin, or extension) installed by
 ``paneward install-hooks <name>``, against a loopback mock API the test starts
-(tests/mock_apis/servers.py: Gemini ``streamGenerateContent`` or Chat Completions), driven by keys
+(tests/support/mock_apis.py: Gemini ``streamGenerateContent`` or Chat Completions), driven by keys
 as a user would drive them.
 
 Nothing is injected: the CLI fires its hooks, the hook client or the in-process forwarder sends
@@ -34,10 +34,10 @@ import psutil
 import pytest
 
 from actors.sources import procfs
-from tests.daemon_helpers import PANEWARD, Daemon
-from tests.mock_apis.servers import MockServer
-from tests.polling import poll_until
-from tests.tmux_helpers import TmuxServer
+from tests.support.daemon import PANEWARD, Daemon
+from tests.support.mock_apis import MockServer
+from tests.support.polling import poll_until
+from tests.support.tmux import TmuxServer
 
 pytestmark = [
     pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="pane binding needs Linux /proc"),

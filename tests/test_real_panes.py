@@ -1,7 +1,7 @@
 """The real Codex 0.171.0 and Claude Code 2.1.332 in tmux panes, with ``paneward run --tmux``.
 
 What a user sees: the badges (pane options) of panes running the real CLIs against the loopback
-mocks (tests/mock_apis/servers.py), with the daemon's discovery on. Nothing is injected.
+mocks (tests/support/mock_apis.py), with the daemon's discovery on. Nothing is injected.
 
 - Codex in its default (daemon) mode, without and with paneward's hooks: the shared
   app-server daemon runs every thread; the pane is bound to its thread by the daemon's MCP
@@ -37,10 +37,10 @@ from actors.core.redact import shown_reason
 from actors.core.reducer import pane_winners
 from actors.core.status_table import format_table
 from messages import Activity
-from tests.daemon_helpers import PANEWARD, Daemon, Watcher, daemon_env, watching
-from tests.mock_apis.servers import MockServer
-from tests.mock_apis.support import WRAP, Tmux, base_env
-from tests.polling import poll_until
+from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, watching
+from tests.support.mock_apis import MockServer
+from tests.support.polling import poll_until
+from tests.support.wrap import WRAP, Tmux, base_env
 from tests.test_real_clis import API_KEY, CODEX_CONFIG, _agent, _stop_codex_leftovers
 
 #: Codex's marker of the selected line in its dialogs.

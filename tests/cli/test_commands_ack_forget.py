@@ -19,7 +19,7 @@ import messages
 from actors.core.badges import BadgeBook
 from messages import Forget, PtyExit, PtySpawned, SessionKey, Snapshot, Transition
 from supervisor import Supervisor
-from tests.daemon_helpers import PANEWARD, Daemon, poll_until, start_token, watching
+from tests.support.daemon import PANEWARD, Daemon, poll_until, start_token, watching
 
 ENDED = "7f3c2a91-b60a-4a14-ae51-321496e4fc8f"
 LIVE = "7f3c2a91-ffff-4a14-ae51-321496e4fc8f"
@@ -186,10 +186,10 @@ async def test_ack_of_an_exited_pane_leaves_it_a_plain_shell(tmp_path: Path) -> 
 
 
 async def test_the_reference_table_forgets_as_the_supervisor_does() -> None:
-    """tests.reference_model.SessionTable (the model replay and property tests use) publishes
-    the same transitions for a forget and a session of the same key after it."""
+    """tests.support.reference_model.SessionTable (the model replay and property tests use)
+    publishes the same transitions for a forget and a session of the same key after it."""
     from actors.harnesses.catalog import PROOF_TABLE, normalize
-    from tests.reference_model import SessionTable
+    from tests.support.reference_model import SessionTable
 
     ended = SessionKey("terminal", ENDED)
     sequence: list[messages.Inbound] = [

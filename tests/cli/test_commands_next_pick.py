@@ -1,6 +1,6 @@
 """Acting on attention, end to end: ``paneward run --tmux`` on a private tmux server with several
 sessions and windows, fake agents in its panes (processes renamed to ``claude`` that write a
-Claude registry file, driven by typing into their panes as in tests/test_tmux_daemon.py), and a
+Claude registry file, driven by typing into their panes as in tests/cli/test_daemon_tmux.py), and a
 real client attached in a PTY the test holds, as a user's terminal would run it.
 
 - ``paneward next`` moves that client to the oldest ``needs_input``, then the next; a
@@ -30,10 +30,11 @@ import pytest
 from actors.core.tmux_protocol import TmuxTarget
 from actors.sinks.tmux_client import ControlClient
 from actors.sources import procfs
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until
-from tests.tmux_helpers import AttachedClient, TmuxServer, attached_client, eventually
+from tests import support
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until
+from tests.support.tmux import AttachedClient, TmuxServer, attached_client, eventually
 
-FAKE_CLAUDE = Path(__file__).parent / "fixtures" / "claude_registry" / "fake_claude.py"
+FAKE_CLAUDE = support.FIXTURES / "claude_registry" / "fake_claude.py"
 
 pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="renaming needs Linux /proc")
 

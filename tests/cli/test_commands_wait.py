@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import anyio
@@ -15,26 +14,10 @@ import msgspec
 import messages
 from actors.core.attention import WaitTarget, parse_predicate
 from actors.sources.control_server import ControlServer
-from messages import ProgramStatus, PtySpawned, SessionKey, Snapshot, Transition
+from messages import Snapshot, Transition
 from supervisor import Supervisor
-from tests.daemon_helpers import PANEWARD, Daemon, poll_until, start_token
-
-
-def spawned(session: str) -> PtySpawned:
-    """The session runs (its host says so; the owner is this test process, alive)."""
-    now = time.time_ns() // 1_000_000
-    return PtySpawned(
-        key=SessionKey("terminal", session), pid=os.getpid(), start_token=start_token(os.getpid()),
-        at_ms=now, observed_at_ms=now,
-    )
-
-
-def blocked(session: str, message: str = "approve Bash: echo hi") -> ProgramStatus:
-    now = time.time_ns() // 1_000_000
-    return ProgramStatus(
-        key=SessionKey("terminal", session), state="blocked", kind="permission",
-        message=message, at_ms=now, observed_at_ms=now,
-    )
+from tests.support.daemon import PANEWARD, Daemon, poll_until
+from tests.support.sessions import blocked, spawned
 
 
 async def _journal(since: int, until: int) -> list[Transition]:

@@ -2,7 +2,7 @@
 ``paneward hook`` / ``inject`` / ``status`` / ``watch`` processes, real owner processes.
 
 Every daemon runs on its own temporary state directory with ``--no-discovery`` and is
-stopped at teardown (tests/daemon_helpers.py).
+stopped at teardown (tests/support/daemon.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from actors.core.frames import MAX_DEPTH
 from actors.harnesses import catalog
 from actors.harnesses.catalog import PROOF_TABLE, normalize
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
-from tests.daemon_helpers import (
+from tests.support.daemon import (
     PANEWARD,
     AgentStandIn,
     Daemon,
@@ -45,8 +45,9 @@ from tests.daemon_helpers import (
     start_token,
     watching,
 )
-from tests.reference_model import SessionTable
-from tests.replay import FIXTURES, claude_messages, codex_messages
+from tests.support.reference_model import SessionTable
+from tests.support.replay import FIXTURES, claude_messages, codex_messages
+from tests.support.sessions import burst, claude_hook, frames
 
 Row = tuple[Any, ...]
 
@@ -195,51 +196,6 @@ async def test_real_captures_through_hook_processes_match_the_in_process_replay(
     assert counters["pid_watcher"]["confirmed_alive"] == 3
     assert counters["pid_watcher"]["gone_sent"] == 0
     assert counters["supervisor"]["messages"] == len(plan) + counters["pid_watcher"]["seen_sent"]
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers for synthetic Claude hook traffic (payloads shaped like the real captures)
-
-
-def _templates() -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for line in (FIXTURES / "claude" / "hooks.jsonl").read_text().splitlines():
-        payload = json.loads(line)["stdin"]
-        out.setdefault(payload["hook_event_name"], payload)
-    return out
-
-
-TEMPLATES = _templates()
-
-
-def claude_hook(session: str, event: str, n: int, pid: int, token: str) -> NotifyHook:
-    """The ``n``-th hook of ``session`` (unique prompt id: never a duplicate)."""
-    payload = {**TEMPLATES[event], "session_id": session, "prompt_id": f"prompt-{n}"}
-    at = 1_800_000_000_000 + n
-    return NotifyHook(
-        harness="claude-code",
-        payload=payload,
-        at_ms=at,
-        observed_at_ms=at,
-        pid=pid,
-        start_token=token,
-    )
-
-
-def burst(sessions: list[str], turns: int, pid: int, token: str) -> list[NotifyHook]:
-    """SessionStart each, then UserPromptSubmit/Stop pairs round-robin: one transition each."""
-    out = [claude_hook(s, "SessionStart", i, pid, token) for i, s in enumerate(sessions)]
-    n = len(out)
-    for _ in range(turns):
-        for s in sessions:
-            for event in ("UserPromptSubmit", "Stop"):
-                out.append(claude_hook(s, event, n, pid, token))
-                n += 1
-    return out
-
-
-def frames(hooks: list[NotifyHook]) -> bytes:
-    return b"".join(messages.encode(h) + b"\n" for h in hooks)
 
 
 JournalRow = tuple[int, str, str, str]

@@ -4,7 +4,7 @@ the same uid) could do to it, and the lifecycle around it.
 Each test names the defect it guards. Another user is uid 65534 through ``setpriv`` (the tests
 run as root here; its scripts run on ``/usr/bin/python3``, which that user can read, unlike
 the venv); low descriptor and file-size limits are ``resource.setrlimit`` in the daemon's own
-process (:func:`tests.daemon_helpers.limited`).
+process (:func:`tests.support.daemon.limited`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import messages
-from tests.daemon_helpers import (
+from tests.support.daemon import (
     HOLDER_SCRIPT,
     PANEWARD,
     Daemon,
@@ -41,6 +41,7 @@ from tests.daemon_helpers import (
     start_token,
     watching,
 )
+from tests.support.sessions import C1_COMMAND, blocked, spawned
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", SYSTEM_PYTHON, "-c"]
@@ -427,11 +428,6 @@ async def test_control_characters_in_ids_never_reach_the_terminal(tmp_path: Path
     assert counters["supervisor"]["unmapped"] == 1
 
 
-# A one-word command that ends an OSC at its C1 ST (U+009C) and starts an OSC 52 clipboard write
-# with a C1 OSC (U+009D), for a terminal that honours C1 in UTF-8 (xterm, VTE).
-C1_COMMAND = "x\x9c\x9d52;c;cHduZWQh\x9c"
-
-
 def no_c1(data: bytes) -> bool:
     """No C1 control (U+0080..U+009F) in UTF-8 ``data``."""
     return not any("\x80" <= c <= "\x9f" for c in data.decode())
@@ -456,7 +452,6 @@ async def test_c1_controls_never_reach_the_terminal_from_json_output(tmp_path: P
     """``wait``, ``status --json`` and ``watch --json`` (msgspec writes U+0080..U+009F raw)
     print every C1 control as a JSON ``\\u00XX`` escape: the same value, nothing a terminal
     acts on."""
-    from tests.test_wait import blocked, spawned
 
     session = "s\x9b31m"
     with anyio.fail_after(60):

@@ -22,13 +22,14 @@ import anyio
 import pytest
 
 from actors.sources import procfs
-from tests.daemon_helpers import Daemon, daemon_env
-from tests.tmux_helpers import TmuxServer, attached_client, eventually
+from tests import support
+from tests.support.daemon import Daemon, daemon_env
+from tests.support.tmux import TmuxServer, attached_client, eventually
 
-FAKE_CLAUDE = Path(__file__).parent / "fixtures" / "claude_registry" / "fake_claude.py"
+FAKE_CLAUDE = support.FIXTURES / "claude_registry" / "fake_claude.py"
 THREAD = "01a229ab-bacd-7422-95f3-108794d72fbf"
 
-FAKE_CODEX = Path(__file__).parent / "fixtures" / "codex" / "fake_codex.py"
+FAKE_CODEX = support.FIXTURES / "codex" / "fake_codex.py"
 
 pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="renaming needs Linux /proc")
 
@@ -437,7 +438,7 @@ async def test_a_killed_agents_pane_says_exited_and_is_a_plain_shell_once_seen(
 
     import messages
     from actors.core.clock import now_ms
-    from tests.daemon_helpers import raw_send, start_token
+    from tests.support.daemon import raw_send, start_token
 
     state = tmp_path / "state"
     daemon = Daemon(state, extra_args=["--tmux", "-L", server.name])

@@ -1,8 +1,8 @@
 """The fleet's hosts file, ``paneward fleet add|remove|list|check`` and ``watch --fleet``.
 
 The rules are pure (:mod:`actors.core.fleet`); ``check`` runs against real ``sshd`` servers
-on loopback (:mod:`tests.ssh_helpers`: throwaway host and client keys, never the system's
-sshd) in front of real daemons (:class:`tests.daemon_helpers.Daemon`), one reason per way a
+on loopback (:mod:`tests.support.ssh`: throwaway host and client keys, never the system's
+sshd) in front of real daemons (:class:`tests.support.daemon.Daemon`), one reason per way a
 host can be out of reach.
 """
 
@@ -20,8 +20,8 @@ import pytest
 
 import messages
 from actors.core import fleet as core
-from tests.daemon_helpers import PANEWARD, Daemon
-from tests.ssh_helpers import SshWorld
+from tests.support.daemon import PANEWARD, Daemon
+from tests.support.ssh import SshWorld
 
 # --------------------------------------------------------------------------- the hosts file
 

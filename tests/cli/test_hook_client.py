@@ -18,10 +18,11 @@ from actors.core import paths
 from actors.core.frames import check_frame
 from actors.harnesses.catalog import HOOKS
 from actors.sources.hook_listener import HookListener
-from tests.sinks import ListSink
+from tests import support
+from tests.support.sinks import ListSink
 
 PANEWARD = Path(sys.executable).with_name("paneward")
-FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+FIXTURES = support.FIXTURES / "hooks"
 AT = 1_795_999_000_000
 
 

@@ -42,7 +42,8 @@ from actors.harnesses.pi import install as pi_install
 from actors.sources.hook_listener import HookListener
 from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
-from tests.sinks import ListSink
+from tests import support
+from tests.support.sinks import ListSink
 
 CLAUDE_EVENTS = claude_hooks.INSTALLED_EVENTS
 CODEX_EVENTS = codex_hooks.INSTALLED_EVENTS
@@ -50,7 +51,7 @@ CURSOR_EVENTS = cursor_hooks.INSTALLED_EVENTS
 install_claude_settings = claude_install.install_settings
 install_codex_config = codex_install.install_config
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+FIXTURES = support.FIXTURES / "hooks"
 EXE = "/opt/pw bin/paneward"  # a space: the command must be shell-quoted
 
 USER_SETTINGS = """{

@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from actors.cli import hook_client
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env
-from tests.tmux_helpers import TmuxServer
+from tests.support.daemon import PANEWARD, Daemon, daemon_env
+from tests.support.tmux import TmuxServer
 
 
 def paneward(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -21,8 +21,8 @@ import anyio
 import pytest
 
 from actors.core import service
-from tests.daemon_helpers import PANEWARD, daemon_env, poll_until, request
-from tests.tmux_helpers import TmuxServer
+from tests.support.daemon import PANEWARD, daemon_env, poll_until, request
+from tests.support.tmux import TmuxServer
 
 
 def paneward(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -29,8 +29,8 @@ from actors.core.top import (
     strip_text,
 )
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until, start_token
-from tests.tmux_helpers import TmuxServer, attached_client
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until, start_token
+from tests.support.tmux import TmuxServer, attached_client
 
 T = 1_800_000_000_000
 MIN = 60_000

@@ -27,7 +27,7 @@ from actors.cli.wrap import (
     session_key,
     wrap_main,
 )
-from tests.mock_apis.support import WRAP, Tmux, base_env, frame_listener
+from tests.support.wrap import WRAP, Tmux, base_env, frame_listener
 
 # -- pure parts -------------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ The payloads are the real captures of Claude Code 2.1.332 and Codex 0.171.0
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,9 @@ import messages
 from actors.core.hints import blocked_reason, permission_reason
 from actors.harnesses.catalog import normalize_hook
 from actors.harnesses.claude_code.hooks import background_work
+from tests import support
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+FIXTURES = support.FIXTURES / "hooks"
 AT = 1_795_995_370_000
 
 

@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import re
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -32,11 +31,12 @@ from actors.core.osc import (
 )
 from actors.harnesses import catalog
 from actors.sources.pty_status import PtyStatusFeed
-from tests.daemon_helpers import start_token
-from tests.reference_model import SessionTable
-from tests.sinks import ListSink
+from tests import support
+from tests.support.daemon import start_token
+from tests.support.reference_model import SessionTable
+from tests.support.sinks import ListSink
 
-FIXTURES = Path(__file__).parent / "fixtures" / "pty"
+FIXTURES = support.FIXTURES / "pty"
 RUNS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
 _STATUS_RE = re.compile(rb"\x1b\]7501;state[^\x07\x1b]*(?:\x07|\x1b\\)")
 

@@ -1326,7 +1326,7 @@ def test_a_session_bound_to_the_pane_already_focused_is_focused() -> None:
     a finished turn there opens nothing. A pane that merely opens (even as its session's
     active pane) is no focus change."""
     from actors.harnesses.catalog import PROOF_TABLE, normalize
-    from tests.reference_model import SessionTable
+    from tests.support.reference_model import SessionTable
 
     table = SessionTable(normalize, PROOF_TABLE)
     for message in (PaneFocused("%1", T), PaneOpened(pane="%2", root_pid=5, at_ms=T, focused=True),

@@ -34,7 +34,7 @@ from messages import (
 from messages.codec import Inbound
 from messages.common import Harness
 from messages.evidence import HintKind
-from tests.reference_model import SessionTable
+from tests.support.reference_model import SessionTable
 
 T = 1_795_995_000_000
 CLAUDE = st.sampled_from([SessionKey("claude-code", "a"), SessionKey("claude-code", "b")])

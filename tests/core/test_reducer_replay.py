@@ -1,7 +1,7 @@
 """Replay of the real Claude Code and Codex captures through the reducer.
 
 The captures (tests/fixtures/real-harness/) were recorded from the real CLIs
-against loopback mock APIs; tests/replay.py turns each record into the message
+against loopback mock APIs; tests/support/replay.py turns each record into the message
 its paneward source sends and sorts them by event time.
 """
 
@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from actors.harnesses.catalog import PROOF_TABLE, normalize
 from messages import Transition
-from tests.reference_model import SessionTable
-from tests.replay import CLAUDE_INTERACTIVE, CODEX_TUI_THREAD, claude_messages, codex_messages
+from tests.support.reference_model import SessionTable
+from tests.support.replay import (
+    CLAUDE_INTERACTIVE,
+    CODEX_TUI_THREAD,
+    claude_messages,
+    codex_messages,
+)
 
 Row = tuple[str, str, str, str, tuple[str, str] | None]
 

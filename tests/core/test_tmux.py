@@ -52,7 +52,7 @@ from messages import (
     Transition,
     revalidate,
 )
-from tests.tmux_helpers import T0, activity
+from tests.support.tmux import T0, activity
 
 # -- control-mode parser ---------------------------------------------------------------------
 

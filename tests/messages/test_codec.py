@@ -20,7 +20,7 @@ from messages import (
     revalidate,
 )
 from messages.codec import INBOUND_TYPES, OUTBOUND_TYPES
-from tests.examples import INBOUND, OUTBOUND, T
+from tests.support.examples import INBOUND, OUTBOUND, T
 
 
 def test_examples_cover_the_whole_catalog() -> None:

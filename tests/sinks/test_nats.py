@@ -1,5 +1,5 @@
-"""NATS JetStream as the carrier, against a real ``nats-server -js`` (tests/nats_helpers.py)
-and real daemons (tests/daemon_helpers.py): ``paneward run --nats``, ``status --nats`` and
+"""NATS JetStream as the carrier, against a real ``nats-server -js`` (tests/support/nats.py)
+and real daemons (tests/support/daemon.py): ``paneward run --nats``, ``status --nats`` and
 ``watch --nats`` read back directly, and an independent audit of the stream.
 
 - several daemons publish into one server; ``status --nats`` and ``watch --json --nats``
@@ -27,12 +27,13 @@ import anyio
 import pytest
 
 from actors.core.nats import unescape_token
-from tests.daemon_helpers import PANEWARD, Daemon, Watcher, daemon_env, raw_send, start_token
-from tests.nats_helpers import NatsServer, nats_server, read_stream
-from tests.polling import poll_until
-from tests.test_daemon import burst, frames
+from tests import support
+from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, raw_send, start_token
+from tests.support.nats import NatsServer, nats_server, read_stream
+from tests.support.polling import poll_until
+from tests.support.sessions import burst, frames
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = support.ROOT
 def _nats_args(server: NatsServer, host: str, *extra: str) -> list[str]:
     return ["--nats", server.url, "--nats-host", host, "--nats-heartbeat", "0.2", *extra]
 

@@ -1,5 +1,5 @@
 """Desktop notifications on a real session bus: a ``dbus-daemon --session`` the test starts and
-a notification server the test provides on it (tests/dbus_helpers.py); paneward sends through
+a notification server the test provides on it (tests/support/dbus.py); paneward sends through
 desktop-notifier (dbus-fast), in process and from the daemon. The sink under load (rate limit
 before queueing, one waiting alert per session) is tested with :class:`HeldDesktop`, a
 stand-in backend that can hold a send open, which the real service does not do on demand."""
@@ -34,10 +34,10 @@ from actors.core.notify import (
 from actors.sinks.notify import DesktopNotifications, Notifier
 from actors.sinks.tmux import TmuxBridge
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until, raw_send
-from tests.dbus_helpers import notification_server, session_bus, silent_notification_server
-from tests.test_wait import blocked, spawned
-from tests.tmux_helpers import TmuxServer, attached_client, eventually
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until, raw_send
+from tests.support.dbus import notification_server, session_bus, silent_notification_server
+from tests.support.sessions import C1_COMMAND, blocked, spawned
+from tests.support.tmux import TmuxServer, attached_client, eventually
 
 NOW = time.time_ns() // 1_000_000
 
@@ -58,7 +58,6 @@ def test_c1_controls_never_reach_the_outer_terminal() -> None:
     OSC 9 / 777 notification (passed to the outer terminal byte for byte) and the tmux
     status-line message carry it escaped, so it cannot end the notification and write the
     clipboard."""
-    from tests.test_hardening import C1_COMMAND
 
     client = Client(False, "/dev/pts/5", "%1", "/dev/pts/7")
     for full_text in (False, True):
@@ -298,7 +297,7 @@ async def test_a_hung_desktop_never_delays_the_tmux_channel(
     server: TmuxServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The session bus's notification server takes calls and never answers (a real
-    ``dbus-daemon``, tests/dbus_helpers.py's silent server); 20 agents need the user at once.
+    ``dbus-daemon``, tests/support/dbus.py's silent server); 20 agents need the user at once.
     Every one of them is told on the tmux channel -- the status-line message and the OSC 9
     tmux passes to the user's real attached terminal -- while the first desktop send is still
     hanging: the desktop channel waits alone. (The deadline is longer than the test, so no

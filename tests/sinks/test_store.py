@@ -51,7 +51,7 @@ from actors.sinks.store import (
     open_store,
 )
 from actors.sources import procfs
-from tests.polling import poll_until
+from tests.support.polling import poll_until
 
 T0 = 1_700_000_000_000
 
@@ -104,7 +104,7 @@ def db_query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[Any]
 
 
 async def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """The store exposes counters, not events: poll them (tests.polling)."""
+    """The store exposes counters, not events: poll them (tests.support.polling)."""
     await poll_until(predicate, what, within=10)
 
 

@@ -36,8 +36,8 @@ from messages import (
     SessionKey,
 )
 from supervisor import Supervisor
-from tests.sinks import ListSink
-from tests.tmux_helpers import TmuxServer, TransitionSource, activity, eventually
+from tests.support.sinks import ListSink
+from tests.support.tmux import TmuxServer, TransitionSource, activity, eventually
 
 Sources = Callable[..., TransitionSource]
 

@@ -30,10 +30,10 @@ from actors.core.tmux_protocol import TmuxConnectionLost, TmuxTarget
 from actors.sinks.tmux import TmuxBridge, TmuxStatistics
 from actors.sinks.tmux_client import ControlClient
 from messages import Activity
-from tests.daemon_helpers import Daemon
-from tests.polling import poll_until
-from tests.sinks import ListSink
-from tests.tmux_helpers import TmuxServer, TransitionSource, activity, eventually
+from tests.support.daemon import Daemon
+from tests.support.polling import poll_until
+from tests.support.sinks import ListSink
+from tests.support.tmux import TmuxServer, TransitionSource, activity, eventually
 
 Sources = Callable[..., TransitionSource]
 

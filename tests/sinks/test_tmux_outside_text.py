@@ -32,9 +32,9 @@ from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge
 from actors.sinks.tmux_client import ControlClient
 from messages import PaneBound, PaneOpened, ProgramStatus, PtyExit, PtySpawned, SessionKey
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, poll_until, start_token
-from tests.sinks import ListSink
-from tests.tmux_helpers import (
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until, start_token
+from tests.support.sinks import ListSink
+from tests.support.tmux import (
     AttachedClient,
     TmuxServer,
     TransitionSource,
@@ -138,7 +138,7 @@ async def wait_menu(
 
 
 def _menu_drawn(user: AttachedClient, mark: int, text: str) -> bool:
-    from tests.test_attention_tmux import _text
+    from tests.cli.test_commands_next_pick import _text
 
     drawn = _text(bytes(user.output[mark:]))
     title = drawn.find("paneward:attention")

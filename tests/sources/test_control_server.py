@@ -37,8 +37,8 @@ from actors.sources.control_server import (
 from actors.sources.watch_fanout import Watcher, WatchFanout
 from messages import Gap, RegistryStatus, SessionKey, Transition
 from supervisor import Supervisor
-from tests.daemon_helpers import PANEWARD
-from tests.polling import poll_until, settle_until
+from tests.support.daemon import PANEWARD
+from tests.support.polling import poll_until, settle_until
 
 # ------------------------------------------------------------------------------ the parser
 

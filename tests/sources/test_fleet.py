@@ -21,11 +21,11 @@ import pytest
 
 import messages
 from actors.core import fleet as core
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send
-from tests.polling import poll_until
-from tests.ssh_helpers import SshWorld
-from tests.test_fleet_link import spawned, status_frame
-from tests.tmux_helpers import TmuxServer
+from tests.sources.test_fleet_link import spawned, status_frame
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send
+from tests.support.polling import poll_until
+from tests.support.ssh import SshWorld
+from tests.support.tmux import TmuxServer
 
 
 @pytest.fixture

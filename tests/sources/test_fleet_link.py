@@ -1,7 +1,7 @@
 """The SSH transport (:mod:`actors.sources.fleet_link`) and the follower
 (:mod:`actors.core.fleet_follow`).
 
-Real everything: private ``sshd`` servers on loopback (:mod:`tests.ssh_helpers`) in front of real
+Real everything: private ``sshd`` servers on loopback (:mod:`tests.support.ssh`) in front of real
 remote daemons, each with its own state and socket directory, fed real frames through their
 hook sockets; the link runs the user's ``ssh`` against them. The follower's rules on hostile
 lines are checked with a remote "paneward" that is a script printing them, behind the same
@@ -30,9 +30,9 @@ from actors.core import fleet as core
 from actors.core.fleet_follow import Change, Drop, Follower, Health, HostKey, Upsert, shown
 from actors.sources import procfs
 from actors.sources.fleet_link import SshLink
-from tests.daemon_helpers import Daemon, raw_send, start_token
-from tests.polling import poll_until
-from tests.ssh_helpers import Sshd, SshWorld
+from tests.support.daemon import Daemon, raw_send, start_token
+from tests.support.polling import poll_until
+from tests.support.ssh import Sshd, SshWorld
 
 T0 = 1795995370911
 
@@ -86,7 +86,7 @@ class View:
 
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
-    # ControlPath sockets need a short directory (see tests/test_fleet.py)
+    # ControlPath sockets need a short directory (see tests/cli/test_fleet.py)
     with tempfile.TemporaryDirectory(prefix="pwl", dir="/tmp") as name:
         yield Path(name)
 

@@ -47,12 +47,13 @@ from actors.core.http import (
 from actors.core.limits import ConnectionCaps
 from actors.harnesses.catalog import HOOK_ROUTES, HOOKS
 from actors.sources.hook_listener import HookListener, HookListenerError, load_http_token
-from tests.polling import poll_until
-from tests.sinks import ListSink
+from tests import support
+from tests.support.polling import poll_until
+from tests.support.sinks import ListSink
 
 AT = 1_795_999_000_000
-FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
-ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = support.FIXTURES / "hooks"
+ROOT = support.ROOT
 
 
 def notify_frame(payload: Any, *, harness: str = "claude-code", pid: int | None = None) -> bytes:
@@ -70,7 +71,7 @@ def notify_frame(payload: Any, *, harness: str = "claude-code", pid: int | None 
 
 
 async def wait_until(predicate: Callable[[], bool]) -> None:
-    """Listener counters have no event: poll them (tests.polling; callers bound it)."""
+    """Listener counters have no event: poll them (tests.support.polling; callers bound it)."""
     await poll_until(predicate, within=3600)
 
 
@@ -909,7 +910,7 @@ import anyio
 
 from actors.harnesses.catalog import HOOKS
 from actors.sources.hook_listener import HookListener
-from tests.sinks import ListSink
+from tests.support.sinks import ListSink
 
 
 async def main() -> None:

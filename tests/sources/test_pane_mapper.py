@@ -28,7 +28,7 @@ from actors.harnesses.catalog import BINDERS
 from actors.harnesses.codex.tui import codex_resume_thread, codex_tui_key, is_codex_tui
 from actors.sources import procfs
 from actors.sources.pane_mapper import PaneMapper
-from tests.sinks import ListSink
+from tests.support.sinks import ListSink
 
 AT = 1_800_000_000_000
 KEY_A = messages.SessionKey("claude-code", "a")

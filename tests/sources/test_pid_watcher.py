@@ -17,8 +17,8 @@ import messages
 from actors.core.pids import Ended, ProbeResult, Seen, plan
 from actors.sources import procfs
 from actors.sources.pid_watcher import PidWatcher
-from tests.polling import poll_until
-from tests.sinks import ListSink
+from tests.support.polling import poll_until
+from tests.support.sinks import ListSink
 
 # ---------------------------------------------------------------- plan (pure)
 

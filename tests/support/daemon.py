@@ -25,7 +25,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors.sources.control_server import request_lines
-from tests.polling import poll_until
+from tests.support.polling import poll_until
 
 __all__ = [
     "HOLDER_SCRIPT",

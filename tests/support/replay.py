@@ -22,8 +22,9 @@ from messages import (
     SessionKey,
 )
 from messages.codec import Inbound
+from tests import support
 
-FIXTURES = Path(__file__).parent / "fixtures" / "real-harness"
+FIXTURES = support.FIXTURES / "real-harness"
 CLAUDE_INTERACTIVE = SessionKey("claude-code", "d9db7ac4-b60a-4a14-ae51-321496e4fc8f")
 CODEX_TUI_THREAD = SessionKey("codex", "01a229ab-bacd-7422-95f3-108794d72fbf")
 

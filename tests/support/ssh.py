@@ -8,7 +8,7 @@ Each :class:`Sshd` is the system's ``sshd`` binary started by the test on its ow
 config -- never the system's sshd service -- as the test uid (root here: ``PermitRootLogin
 yes``, ``StrictModes no`` for the temporary directory's modes, ``UsePAM no``). A host's
 paneward is a script (:meth:`SshWorld.remote_command`) that runs this checkout's paneward with
-the environment of that host's daemon (:class:`tests.daemon_helpers.Daemon`).
+the environment of that host's daemon (:class:`tests.support.daemon.Daemon`).
 
 ``sshd`` needs its privilege-separation directory (``/run/sshd``); :func:`sshd_binary` makes it
 when missing (it is empty, and only the sshd binary uses it).
@@ -26,8 +26,8 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from tests.daemon_helpers import PANEWARD
-from tests.polling import poll_until
+from tests.support.daemon import PANEWARD
+from tests.support.polling import poll_until
 
 __all__ = ["Sshd", "SshWorld", "sshd_binary"]
 

@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
-from tests.polling import poll_until
+from tests.support.polling import poll_until
 
 T0 = 1_800_000_000_000
 
@@ -171,7 +171,7 @@ async def attached_client(
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], interval: float = 0.01) -> None:
-    """A tmux option has no event: :func:`tests.polling.poll_until` (callers bound it)."""
+    """A tmux option has no event: :func:`tests.support.polling.poll_until` (callers bound it)."""
     await poll_until(check, "the tmux options", within=3600, interval=interval)
 
 

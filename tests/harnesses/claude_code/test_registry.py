@@ -34,9 +34,10 @@ from actors.harnesses.claude_code.registry import (
     scan_directory,
 )
 from actors.sources import procfs
-from tests.sinks import ListSink
+from tests import support
+from tests.support.sinks import ListSink
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude_registry"
+FIXTURES = support.FIXTURES / "claude_registry"
 FAKE_CLAUDE = FIXTURES / "fake_claude.py"
 MTIME = 1_790_000_000_000
 

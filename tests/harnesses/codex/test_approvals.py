@@ -1,7 +1,7 @@
 """The pending tool call of a Codex approval wait, from a rollout's tail (pure, and the read).
 
 The lines are real: ``rollout-daemon-approvals.jsonl`` is what the real Codex 0.171.0 wrote in
-daemon mode against the loopback mock (tests/mock_apis/servers.py ``WRITE``): a first
+daemon mode against the loopback mock (tests/support/mock_apis.py ``WRITE``): a first
 ``exec_command`` call denied with Esc (its ``function_call_output`` "aborted", then
 ``turn_aborted``), then the same call approved and run to ``task_complete``. Line 11 ends the
 rollout as it was when the daemon broadcast the first ``waitingOnApproval``, line 22 as it was
@@ -24,8 +24,9 @@ from actors.harnesses.codex.approvals import (
     read_tail,
     scan_tail,
 )
+from tests import support
 
-FIXTURES = Path(__file__).parent / "fixtures" / "codex"
+FIXTURES = support.FIXTURES / "codex"
 LINES = (FIXTURES / "rollout-daemon-approvals.jsonl").read_bytes().splitlines(keepends=True)
 EARLIER = (FIXTURES / "rollout-while-waiting-for-approval.jsonl").read_bytes()
 WRITE = ("Bash", "echo hi > hi.txt")

@@ -37,10 +37,11 @@ from actors.harnesses.codex.daemon import (
     socket_state,
 )
 from actors.sources import procfs
-from tests.daemon_helpers import start_token
-from tests.polling import poll_until
-from tests.reference_model import SessionTable
-from tests.sinks import ListSink
+from tests import support
+from tests.support.daemon import start_token
+from tests.support.polling import poll_until
+from tests.support.reference_model import SessionTable
+from tests.support.sinks import ListSink
 
 # Now: the source takes the daemon's emittedAtMs only within a day of its own clock.
 AT = time.time_ns() // 1_000_000
@@ -504,7 +505,7 @@ async def test_a_wait_already_open_when_the_source_connects_is_reported(tmp_path
 
 #: A thread id as Codex makes them (its rollout's name ends with it).
 THREAD = "01a231c9-82d1-78a2-bd0b-c8aa2b92f11e"
-ROLLOUT = Path(__file__).parent / "fixtures" / "codex" / "rollout-daemon-approvals.jsonl"
+ROLLOUT = support.FIXTURES / "codex" / "rollout-daemon-approvals.jsonl"
 
 
 def _rollout(tmp_path: Path, lines: int) -> Path:

@@ -3,7 +3,7 @@
 
 The peer is a real WebSocket server end (wsproto's, sans-IO too): every byte the client is fed
 is one a server wrote, every byte the client writes is read back by that server. No socket, no
-event loop: what the connection does with them is tests/test_codex_daemon.py's.
+event loop: what the connection does with them is tests/harnesses/codex/test_daemon.py's.
 """
 
 from __future__ import annotations

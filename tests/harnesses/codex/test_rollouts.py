@@ -40,10 +40,11 @@ from messages import (
     SessionKey,
     revalidate,
 )
-from tests.polling import poll_until
-from tests.sinks import ListSink
+from tests import support
+from tests.support.polling import poll_until
+from tests.support.sinks import ListSink
 
-FIXTURES = Path(__file__).parent / "fixtures" / "codex"
+FIXTURES = support.FIXTURES / "codex"
 THREAD = "01a229ab-bacd-7422-95f3-108794d72fbf"
 CHILD = "01a229ff-0000-7000-8000-000000000002"
 MiB = 1 << 20
@@ -364,7 +365,7 @@ M = TypeVar("M")
 
 
 async def wait_until(condition: Callable[[], bool]) -> None:
-    """The condition is another task's side effect (tests.polling; callers bound the wait)."""
+    """The condition is another task's side effect (tests.support.polling; callers bound it)."""
     await poll_until(condition, within=3600, interval=0.002)
 
 

@@ -31,11 +31,12 @@ from actors.harnesses.hermes.ledger import (
 )
 from actors.sources import procfs
 from messages import LedgerFire, SessionKey
+from tests import support
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hermes"
+FIXTURES = support.FIXTURES / "hermes"
 SNAPSHOTS = ("1-before-restart", "2-after-restart", "3-after-second-restart")
-from tests.polling import poll_until  # noqa: E402
-from tests.sinks import ListSink  # noqa: E402
+from tests.support.polling import poll_until  # noqa: E402
+from tests.support.sinks import ListSink  # noqa: E402
 
 MAPS = ("map-1-before-restart", "map-2-after-restart", "map-3-holder-killed")
 
