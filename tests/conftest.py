@@ -79,6 +79,17 @@ def gemini_api() -> Iterator[MockServer]:
     yield from _serving(gemini_server)
 
 
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh ``$HOME`` for ``install-hooks``, no harness home or state dir set elsewhere."""
+    monkeypatch.setenv("HOME", os.fspath(tmp_path / "home"))
+    for name in ("GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR", "HERMES_HOME",
+                 "PANEWARD_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

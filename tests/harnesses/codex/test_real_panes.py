@@ -1,31 +1,24 @@
-"""The real Codex 0.171.0 and Claude Code 2.1.332 in tmux panes, with ``paneward run --tmux``.
+"""The real Codex 0.171.0 in tmux panes, with ``paneward run --tmux`` (discovery on, nothing
+injected): the badges (pane options) of panes running it against the loopback OpenAI mock
+(tests/support/mock_apis.py).
 
-What a user sees: the badges (pane options) of panes running the real CLIs against the loopback
-mocks (tests/support/mock_apis.py), with the daemon's discovery on. Nothing is injected.
-
-- Codex in its default (daemon) mode, without and with paneward's hooks: the shared
-  app-server daemon runs every thread; the pane is bound to its thread by the daemon's MCP
-  connection to the TUI's own listener (actors/harnesses/codex/daemon.py). A second pane on
-  another thread shows its own state; ``codex resume <id>`` in a third pane shows that thread.
+- In its default (daemon) mode, without and with paneward's hooks: the shared app-server daemon
+  runs every thread; the pane is bound to its thread by the daemon's MCP connection to the TUI's
+  own listener (actors/harnesses/codex/daemon.py). A second pane on another thread shows its own
+  state; ``codex resume <id>`` in a third pane shows that thread.
 - ``paneward wrap -- codex`` with hooks: the pane never leaves working during a turn.
-- Claude with a background subagent that keeps working after ``Stop``.
 
-Each pane's option is checked before a deadline; what the pane showed in between comes from the
-daemon's lossless transition stream (``paneward watch``), through the same pane-winner rule the
-badges use (:func:`actors.core.reducer.pane_winners`).
+Each test copies Codex's daemon into its own ``HOME`` (tests/support/real_panes.py reads the
+panes back).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import subprocess
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
@@ -33,20 +26,29 @@ import psutil
 import pytest
 
 from actors.core.clock import now_ms
-from actors.core.redact import shown_reason
-from actors.core.reducer import pane_winners
 from actors.core.status_table import format_table
 from messages import Activity
-from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, watching
+from tests.support.agents import CODEX_CONFIG, agent, stop_codex_leftovers
 from tests.support.mock_apis import MockServer
 from tests.support.polling import poll_until
-from tests.support.wrap import WRAP, Tmux, base_env
-from tests.test_real_clis import API_KEY, CODEX_CONFIG, _agent, _stop_codex_leftovers
+from tests.support.real_panes import (
+    STEP_S,
+    Panes,
+    agent_env,
+    install_hooks,
+    keepalive_tmux,
+    key_text,
+    paneward,
+    press_until,
+    submit,
+    type_keys,
+)
+from tests.support.wrap import WRAP, Tmux
 
 #: Codex's marker of the selected line in its dialogs.
 SELECTED = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}"
-#: How long a CLI may take for one step (the first Codex start installs its daemon: ~8 s).
-STEP_S = 60.0
+
+
 #: The reason of the mock's WRITE call (``exec_command`` ``echo hi > hi.txt``), as Codex's
 #: ``PermissionRequest`` hook gives it; the daemon's status names it from the rollout.
 WRITE_REASON = "permission: Bash: echo hi > hi.txt"
@@ -54,176 +56,8 @@ WRITE_REASON = "permission: Bash: echo hi > hi.txt"
 
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
-    server = Tmux(tmp_path)
-    try:
-        # A keep-alive session, so the server exists before paneward connects to it.
-        server.start(["sh", "-c", "exec sleep 3600"], {"PATH": "/usr/bin:/bin"})
-        yield server
-    finally:
-        server.kill()
-
-
-
-
-class Panes:
-    """The daemon, its transition stream, and the panes' options."""
-
-    def __init__(self, tmux: Tmux, daemon: Daemon, watcher: Watcher) -> None:
-        self.tmux = tmux
-        self.daemon = daemon
-        self.watcher = watcher
-
-    def option(self, pane: str, name: str) -> str:
-        return self.tmux.pane_value(pane, "#{" + name + "}")
-
-    async def wait(self, pane: str, *, turn: str, attention: str = "", what: str = "") -> None:
-        """Until ``pane``'s options say ``turn`` and ``attention`` (``""``: none)."""
-
-        def check() -> bool:
-            return (self.option(pane, "@paneward_turn"), self.option(pane, "@paneward_attention")) \
-                == (turn, attention)
-
-        await poll_until(lambda: anyio.to_thread.run_sync(check),
-                         what or f"{pane}: turn {turn}, attention {attention or 'none'}",
-                         within=STEP_S, interval=0.02)
-
-    async def view(self, pane: str) -> dict[str, Any] | None:
-        """The daemon's ``PaneView`` of ``pane`` (``paneward status --json --panes``)."""
-        for view in (await self.daemon.status())["panes"]:
-            if view["pane"] == pane:
-                assert isinstance(view, dict)
-                return view
-        return None
-
-    async def shown(self, pane: str) -> Activity:
-        """The activity ``pane`` shows now."""
-        view = await self.view(pane)
-        assert view is not None, f"{pane} shows nothing"
-        activities = msgspec.convert((await self.daemon.status())["activities"], list[Activity])
-        return next(a for a in activities if str(a.key) == _key(view["key"]))
-
-    async def caught_up(self) -> None:
-        """Until the watcher has printed every transition the daemon published so far: a badge
-        read from tmux can come before the watch line of the same transition."""
-        seq = int((await self.daemon.status())["seq"])
-
-        def printed(items: list[dict[str, Any]]) -> bool:
-            return max((int(i["seq"]) for i in items if "seq" in i), default=0) >= seq
-
-        await self.watcher.wait_for(printed, f"the watch line of transition {seq}")
-
-    async def history(self, pane: str, since: int = 0) -> list[tuple[int, str, str, str | None]]:
-        """What ``pane`` showed after each transition (seq, session, turn, attention kind),
-        consecutive repeats folded, from transition ``since`` on, as of every transition the
-        daemon has published by now."""
-        await self.caught_up()
-        latest: dict[str, Activity] = {}
-        out: list[tuple[int, str, str, str | None]] = []
-        for item in self.watcher.items:
-            if item.get("type") != "Transition":
-                continue
-            after = msgspec.convert(item["after"], Activity)
-            latest[str(after.key)] = after
-            shown = pane_winners(latest.values()).get(pane)
-            if shown is None or item["seq"] <= since:
-                continue
-            row = (int(item["seq"]), str(shown.key), shown.turn,
-                   shown.attention.kind if shown.attention else None)
-            if not out or out[-1][1:] != row[1:]:
-                out.append(row)
-        return out
-
-    async def reasons(self, key: str, since: int = 0) -> list[str]:
-        """The needs_input reasons session ``key`` published after transition ``since``,
-        consecutive repeats folded, as of every transition the daemon has published by now."""
-        await self.caught_up()
-        out: list[str] = []
-        for item in self.watcher.items:
-            if item.get("type") != "Transition" or item["seq"] <= since:
-                continue
-            after = msgspec.convert(item["after"], Activity)
-            attention = after.attention
-            if str(after.key) != key or attention is None or attention.kind != "needs_input":
-                continue
-            if not out or out[-1] != attention.reason:
-                out.append(attention.reason)
-        return out
-
-    async def wait_reason(self, pane: str, reason: str) -> None:
-        """Until ``pane``'s ``@paneward_reason`` option shows ``reason`` (redacted, as tmux
-        options are by default: the tool and the command's program)."""
-        shown = shown_reason(reason, full_text=False)
-        seen: list[str | None] = [None]
-
-        def check() -> bool:
-            seen[0] = self.option(pane, "@paneward_reason")
-            return seen[0] == shown
-
-        try:
-            await poll_until(lambda: anyio.to_thread.run_sync(check),
-                             f"{pane}: reason {reason!r}", within=STEP_S, interval=0.02)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; the option reads {seen[0]!r}, not {shown!r}") from None
-
-    @property
-    def seq(self) -> int:
-        seqs = self.watcher.seqs
-        return seqs[-1] if seqs else 0
-
-
-def _key(key: dict[str, str]) -> str:
-    return f"{key['harness']}:{key['session_id']}"
-
-
-@asynccontextmanager
-async def paneward(tmux: Tmux, tmp: Path, home: Path) -> AsyncIterator[Panes]:
-    """``paneward run --tmux`` with discovery on, for the agents under ``home``."""
-    state = tmp / "state"
-    env = daemon_env(state, HOME=str(home), CODEX_HOME=str(home / ".codex"),
-                     CLAUDE_CONFIG_DIR=str(home / ".claude"))
-    async with (
-        Daemon(state, discovery=True, env=env, extra_args=["--tmux", "-L", tmux.name]) as daemon,
-        watching(daemon) as watcher,
-    ):
-        try:
-            yield Panes(tmux, daemon, watcher)
-        except BaseException:
-            await _explain(tmux, daemon, watcher)
-            raise
-
-
-async def _explain(tmux: Tmux, daemon: Daemon, watcher: Watcher) -> None:
-    """On failure, print what the daemon knew (pytest shows it with the failure)."""
-    with anyio.CancelScope(shield=True):
-        try:
-            status = await daemon.status()
-        except OSError as exc:
-            print("no status:", exc)
-            status = {}
-        stats = status.get("statistics", {})
-        print("panes:", json.dumps(status.get("panes"), indent=1))
-        for a in status.get("activities", []):
-            print("activity:", json.dumps(a))
-        for name in ("codex_daemon", "codex_rollouts", "pane_mapper", "tmux"):
-            print(name, json.dumps(stats.get(name)))
-        for item in watcher.items:
-            after = item.get("after", {})
-            print("transition", item.get("seq"), item.get("cause"), after.get("key"),
-                  after.get("pane"), after.get("turn"), after.get("attention"))
-        print("daemon stderr:", daemon.stderr()[-3000:])
-        ps = await anyio.run_process(["ps", "-eo", "pid,ppid,args"], check=False)
-        print(ps.stdout.decode(errors="replace")[-4000:])
-        for line in tmux.run("list-panes", "-a", "-F", "#{pane_id} #{pane_pid}").splitlines():
-            pane = line.split()[0]
-            text = [row for row in tmux.capture(pane).splitlines() if row.strip()]
-            print(f"--- {line} ---", *text[-40:], sep="\n")
-
-
-def _install_hooks(harness: str, home: Path, state: Path) -> None:
-    env = {**daemon_env(state), "HOME": str(home), "CODEX_HOME": str(home / ".codex"),
-           "CLAUDE_CONFIG_DIR": str(home / ".claude")}
-    subprocess.run([os.fspath(PANEWARD), "install-hooks", harness], env=env, check=True,
-                   capture_output=True, timeout=30)
+    """The private tmux server, up before paneward connects to it."""
+    yield from keepalive_tmux(tmp_path)
 
 
 def _codex_home(tmp: Path, openai: MockServer) -> tuple[Path, Path]:
@@ -232,43 +66,6 @@ def _codex_home(tmp: Path, openai: MockServer) -> tuple[Path, Path]:
         d.mkdir(parents=True)
     (home / ".codex" / "config.toml").write_text(CODEX_CONFIG.format(url=openai.url, cwd=work))
     return home, work
-
-
-def _agent_env(panes: Panes, home: Path, tmp: Path, **extra: str) -> dict[str, str]:
-    return base_env(panes.daemon.hook_socket) | {
-        "HOME": str(home), "TMPDIR": str(tmp / "tmp"),
-        "PANEWARD_STATE_DIR": str(panes.daemon.state_dir), **extra,
-    }
-
-
-async def _type(tmux: Tmux, pane: str, text: str) -> None:
-    tmux.run("send-keys", "-t", pane, "-l", text)
-    await tmux.wait_text(pane, text)
-
-
-async def _submit(panes: Panes, pane: str, text: str, *, started: set[str]) -> int:
-    """Type ``text`` and press Enter until the pane's turn is one of ``started`` (Codex drops
-    an Enter that comes right after typed text); return the transition mark before it."""
-    mark = panes.seq
-    await _type(panes.tmux, pane, text)
-    for _ in range(10):
-        panes.tmux.run("send-keys", "-t", pane, "Enter")
-        try:
-            await poll_until(lambda: panes.option(pane, "@paneward_turn") in started,
-                             f"{pane}: a turn", within=2, interval=0.02)
-        except AssertionError:
-            continue
-        return mark
-    raise AssertionError(f"{pane}: {text!r} never started a turn")
-
-
-async def _press_until(panes: Panes, pane: str, key: str, turn: str, attention: str) -> None:
-    for _ in range(10):
-        panes.tmux.run("send-keys", "-t", pane, key)
-        with anyio.move_on_after(2):
-            await panes.wait(pane, turn=turn, attention=attention)
-            return
-    raise AssertionError(f"{pane}: {key!r} never led to {turn}/{attention}")
 
 
 async def _trust_hooks(tmux: Tmux, pane: str) -> None:
@@ -329,7 +126,7 @@ def _thread_at_exit(screen: str) -> str:
 
 
 async def _quit_codex(tmux: Tmux, pane: str) -> str:
-    await _type(tmux, pane, "/quit")
+    await type_keys(tmux, pane, "/quit")
     tmux.run("send-keys", "-t", pane, "Enter")
     await tmux.wait_dead(pane)
     return _thread_at_exit(tmux.capture(pane))
@@ -338,11 +135,11 @@ async def _quit_codex(tmux: Tmux, pane: str) -> str:
 async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
     tmp_path: Path, tmux: Tmux, openai: MockServer
 ) -> None:
-    codex = _agent("codex")
+    codex = agent("codex")
     home, work = _codex_home(tmp_path, openai)
     try:
         async with paneward(tmux, tmp_path, home) as panes:
-            env = _agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
+            env = agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
             with anyio.fail_after(600):
                 # No Codex daemon yet: paneward looks for one and never starts one.
                 async def looked() -> bool:
@@ -366,7 +163,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 await poll_until(no_tui_rows, "no row of the TUI's own session", within=STEP_S)
 
                 # The approval dialog: needs_input from the daemon's own status.
-                mark = await _submit(panes, a, "please WRITE a file",
+                mark = await submit(panes, a, "please WRITE a file",
                                      started={"working", "needs_input"})
                 await panes.wait(a, turn="needs_input", attention="needs_input")
                 # The reason names the command, as the hook would (the rollout's pending call),
@@ -381,7 +178,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 await tmux.wait_text(a, "Would you like to run")
                 # approve -> working -> idle + turn_done
                 approved = panes.seq
-                await _press_until(panes, a, "y", "idle", "turn_done")
+                await press_until(panes, a, "y", "idle", "turn_done")
                 assert (work / "hi.txt").read_text() == "hi\n"
                 turns = [row[2] for row in await panes.history(a, approved)]
                 whole = await panes.history(a, mark)
@@ -389,7 +186,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
 
                 # A stalled turn is working; Esc makes it idle without turn_done.
                 openai.stalled.clear()
-                esc_mark = await _submit(panes, a, "be SLOW", started={"working"})
+                esc_mark = await submit(panes, a, "be SLOW", started={"working"})
                 assert await anyio.to_thread.run_sync(openai.stalled.wait, 30)
                 await panes.wait(a, turn="working")
                 tmux.run("send-keys", "-t", a, "Escape")
@@ -403,7 +200,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 await panes.wait(b, turn="idle", what="pane B bound to its thread")
                 thread_b = (await panes.shown(b)).key
                 assert thread_b != thread_a
-                b_mark = await _submit(panes, b, "hello from pane two",
+                b_mark = await submit(panes, b, "hello from pane two",
                                        started={"working", "idle"})
                 await panes.wait(b, turn="idle", attention="turn_done")
                 assert {row[1] for row in await panes.history(b, b_mark)} == {str(thread_b)}
@@ -421,7 +218,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 await tmux.wait_text(c, "Ask Codex to do anything")
                 await panes.wait(c, turn="idle", what="pane C bound to the resumed thread")
                 assert (await panes.shown(c)).key == thread_a
-                await _submit(panes, c, "hello again", started={"working", "idle"})
+                await submit(panes, c, "hello again", started={"working", "idle"})
                 await panes.wait(c, turn="idle", attention="turn_done")
                 view = await panes.view(c)
                 assert view is not None and view["note"] is None
@@ -467,23 +264,23 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
                 assert shown.key.session_id.startswith("tui-") and shown.presence == "persisted"
                 assert sorted(row.split()[0] for row in await _tui_rows(panes)) == sorted([a, d])
     finally:
-        _stop_codex_leftovers(home)
+        stop_codex_leftovers(home)
 
 
 async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
     tmp_path: Path, tmux: Tmux, openai: MockServer
 ) -> None:
-    codex = _agent("codex")
+    codex = agent("codex")
     home, work = _codex_home(tmp_path, openai)
     try:
         async with paneward(tmux, tmp_path, home) as panes:
-            _install_hooks("codex", home, panes.daemon.state_dir)
-            env = _agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
+            install_hooks("codex", home, panes.daemon.state_dir)
+            env = agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
             with anyio.fail_after(600):
                 a = panes.tmux.start([str(codex)], env, width=160, height=50, cwd=work)
                 await _trust_hooks(tmux, a)
                 await panes.wait(a, turn="idle", what="pane A bound to its thread (idle)")
-                mark = await _submit(panes, a, "please WRITE a file",
+                mark = await submit(panes, a, "please WRITE a file",
                                      started={"working", "needs_input"})
                 await panes.wait(a, turn="needs_input", attention="needs_input")
                 # The hook's PermissionRequest and the daemon's status (the rollout's pending
@@ -495,7 +292,7 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 assert await panes.reasons(str(shown.key), mark) == [WRITE_REASON]
                 counters = (await panes.daemon.counters())["codex_daemon"]
                 assert (counters["named_waits"], counters["unnamed_waits"]) == (1, 0)
-                await _press_until(panes, a, "y", "idle", "turn_done")
+                await press_until(panes, a, "y", "idle", "turn_done")
 
                 # Under the wrapper, hooks and the daemon bind the same pane to the thread as
                 # well: during a turn the pane never leaves working.
@@ -504,7 +301,7 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 await tmux.wait_text(w, "Ask Codex to do anything")
                 await panes.wait(w, turn="idle", what="the wrapped pane idle")
                 openai.stalled.clear()
-                mark = await _submit(panes, w, "be SLOW", started={"working"})
+                mark = await submit(panes, w, "be SLOW", started={"working"})
                 assert await anyio.to_thread.run_sync(openai.stalled.wait, 30)
 
                 async def both_bound() -> bool:
@@ -525,14 +322,15 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 # The thread's session is the one on the pane that is not the wrapper's own
                 # (``pty-...``): the last row may show either, as both end idle with turn_done.
                 thread = next(
-                    _key(item["after"]["key"]) for item in reversed(panes.watcher.items)
+                    key_text(item["after"]["key"]) for item in reversed(panes.watcher.items)
                     if item.get("type") == "Transition" and item["after"]["pane"] == w
                     and not item["after"]["key"]["session_id"].startswith("pty-")
                 )
                 proven = min(
                     item["seq"] for item in panes.watcher.items
                     if item.get("type") == "Transition" and item["seq"] > mark
-                    and _key(item["after"]["key"]) == thread and item["after"]["turn"] == "working"
+                    and key_text(item["after"]["key"]) == thread
+                    and item["after"]["turn"] == "working"
                 )
                 seen = [[row for row in rows if row[0] <= proven][-1]]
                 seen += [row for row in rows if row[0] > proven]
@@ -540,55 +338,4 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
                 assert end >= 1 and seen[end][2:] == ("idle", "turn_done"), (thread, proven, rows)
                 assert during and during[-1][2] == "working", (during, rows)
     finally:
-        _stop_codex_leftovers(home)
-
-
-async def test_claude_background_subagent_keeps_the_pane_working_after_stop(
-    tmp_path: Path, tmux: Tmux, anthropic: MockServer
-) -> None:
-    claude = _agent("claude")
-    home, work = tmp_path / "home", tmp_path / "work"
-    for d in (home, work, tmp_path / "tmp"):
-        d.mkdir()
-    (home / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True,
-        "lastOnboardingVersion": "2.1.332",
-        "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
-        "projects": {str(work): {"hasTrustDialogAccepted": True, "allowedTools": []}},
-    }))
-    async with paneward(tmux, tmp_path, home) as panes:
-        _install_hooks("claude-code", home, panes.daemon.state_dir)
-        env = _agent_env(
-            panes, home, tmp_path, CLAUDE_CODE_TMPDIR=str(tmp_path / "tmp"),
-            ANTHROPIC_BASE_URL=anthropic.url, ANTHROPIC_API_KEY=API_KEY, DISABLE_AUTOUPDATER="1",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1",
-            DISABLE_ERROR_REPORTING="1",
-        )
-        with anyio.fail_after(300):
-            pane = tmux.start([str(claude), "--permission-mode", "manual"], env, width=160,
-                              height=50, cwd=work)
-            await tmux.wait_text(pane, "manual")
-            await panes.wait(pane, turn="idle", what="the Claude pane idle")
-            mark = await _submit(panes, pane, "start a background AGENT please",
-                                 started={"working"})
-            assert await anyio.to_thread.run_sync(anthropic.subagent_stalled.wait, 30)
-            # The turn ends (its Stop lists the agent as running in the background) while the
-            # agent works: the pane shows working, with one background item.
-            await tmux.wait_text(pane, "Waiting for 1 background agent to finish")
-
-            async def stopped() -> bool:
-                shown = await panes.shown(pane)
-                return shown.evidence.native_state == "Stop"
-
-            await poll_until(stopped, "the turn's Stop", within=STEP_S)
-            shown = await panes.shown(pane)
-            assert (shown.turn, shown.attention, shown.subagents) == ("working", None, 1)
-            assert panes.option(pane, "@paneward_turn") == "working"
-            during = await panes.history(pane, mark)
-            anthropic.subagent_release.set()
-            # The agent reports, Claude runs its <task-notification> turn: turn_done after.
-            await panes.wait(pane, turn="idle", attention="turn_done")
-            assert all(row[2] == "working" for row in during), during
-            first_done = next(
-                row[0] for row in await panes.history(pane, mark) if row[3] == "turn_done")
-            assert first_done > during[-1][0]
+        stop_codex_leftovers(home)
