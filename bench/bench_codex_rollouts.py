@@ -1,6 +1,6 @@
-"""Benchmarks for the Codex rollout discovery actor (issue part B).
+"""Benchmarks for the Codex rollout discovery actor.
 
-Run:  .venv/bin/python bench/bench_discovery_b.py [--out FILE]  (figures: bench/RESULTS.md)
+Run:  .venv/bin/python bench/bench_codex_rollouts.py [--out FILE]  (figures: bench/RESULTS.md)
 
 1. A full re-read of 50 tracked rollouts with nothing changed, and an ownership sample: the
    CPU of the whole process per round (``time.process_time``: every thread, the worker
@@ -226,7 +226,7 @@ async def main(out: Path) -> None:
                 for stream in (h.stdin, h.stdout):
                     if stream is not None:
                         stream.close()
-    cmd = ".venv/bin/python bench/bench_discovery_b.py"
+    cmd = ".venv/bin/python bench/bench_codex_rollouts.py"
     i, w, p, s = idle, watch, poll, sample
     tick = f"{i['tick_loop_cpu_ms_p50']:.3f} ms / {i['tick_loop_cpu_ms_max']:.3f} ms"
     late = f"{i['timer_lateness_ms_p99']:.3f} ms / {i['timer_lateness_ms_max']:.3f} ms"

@@ -1,7 +1,7 @@
 """Gemini CLI, Hermes, OpenCode and Pi: hook fired -> pane option visible, and the hook client's
 start-up where Gemini waits for it.
 
-Run: ``.venv/bin/python bench/bench_harnesses_3.py [--events 200] [--runs 40]``
+Run: ``.venv/bin/python bench/bench_harness_hooks.py [--events 200] [--runs 40]``
 
 1. Start-up of one synchronous Gemini hook, as Gemini runs it: ``paneward hook --harness gemini
    --owner parent`` with a captured ``BeforeAgent`` payload on stdin, a real hook listener
@@ -52,7 +52,7 @@ from messages import Inbound
 from tests.support.daemon import PANEWARD, Daemon, claude_hook_payload, daemon_env
 from tests.support.tmux import TmuxServer
 
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "harnesses-3"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 
 _OWNER = r"""
 import json, os, subprocess, sys

@@ -1,6 +1,6 @@
 """Benchmarks for process identity, the pid watcher and the Claude registry watcher.
 
-Run: ``.venv/bin/python bench/bench_discovery_a.py`` (about a minute; spawns and
+Run: ``.venv/bin/python bench/bench_process_discovery.py`` (about a minute; spawns and
 kills its own ``sleep`` processes and writes only under a temporary directory).
 Every figure is a ratio or a latency measured in this run, next to its baseline.
 """

@@ -5,7 +5,7 @@ daemon mode against the loopback mock (tests/support/mock_apis.py ``WRITE``): a 
 ``exec_command`` call denied with Esc (its ``function_call_output`` "aborted", then
 ``turn_aborted``), then the same call approved and run to ``task_complete``. Line 11 ends the
 rollout as it was when the daemon broadcast the first ``waitingOnApproval``, line 22 as it was
-at the second (read at that moment, tests/test_real_panes.py checks it live).
+at the second (read at that moment, tests/harnesses/codex/test_real_panes.py checks it live).
 ``rollout-while-waiting-for-approval.jsonl`` holds an earlier,
 finished ``exec_command`` before the pending one.
 """

@@ -1,6 +1,6 @@
 """The Codex app-server daemon source: its pure view, the /proc proof, and the connection.
 
-The real Codex 0.171.0 daemon drives the source end to end in tests/test_real_panes.py. Here the
+The real Codex 0.171.0 daemon drives it in tests/harnesses/codex/test_real_panes.py. Here the
 connection is also exercised against a JSON-RPC-over-WebSocket server written with the same
 library (wsproto): only a stand-in can send what the real daemon never sends (a request to the
 client, a broken frame, a hang-up at a chosen moment), so that is what it is used for.
