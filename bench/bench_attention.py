@@ -1,7 +1,7 @@
 """Attention open -> desktop notification, and ``paneward next`` wall time.
 
 1. A real daemon (``paneward run --no-discovery --notify-via desktop --notify-interval 0``) on a
-   private ``dbus-daemon --session`` with the test notification server (tests/dbus_helpers.py).
+   private ``dbus-daemon --session`` with the test notification server (tests/support/dbus.py).
    A running session's attention opens (an OSC 7501 ``blocked`` record sent as one frame on
    the hook socket, as ``paneward wrap`` sends it) and closes (``working``), alternately; each
    open is timed from the frame's send to the server's ``Notify``. Baseline, in the same run:
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import messages
 from messages import ProgramStatus, PtySpawned, SessionKey
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, start_token
-from tests.dbus_helpers import notification_server, session_bus
-from tests.tmux_helpers import TmuxServer
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, start_token
+from tests.support.dbus import notification_server, session_bus
+from tests.support.tmux import TmuxServer
 
 KEY = SessionKey("terminal", "bench")
 

@@ -55,10 +55,10 @@ from actors.core.tmux_protocol import TmuxTarget, quote
 from actors.harnesses.codex.daemon import RpcStream, control_socket
 from actors.harnesses.codex.jsonrpc import RpcProtocolError
 from actors.sinks.tmux_client import ControlClient
-from tests.daemon_helpers import Daemon, daemon_env
-from tests.mock_apis.servers import openai_server
-from tests.mock_apis.support import Tmux, base_env
-from tests.test_real_clis import CODEX_CONFIG, _stop_codex_leftovers
+from tests.support.agents import CODEX_CONFIG, stop_codex_leftovers
+from tests.support.daemon import Daemon, daemon_env
+from tests.support.mock_apis import openai_server
+from tests.support.wrap import Tmux, base_env
 
 LAUNCH_WITHOUT_SOURCE = """
 import sys
@@ -203,7 +203,7 @@ async def run(rounds: int, idle_s: float) -> dict[str, Any]:
             launcher.terminate()
             await launcher.wait()
     finally:
-        _stop_codex_leftovers(home)
+        stop_codex_leftovers(home)
         tmux.kill()
         mock.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -293,7 +293,7 @@ async def first_daemons(homes: int) -> tuple[list[float], list[float]]:
                     print(f"home {n + 1}: {out[-1]:.1f} ms, earliest possible {floor[-1]:.1f} ms "
                           f"({counters['connect_failures']} failed tries)", flush=True)
             finally:
-                _stop_codex_leftovers(home)
+                stop_codex_leftovers(home)
                 tmux.kill()
                 shutil.rmtree(tmp, ignore_errors=True)
     finally:

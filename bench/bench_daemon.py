@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 import messages  # noqa: E402 - after the sys.path line above
-from tests.daemon_helpers import (  # noqa: E402
+from tests.support.daemon import (  # noqa: E402
     PANEWARD,
     Daemon,
     claude_hook_payload,

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/bench_fleet.py [--hosts 4] [--sessions 25] [--edges 1000]
 [--runs 3] [--keepalive 2] [--idle-seconds 20]``
 
-The world (as the tests build it, :mod:`tests.ssh_helpers`): ``--hosts`` private ``sshd``
+The world (as the tests build it, :mod:`tests.support.ssh`): ``--hosts`` private ``sshd``
 servers on loopback, each in front of a real remote daemon with ``--sessions`` sessions; a
 local daemon following all of them through the user's ``ssh`` (``$PANEWARD_SSH``), and a local
 ``paneward watch --json`` reading its stream. Per run, a fresh world:
@@ -44,9 +44,9 @@ sys.path.insert(0, os.fspath(ROOT))
 
 from actors.core import fleet as core  # noqa: E402
 from actors.sources import procfs  # noqa: E402
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send, start_token  # noqa: E402
-from tests.polling import poll_until  # noqa: E402
-from tests.ssh_helpers import SshWorld  # noqa: E402
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send, start_token  # noqa: E402
+from tests.support.polling import poll_until  # noqa: E402
+from tests.support.ssh import SshWorld  # noqa: E402
 
 T0 = 1795995370911
 

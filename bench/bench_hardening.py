@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 import messages  # noqa: E402 - after the sys.path line above
-from tests.daemon_helpers import HOLDER_SCRIPT, Daemon, start_token  # noqa: E402
+from tests.support.daemon import HOLDER_SCRIPT, Daemon, start_token  # noqa: E402
 
 ME = os.getpid()
 TOKEN = start_token(ME)

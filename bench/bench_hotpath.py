@@ -47,8 +47,8 @@ from actors.sinks.store import open_store  # noqa: E402
 from actors.sources.watch_fanout import Watcher, WatchFanout  # noqa: E402
 from bench.bench_watch import SESSIONS, frames  # noqa: E402
 from supervisor import Supervisor  # noqa: E402
-from tests.daemon_helpers import start_token  # noqa: E402
-from tests.polling import poll_until  # noqa: E402
+from tests.support.daemon import start_token  # noqa: E402
+from tests.support.polling import poll_until  # noqa: E402
 
 PARTS = ("all", "no store", "no fan-out")
 HANDOVER = 100  # frames per yield, about one read of the hook socket

@@ -42,7 +42,7 @@ from actors.harnesses.claude_code.registry import ClaudeRegistryWatcher  # noqa:
 from actors.harnesses.codex.rollouts import CodexRolloutDiscovery  # noqa: E402
 from actors.sources import procfs  # noqa: E402
 from bench.world import claude_sleepers  # noqa: E402
-from tests.sinks import ListSink  # noqa: E402
+from tests.support.sinks import ListSink  # noqa: E402
 
 # Renames itself `codex` and holds the files it is given open, as Codex holds its rollout.
 FAKE_CODEX = ROOT / "tests" / "fixtures" / "codex" / "fake_codex.py"

@@ -2,8 +2,8 @@
 
 Run: ``.venv/bin/python bench/bench_nats.py [--events 4000] [--idle-s 30] [--runs 3]``
 
-A real ``nats-server -js`` on loopback (tests/nats_helpers.py) and real daemons
-(``paneward run --no-discovery``, tests/daemon_helpers.py), each run fresh:
+A real ``nats-server -js`` on loopback (tests/support/nats.py) and real daemons
+(``paneward run --no-discovery``, tests/support/daemon.py), each run fresh:
 
 - **Publish cost.** The same ``--events`` Claude hooks (each one transition) go over one
   connection to a daemon with ``--nats`` and to one without, in turn. Cost = the daemon's CPU
@@ -36,10 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from bench.world import process_cpu, threads_cpu_ns  # noqa: E402
-from tests.daemon_helpers import Daemon, raw_send, start_token  # noqa: E402
-from tests.nats_helpers import nats_server  # noqa: E402
-from tests.polling import poll_until  # noqa: E402
-from tests.test_daemon import burst, frames  # noqa: E402
+from tests.support.daemon import Daemon, raw_send, start_token  # noqa: E402
+from tests.support.nats import nats_server  # noqa: E402
+from tests.support.polling import poll_until  # noqa: E402
+from tests.support.sessions import burst, frames  # noqa: E402
 
 
 async def _settled(daemon: Daemon, count: int, nats: bool) -> None:
@@ -61,7 +61,7 @@ async def reader_cost(url: str, count: int) -> float:
     start-up not counted), over the messages between."""
     import subprocess
 
-    from tests.daemon_helpers import PANEWARD
+    from tests.support.daemon import PANEWARD
 
     process = await anyio.open_process(
         [os.fspath(PANEWARD), "watch", "--json", "--nats", url, "--since", "0"],

@@ -7,7 +7,7 @@ Needs the real Claude Code (``$PANEWARD_AGENT_PREFIX``, default ``~/.cache/panew
 ccmanager's Linux binary (``npm install --prefix ~/.cache/paneward-ccmanager
 @kodaikabasawa/ccmanager-linux-x64@4.4.3``: the ``ccmanager`` package itself stops at 4.2.3
 here, whose platform package is missing; 4.4.3's runs). Both talk to the loopback mock of the
-Anthropic API (tests/mock_apis), with the same ``$HOME`` (onboarding done, the worktrees
+Anthropic API (tests/support/mock_apis.py), with the same ``$HOME`` (onboarding done, the worktrees
 trusted, ``permissions.defaultMode`` manual, so a shell tool asks).
 
 1. **paneward**: ``--sessions`` tmux panes, each running ``claude`` in its own git worktree;
@@ -50,8 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from bench.world import process_cpu  # noqa: E402
-from tests.daemon_helpers import PANEWARD, Daemon, poll_until  # noqa: E402
-from tests.mock_apis.servers import MockServer, anthropic_server  # noqa: E402
+from tests.support.daemon import PANEWARD, Daemon, poll_until  # noqa: E402
+from tests.support.mock_apis import MockServer, anthropic_server  # noqa: E402
 
 API_KEY = "sk-ant-dummy-key-for-mock-0123456789"
 AGENTS = Path(os.environ.get("PANEWARD_AGENT_PREFIX") or Path.home() / ".cache" / "paneward-npm")

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from actors.sinks.store import DEFAULT_BATCH_MS  # noqa: E402
-from tests.daemon_helpers import Daemon, daemon_env  # noqa: E402
+from tests.support.daemon import Daemon, daemon_env  # noqa: E402
 
 PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
 BASELINE = "python -c pass"

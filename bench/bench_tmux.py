@@ -36,7 +36,7 @@ from actors.core.tmux_protocol import TmuxTarget, quote
 from actors.sinks.tmux import TmuxBridge
 from actors.sinks.tmux_client import ControlClient
 from messages import NotifyHook, Transition, encode
-from tests.daemon_helpers import (
+from tests.support.daemon import (
     Daemon,
     claude_hook_payload,
     daemon_env,
@@ -44,7 +44,7 @@ from tests.daemon_helpers import (
     start_token,
     time_hook_events,
 )
-from tests.tmux_helpers import TmuxServer, TransitionSource, activity
+from tests.support.tmux import TmuxServer, TransitionSource, activity
 
 ROUNDS = 60
 

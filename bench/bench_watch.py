@@ -40,7 +40,7 @@ sys.path.insert(0, os.fspath(ROOT))
 
 import messages  # noqa: E402
 from bench.world import process_cpu, thread_cpu, world  # noqa: E402
-from tests.daemon_helpers import PANEWARD, claude_hook_payload, poll_until, start_token  # noqa: E402
+from tests.support.daemon import PANEWARD, claude_hook_payload, poll_until, start_token  # noqa: E402
 
 SESSIONS = 200
 

@@ -34,7 +34,7 @@ import anyio
 
 from actors.core.tmux_protocol import TmuxTarget, quote
 from actors.sinks.tmux_client import ControlClient
-from tests.daemon_helpers import Daemon, daemon_env, poll_until, start_token
+from tests.support.daemon import Daemon, daemon_env, poll_until, start_token
 
 __all__ = [
     "CLK_TCK",

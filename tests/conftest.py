@@ -9,15 +9,15 @@ from pathlib import Path
 import pluggy
 import pytest
 
-from tests.mock_apis.servers import (
+from tests.support.mock_apis import (
     MockServer,
     anthropic_server,
     chat_server,
     gemini_server,
     openai_server,
 )
-from tests.mock_apis.support import Tmux
-from tests.tmux_helpers import TmuxServer
+from tests.support.tmux import TmuxServer
+from tests.support.wrap import Tmux
 
 
 @pytest.fixture
@@ -77,6 +77,17 @@ def chat() -> Iterator[MockServer]:
 def gemini_api() -> Iterator[MockServer]:
     """The loopback Gemini API mock (Gemini CLI)."""
     yield from _serving(gemini_server)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh ``$HOME`` for ``install-hooks``, no harness home or state dir set elsewhere."""
+    monkeypatch.setenv("HOME", os.fspath(tmp_path / "home"))
+    for name in ("GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR", "HERMES_HOME",
+                 "PANEWARD_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -33,7 +33,7 @@ from messages.activity import OutboundMessage
 from messages.codec import INBOUND_TYPES, OUTBOUND_TYPES, SESSION_TYPES, Inbound, Outbound
 from messages.control import ControlMessage
 from messages.evidence import EvidenceMessage
-from tests import examples
+from tests.support import examples
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTORS = ROOT / "actors"
@@ -589,7 +589,7 @@ async def test_a_new_harness_hook_reaches_the_reducer_with_its_proofs(crush: obj
     from actors.harnesses import catalog
     from actors.sources import procfs
     from supervisor import Supervisor
-    from tests.polling import settle_until
+    from tests.support.polling import settle_until
 
     assert catalog.HOOKS.routes[CRUSH] == CRUSH  # the hook listener serves /hook/crush
     key = messages.SessionKey(CRUSH, "s1")
@@ -623,7 +623,7 @@ async def test_a_new_harness_discovery_is_started_by_the_daemon(
     from actors.cli.daemon import DaemonConfig, start_discovery
     from actors.harnesses import catalog
     from supervisor import Supervisor
-    from tests.polling import poll_until
+    from tests.support.polling import poll_until
 
     home = tmp_path / "crush-home"
     home.mkdir()

@@ -28,9 +28,9 @@ from messages import (
 )
 from messages.codec import Inbound
 from supervisor import MailboxFull, Supervisor, SupervisorClosed
-from tests.polling import settle_until
-from tests.reference_model import SessionTable
-from tests.replay import claude_messages, codex_messages
+from tests.support.polling import settle_until
+from tests.support.reference_model import SessionTable
+from tests.support.replay import claude_messages, codex_messages
 
 T = 1_795_995_000_000
 

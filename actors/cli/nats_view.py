@@ -3,7 +3,7 @@
 ``paneward watch --nats URL``, which read the KV bucket and the stream with no daemon.
 
 nats-py is imported inside the readers only: ``paneward run`` without NATS, ``status`` and
-the hook never load it (tests/test_nats.py checks ``sys.modules``).
+the hook never load it (tests/sinks/test_nats.py checks ``sys.modules``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 carries in ``cause`` (``HookHint:Stop``, ``ThreadStatus:active``, ``Forget``).
 
 Named by the supervisor when it publishes (and by the tests' reference model,
-``tests/reference_model.py``, which must publish the same transitions).
+``tests/support/reference_model.py``, which must publish the same transitions).
 """
 
 from __future__ import annotations

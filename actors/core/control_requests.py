@@ -6,7 +6,7 @@ hands it here; ``paneward status`` and ``paneward watch`` write it
 :func:`parse_request` return a value for every input -- never an exception (a deeply nested
 line would make a recursive decoder raise ``RecursionError``: the depth is checked first, with
 the hook socket's rule, :func:`actors.core.frames.check_bytes`). The fuzz test in
-``tests/test_control_server.py`` holds them to that.
+``tests/sources/test_control_server.py`` holds them to that.
 
 Requests (unknown fields are ignored, so newer clients can add some):
 

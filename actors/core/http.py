@@ -10,7 +10,7 @@ decoded ONCE into a ``NotifyHook``, with the same byte rules as a frame from the
 
 Total: whatever bytes arrive, :meth:`HttpHookProtocol.next_event` returns an event; a malformed
 request is an :class:`HttpRefusal` with a specific, counted reason (the fuzz test in
-``tests/test_hook_listener.py`` holds it to that), never an exception.
+``tests/sources/test_hook_listener.py`` holds it to that), never an exception.
 """
 
 from __future__ import annotations

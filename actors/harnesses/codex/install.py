@@ -12,8 +12,8 @@
   ``[hooks.state."<hooks.json path>:<event>:<group>:<handler>"]`` table with ``trusted_hash``
   in ``config.toml``; the hash is :func:`trusted_hash` (Codex's ``command_hook_hash``:
   codex-rs/hooks/src/engine/discovery.rs, checked against Codex 0.171.0's ``hooks/list``
-  ``currentHash`` in tests/test_harnesses_3.py). ``--trust`` records the user's consent for
-  paneward's own entries only, as tables appended to ``config.toml``, each header marked
+  ``currentHash`` in tests/harnesses/codex/test_install.py). ``--trust`` records the user's
+  consent for paneward's own entries only, as tables appended to ``config.toml``, each header marked
   :data:`TRUST_MARKER` (never a table Codex or the user already wrote). Codex rewrites
   ``config.toml`` itself (``codex mcp add``, the TUI's own state) and puts its new tables at the
   end, among paneward's: ``--uninstall`` removes exactly the ``trusted_hash`` keys paneward

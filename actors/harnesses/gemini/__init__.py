@@ -4,7 +4,7 @@
 - :mod:`.hooks` -- its hook events and how each payload maps to a hint;
 - :mod:`.install` -- the ``settings.json`` edit ``paneward install-hooks gemini`` makes.
 
-Facts: tests/fixtures/harnesses-3/gemini/. The owner of a hook is its parent, the CLI's node process
+Facts: tests/fixtures/gemini/. The owner of a hook is its parent, the CLI's node process
 (there is no pid in the hook's environment): :mod:`.install` writes ``--owner parent``.
 """
 

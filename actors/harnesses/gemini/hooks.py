@@ -1,6 +1,6 @@
 """Gemini CLI: how its hook payloads map to normalized hints.
 
-Facts (captures in tests/fixtures/harnesses-3/gemini/): command hooks in
+Facts (captures in tests/fixtures/gemini/): command hooks in
 ``~/.gemini/settings.json``, the payload on stdin with ``session_id``, ``hook_event_name``, ``cwd``,
 ``timestamp``; the hook's parent is the CLI's inner node process (``--owner parent``; there is no
 pid in the environment). Hooks run **serially and block the agent**, so paneward installs only the

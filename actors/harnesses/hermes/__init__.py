@@ -6,7 +6,7 @@
 - :mod:`.hooks` -- the interactive ``hermes``'s shell hooks and how each payload maps to a hint;
 - :mod:`.install` -- the ``config.yaml`` edit ``paneward install-hooks hermes`` makes.
 
-Facts: real ledgers in tests/fixtures/hermes/, hook payloads in tests/fixtures/harnesses-3/hermes/.
+Facts: real ledgers and hook payloads in tests/fixtures/hermes/.
 The owner of a hook is its parent, the ``hermes`` process (``--owner parent``).
 """
 

@@ -1,6 +1,6 @@
 """Hermes Agent, interactive: how its shell-hook payloads map to normalized hints.
 
-Facts (captures in tests/fixtures/harnesses-3/hermes/): hooks are commands in
+Facts (captures in tests/fixtures/hermes/): hooks are commands in
 ``$HERMES_HOME/config.yaml`` (``hooks: {event: [{command, timeout}]}``), run with the payload on
 stdin -- ``{hook_event_name, tool_name, tool_input, session_id, cwd, extra}`` -- by the ``hermes``
 process itself (the hook's parent is the owner: ``--owner parent``), synchronously. A turn

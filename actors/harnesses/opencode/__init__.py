@@ -4,7 +4,7 @@
 - :mod:`.hooks` -- the events paneward's plugin forwards, and how each maps to a hint;
 - :mod:`.install` -- the plugin ``paneward install-hooks opencode`` writes.
 
-Facts: tests/fixtures/harnesses-3/opencode/. The owner is the opencode process the plugin runs in
+Facts: tests/fixtures/opencode/. The owner is the opencode process the plugin runs in
 (its ``process.pid``); the pane mapper binds it by process identity. The TUI's own ``/event`` SSE
 stream (``opencode --port N``) carries the same events; paneward uses the plugin, which needs no
 port.

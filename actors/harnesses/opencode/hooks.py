@@ -1,6 +1,6 @@
 """OpenCode: how the events paneward's plugin forwards map to normalized hints.
 
-Facts (captures in tests/fixtures/harnesses-3/opencode/): a plugin in ``~/.config/opencode/plugin/``
+Facts (captures in tests/fixtures/opencode/): a plugin in ``~/.config/opencode/plugin/``
 runs inside the opencode process and receives every bus event ``{type, properties}``. paneward's
 plugin (:mod:`.install`) forwards only the events in :data:`INSTALLED_EVENTS`, as a ``NotifyHook``
 whose payload it builds itself: ``{hook_event_name, session_id, status?, permission?, patterns?,

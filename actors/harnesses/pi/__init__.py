@@ -4,7 +4,7 @@
 - :mod:`.hooks` -- the events paneward's extension forwards, and how each maps to a hint;
 - :mod:`.install` -- the extension ``paneward install-hooks pi`` writes.
 
-Facts: tests/fixtures/harnesses-3/pi/. Pi emits no OSC 7501 (``paneward wrap`` recovers nothing
+Facts: tests/fixtures/pi/. Pi emits no OSC 7501 (``paneward wrap`` recovers nothing
 from it) and asks no permission. The owner is the pi process the extension runs in.
 """
 

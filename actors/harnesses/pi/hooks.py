@@ -1,6 +1,6 @@
 """Pi: how the events paneward's extension forwards map to normalized hints.
 
-Facts (captures in tests/fixtures/harnesses-3/pi/): Pi emits no OSC 7501 and has no permission
+Facts (captures in tests/fixtures/pi/): Pi emits no OSC 7501 and has no permission
 prompt. An extension in ``~/.pi/agent/extensions/`` runs in-process (``pi.on(event, handler)``).
 paneward's extension (:mod:`.install`) forwards the events in :data:`INSTALLED_EVENTS` as a
 ``NotifyHook`` whose payload it builds: ``{hook_event_name, session_id, tool_name?,

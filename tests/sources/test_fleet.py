@@ -1,0 +1,267 @@
+"""The merged view: a real local daemon following real remote daemons over real sshd.
+
+``status`` (the HOST column, every host's health), ``status --json`` (a remote key carries
+``host``, a local one has none), ``--host`` / ``--local``, ``watch --json`` (a remote edge is a
+line with its host's seq), stale-not-idle when a remote daemon stops, and a remote session with
+the very key of a local one staying the host's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+import messages
+from actors.core import fleet as core
+from tests.sources.test_fleet_link import spawned, status_frame
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send
+from tests.support.polling import poll_until
+from tests.support.ssh import SshWorld
+from tests.support.tmux import TmuxServer
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="pwv", dir="/tmp") as name:
+        yield Path(name)
+
+
+@asynccontextmanager
+async def fleet(
+    root: Path, count: int, *, tmux: str = "tmux", extra_args: tuple[str, ...] = ()
+) -> AsyncIterator[tuple[Daemon, list[Daemon], dict[str, str]]]:
+    world = SshWorld(root / "ssh")
+    remotes: list[Daemon] = []
+    hosts = core.Fleet(keepalive_s=2)
+    try:
+        for i in range(count):
+            name = f"h{i + 1}"
+            await world.add_server(name)
+            state = root / f"{name}-state"
+            state.mkdir(mode=0o700)
+            remote = Daemon(state)
+            await remote.start()
+            remotes.append(remote)
+            hosts = core.add_host(hosts, core.Host(name, world.remote_command(name, state),
+                                                   tmux))
+        config = root / "config" / "paneward"
+        config.mkdir(parents=True)
+        (config / "fleet.toml").write_text(core.render_fleet(hosts))
+        local_state = root / "local"
+        local_state.mkdir(mode=0o700)
+        env = daemon_env(local_state, XDG_CONFIG_HOME=os.fspath(root / "config"),
+                         PANEWARD_SSH=os.fspath(world.ssh))
+        async with Daemon(local_state, env=env, extra_args=extra_args) as local:
+            yield local, remotes, env
+    finally:
+        with anyio.CancelScope(shield=True):
+            for remote in remotes:
+                await remote.__aexit__(None, None, None)
+            await world.aclose()
+
+
+def _paneward(env: dict[str, str], *args: str) -> str:
+    return subprocess.run([os.fspath(PANEWARD), *args], env=env, capture_output=True,
+                          text=True, check=True, timeout=60).stdout
+
+
+async def cli(env: dict[str, str], *args: str) -> str:
+    return await anyio.to_thread.run_sync(lambda: _paneward(env, *args))
+
+
+async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) -> None:
+    with anyio.fail_after(180):
+        async with fleet(short_dir, 2) as (local, (h1, h2), env):
+            # the same key on this machine and on h1: two sessions, never one
+            for daemon, session, state in ((local, "shared", "working"),
+                                           (h1, "shared", "blocked"), (h2, "other", "working")):
+                await raw_send(daemon.hook_socket,
+                               spawned(session) + status_frame(session, state, 1))
+
+            async def merged() -> bool:
+                found = json.loads(await cli(env, "status", "--json"))
+                return len(found) == 3
+
+            await poll_until(merged, "three sessions in the merged view", within=60)
+            activities = json.loads(await cli(env, "status", "--json"))
+            by_host = {a["key"].get("host"): a for a in activities}
+            assert set(by_host) == {None, "h1", "h2"}
+            assert "host" not in by_host[None]["key"]  # the local contract, unchanged
+            assert by_host[None]["turn"] == "working"
+            assert by_host["h1"]["turn"] == "needs_input"
+            assert by_host["h1"]["key"]["session_id"] == "shared"
+            for entry in activities:
+                messages.decode_outbound(json.dumps(entry))  # the one codec reads them all
+            local_only = json.loads(await cli(env, "status", "--json", "--local"))
+            assert [a["key"] for a in local_only] == [{"harness": "terminal",
+                                                      "session_id": "shared"}]
+            only_h2 = json.loads(await cli(env, "status", "--json", "--host", "h2"))
+            assert [a["key"]["host"] for a in only_h2] == ["h2"]
+            # wait names a remote session as HOST/harness:id, and prints it with its host
+            waited = json.loads(await cli(env, "wait", "--session", "h1/terminal:shared",
+                                          "--until", "needs_input", "--timeout", "30"))
+            assert waited["key"] == {"harness": "terminal", "session_id": "shared",
+                                     "host": "h1"}
+            table = await cli(env, "status")
+            assert table.splitlines()[0].startswith("HOST")
+            assert "hosts: h1 connected" in table and "h2 connected" in table
+            # a remote edge: one watch line, the host's seq, the key's host
+            async with await anyio.open_process(
+                [os.fspath(PANEWARD), "watch", "--json", "--host", "h2"], env=env
+            ) as watch:
+                assert watch.stdout is not None
+                await poll_until(_subscribed(local), "the watcher")
+                await raw_send(h2.hook_socket, status_frame("other", "idle", 4))
+                data = b""
+                while b"\n" not in data:
+                    data += await watch.stdout.receive()
+                watch.terminate()
+            line = messages.decode_outbound(data.splitlines()[0])
+            assert isinstance(line, messages.Transition)
+            assert line.key == messages.SessionKey("terminal", "other", host="h2")
+            assert line.seq == (await h2.status())["seq"]
+            # stale, never idle: h1's daemon stops
+            await h1.stop()
+
+            async def stale() -> bool:
+                shown = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+                return bool(shown) and shown[0]["turn"] == "unknown"
+
+            await poll_until(stale, "h1 stale", within=60)
+            (kept,) = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+            assert kept["presence"] == by_host["h1"]["presence"]
+            assert kept["attention"] == by_host["h1"]["attention"]
+
+            async def said() -> bool:
+                table = await cli(env, "status")
+                return "h1 stale since" in table and "daemon not running there" in table
+
+            await poll_until(said, "the reason in the table", within=60)
+            # the local session never moved
+            (mine,) = json.loads(await cli(env, "status", "--json", "--local"))
+            assert mine == by_host[None]
+
+
+def _subscribed(daemon: Daemon) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return int((await daemon.counters())["control"]["subscribers"]) >= 1
+
+    return check
+
+
+def test_an_inbound_message_naming_a_remote_key_is_refused() -> None:
+    frame = {"type": "Acknowledge", "at_ms": 1795995370911,
+             "key": {"harness": "terminal", "session_id": "x", "host": "h1"}}
+    with pytest.raises(messages.MessageError, match=r"\$\.key\.host"):
+        messages.decode_inbound(json.dumps(frame))
+    del frame["key"]["host"]  # type: ignore[attr-defined]
+    assert isinstance(messages.decode_inbound(json.dumps(frame)), messages.Acknowledge)
+
+
+def pane_bound(session: str, pane: str) -> bytes:
+    return json.dumps({
+        "type": "PaneBound", "key": {"harness": "terminal", "session_id": session},
+        "pane": pane, "at_ms": 1795995370911, "proof": "host",
+    }).encode() + b"\n"
+
+
+async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached_to_that_pane(
+    short_dir: Path,
+) -> None:
+    """A remote session needs you in a pane of the remote host's tmux: the local
+    ``@paneward_summary`` counts it (``1 need you (1 on h1)``); ``paneward next`` in a real
+    local tmux opens a window running ``ssh -t h1 tmux attach`` on that pane (a client of
+    the remote server shows it), and a second ``next`` reuses that window."""
+    remote_tmux = TmuxServer()
+    local_tmux = TmuxServer()
+    remote_tmux.start()
+    local_tmux.start()
+    try:
+        with anyio.fail_after(120):
+            remote_pane = (await remote_tmux.arun("display-message", "-p", "-t", "main",
+                                                  "#{pane_id}")).strip()
+            async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}",
+                             extra_args=("--tmux", "-L", local_tmux.name)) as (
+                _local, (h1,), env
+            ):
+                await raw_send(h1.hook_socket, spawned("s1") + pane_bound("s1", remote_pane)
+                               + status_frame("s1", "blocked", 1))
+
+                async def queued() -> bool:
+                    items = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+                    return bool(items) and items[0]["pane"] == remote_pane and \
+                        items[0]["attention"] is not None
+
+                await poll_until(queued, "the remote item", within=60)
+
+                async def summary() -> bool:
+                    said = await local_tmux.arun("show-options", "-g", "-q", "-v",
+                                                 "@paneward_summary", check=False)
+                    return said.strip() == "1 need you (1 on h1)"
+
+                # the local status line counts the remote session, and says where it is
+                await poll_until(summary, "the summary with h1's session", within=60)
+                await cli(env, "next", "-L", local_tmux.name)
+
+                async def attached() -> bool:
+                    clients = await remote_tmux.arun("list-clients", "-F", "#{pane_id}")
+                    return clients.split() == [remote_pane]
+
+                await poll_until(attached, "a client of the remote tmux on that pane",
+                                 within=60)
+                windows = await local_tmux.arun("list-windows", "-a", "-F",
+                                                "#{window_name} #{@paneward_remote}")
+                remote_windows = [w for w in windows.splitlines() if "terminal:s1" in w]
+                assert remote_windows == [f"h1:{remote_pane} h1/terminal:s1"], windows
+                await cli(env, "next", "-L", local_tmux.name)
+                again = await local_tmux.arun("list-windows", "-a", "-F", "#{@paneward_remote}")
+                assert again.split().count("h1/terminal:s1") == 1  # reused, not another one
+    finally:
+        local_tmux.kill()
+        remote_tmux.kill()
+
+
+def test_the_summary_counts_the_fleet_and_says_where() -> None:
+    from actors.core.badges import fleet_summary
+
+    def remote(host: str, turn: str, kind: str | None = None) -> messages.Activity:
+        attention = None if kind is None else messages.Attention(kind, "r", 1795995370911)  # type: ignore[arg-type]
+        return messages.Activity(
+            key=messages.SessionKey("codex", f"{host}-{turn}", host=host), presence="running",
+            turn=turn, evidence=messages.Evidence(source="codex_daemon"),  # type: ignore[arg-type]
+            attention=attention)
+
+    local = {"needs you": 1, "failed": 0, "done": 0, "working": 2}
+    fleet_ = [remote("gpu1", "needs_input", "needs_input"), remote("box", "working"),
+              remote("gpu1", "unknown")]
+    assert fleet_summary(local, fleet_) == "2 need you (1 on gpu1) · 3 working (1 on box)"
+    assert fleet_summary({}, []) == ""
+
+
+def test_top_shows_a_remote_session_live_on_its_host_and_never_as_a_local_pane() -> None:
+    from actors.core.top import TopModel
+
+    def activity(key: messages.SessionKey, turn: str) -> messages.Activity:
+        return messages.Activity(key=key, presence="running", turn=turn,  # type: ignore[arg-type]
+                                 evidence=messages.Evidence(source="pty_status"), pane="%3")
+
+    local_key = messages.SessionKey("terminal", "t")
+    remote_key = messages.SessionKey("terminal", "t", host="gpu1")
+    model = TopModel()
+    model.snapshot(messages.Snapshot(seq=500, activities=(activity(local_key, "idle"),
+                                                           activity(remote_key, "idle"))))
+    # the host's seq (7) is below this machine's snapshot seq (500): still a live change
+    model.transition(messages.Transition(seq=7, key=remote_key, cause="ProgramStatus:working",
+                                         after=activity(remote_key, "working")), 1795995370911)
+    rows = {row.key: row for row in model.rows(1795995370911, locations={"%3": "main:0.0"})}
+    assert rows[remote_key].state.startswith("working")
+    assert (rows[remote_key].pane, rows[remote_key].where) == (None, "gpu1 %3")
+    assert (rows[local_key].pane, rows[local_key].where) == ("%3", "main:0.0 (%3)")
