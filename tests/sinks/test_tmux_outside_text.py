@@ -252,12 +252,20 @@ async def test_a_directory_name_with_a_newline_forges_no_pane_row(
     bridge = TmuxBridge(socket_name=server.name, backoff_initial=0.02, backoff_max=0.1)
     try:
         with anyio.fail_after(30):
+            pane = (await server.arun("split-window", "-d", "-t", "main", "-c",
+                                      os.fspath(hostile), "-P", "-F", "#{pane_id}",
+                                      "sleep 600")).strip()
+
+            async def tmux_knows_the_directory() -> bool:
+                # tmux reads a pane's directory from its foreground process, which a pane
+                # just forked has not got yet: until then the listing's field is empty
+                path = await server.arun("display-message", "-p", "-t", pane,
+                                         "#{pane_current_path}")
+                return path.strip() != ""
+
+            await poll_until(tmux_knows_the_directory, "tmux to know the new pane's directory")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(bridge.serve, source.receive, sink)
-                await sink.wait_one(lambda m: isinstance(m, PaneOpened) and m.pane == "%0")
-                pane = (await server.arun("split-window", "-d", "-t", "main", "-c",
-                                          os.fspath(hostile), "-P", "-F", "#{pane_id}",
-                                          "sleep 600")).strip()
                 opened = await sink.wait_one(
                     lambda m: isinstance(m, PaneOpened) and m.pane == pane
                 )
