@@ -795,9 +795,16 @@ class CodexDaemonSource:
 
     def _arm(self, inotify: fswatch.Inotify, seen: SocketState) -> tuple[SocketState, str]:
         """Worker thread: watch each directory the socket may appear in, or its nearest
-        existing ancestor; then (watches first, so nothing is missed) :meth:`_look`."""
-        for directory in self._watch_dirs(seen):
-            fswatch.watch_nearest(inotify, directory, _DIR_CHANGES)
+        existing ancestor, and nothing else; then (watches first, so nothing is missed)
+        :meth:`_look`. An ancestor watched while the control directory was missing is dropped
+        once it exists: every file Codex makes in its home would wake the wait for nothing."""
+        wanted = {
+            os.fspath(fswatch.watch_nearest(inotify, directory, _DIR_CHANGES))
+            for directory in self._watch_dirs(seen)
+        }
+        for directory in inotify.watched:
+            if directory not in wanted:
+                inotify.remove(directory)
         return self._look()
 
     def _watch_dirs(self, seen: SocketState) -> list[Path]:

@@ -36,7 +36,7 @@ from actors.harnesses.codex.daemon import (
     parse_origin,
     socket_state,
 )
-from actors.sources import procfs
+from actors.sources import fswatch, procfs
 from tests import support
 from tests.support.daemon import start_token
 from tests.support.polling import poll_until
@@ -490,6 +490,25 @@ async def test_a_socket_bound_before_the_wait_watches_ends_the_wait_at_once(
             assert look == (socket_state(link), str(await anyio.Path(link).resolve()))
     # That it waits while nothing changed (a stale socket): the test above, where a wait that
     # returned at once would have counted a failure per try.
+
+
+def test_the_wait_watches_the_homes_ancestor_only_while_the_control_directory_is_missing(
+    tmp_path: Path,
+) -> None:
+    """Codex keeps making files in its home (logs, sqlite journals) as it starts: once the
+    control directory exists, the home's watch, set while it did not, is dropped, so those
+    files no longer wake the wait. (The private arming step, driven directly: the wake-ups
+    it saves change no outcome a public step shows.)"""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
+    seen = socket_state(control_socket(home))
+    with fswatch.Inotify() as inotify:
+        source._arm(inotify, seen)
+        assert inotify.watched == [str(home)]
+        control_socket(home).parent.mkdir()
+        source._arm(inotify, seen)
+        assert inotify.watched == [str(control_socket(home).parent)]
 
 
 async def test_a_wait_already_open_when_the_source_connects_is_reported(tmp_path: Path) -> None:
