@@ -264,7 +264,7 @@ class BareClient(threading.Thread):
     Epoch ms of each step: ``seen_ms`` (the event read), ``open_ms`` (the upgrade answered:
     what the source's ``connected_at_ms`` records), ``init_ms`` (``initialize`` answered).
     ``refused`` counts connects tried before the daemon listened (none where it listens before
-    it links). A failure is kept in ``error`` for the caller.
+    it links). A failure is kept in ``error`` for the caller; ``done`` is set at the end.
     """
 
     def __init__(self, codex_home: Path) -> None:
@@ -274,6 +274,7 @@ class BareClient(threading.Thread):
         self.refused = 0
         self.error: BaseException | None = None
         self.stop = threading.Event()
+        self.done = threading.Event()
         self._notify = inotify_simple.INotify()
         # Watched before the TUI starts: nothing it makes is missed.
         self._notify.add_watch(self.link.parent.parent, fswatch.APPEARS)
@@ -287,6 +288,7 @@ class BareClient(threading.Thread):
             self.error = exc
         finally:
             self._notify.close()
+            self.done.set()
 
     def _wait_for_link(self) -> None:
         control = self.link.parent
@@ -383,11 +385,15 @@ async def first_daemons(homes: int) -> list[FirstDaemon]:
                     bare.start()
                     tmux.start([str(codex)], agent_env, width=160, height=50, cwd=work)
                     with anyio.fail_after(60):
-                        while True:  # the timestamps say when; polling only collects them
+                        # Nothing asks paneward anything until the bare client is done (tens of
+                        # ms after the link): a status request is work on paneward's loop, which
+                        # the path measured must not share.
+                        await anyio.to_thread.run_sync(bare.done.wait, abandon_on_cancel=True)
+                        if bare.error is not None:
+                            raise bare.error
+                        while True:  # the timestamp says when; polling only collects it
                             counters = (await daemon.counters())["codex_daemon"]
-                            if bare.error is not None:
-                                raise bare.error
-                            if counters["connected_at_ms"] and bare.init_ms:
+                            if counters["connected_at_ms"]:
                                 break
                             await anyio.sleep(0.05)
                     created_ms = max(os.lstat(link).st_ctime_ns,
