@@ -283,8 +283,9 @@ class RpcStream:
     """The I/O shell of a :class:`~actors.harnesses.codex.jsonrpc.RpcClient` (JSON-RPC 2.0
     over a client WebSocket) on one anyio byte stream.
 
-    :meth:`open` does the handshake; then one task runs :meth:`serve` (reads until the peer
-    hangs up: answers wake their callers, notifications go to ``notify``) while others
+    :meth:`open` does the handshake (or :meth:`send_open`, then :meth:`wait_open`, to do
+    something else while the peer answers); then one task runs :meth:`serve` (reads until the
+    peer hangs up: answers wake their callers, notifications go to ``notify``) while others
     :meth:`call` and :meth:`send`. ``bytes_in`` counts what was read.
     """
 
@@ -302,7 +303,18 @@ class RpcStream:
 
         :raises RpcProtocolError: refused, or broken.
         """
+        await self.send_open()
+        await self.wait_open()
+
+    async def send_open(self) -> None:
+        """Send the WebSocket handshake's request."""
         await self._stream.send(self._rpc.connect())
+
+    async def wait_open(self) -> None:
+        """Wait for the answer to :meth:`send_open`.
+
+        :raises RpcProtocolError: refused, or broken.
+        """
         while True:
             events = await self._receive()
             for index, event in enumerate(events):
@@ -537,10 +549,12 @@ class CodexDaemonSource:
             if uid != os.getuid():
                 self._stats.refused_peers += 1
                 raise RpcProtocolError(f"{path} belongs to uid {uid}")
+            rpc = RpcStream(stream)
+            # The request first: the daemon answers it while a worker reads its /proc entry.
+            await rpc.send_open()
             stat = await anyio.to_thread.run_sync(procfs.read_stat, pid)
             self._view = DaemonView(daemon=(pid, stat.start_token) if stat else None)
-            rpc = RpcStream(stream)
-            await rpc.open()
+            await rpc.wait_open()
             self._stats.connects += 1
             self._backoff.connected(time.monotonic())
             self._stats.connected_at_ms = self._clock()
