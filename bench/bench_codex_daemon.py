@@ -20,13 +20,18 @@ loopback OpenAI mock, with ``paneward run --tmux`` (discovery on, no hooks insta
 3. First daemon (``--first-homes N``): N fresh Codex homes (a ``config.toml`` for the mock and
    nothing else: no ``app-server-control/`` directory, as in a home that never ran a daemon),
    each with ``paneward run --tmux`` started first and waiting (its first try failed), then the
-   real TUI started in a pane, which starts the daemon. Latency = the source's
-   ``connected_at_ms`` (the handshake answered) minus the later of the control socket's and
-   its link's creation (their ctime); p50/p99 over the homes. Baseline: the earliest any
-   client can be connected -- a second client that, from the moment the TUI starts, tries the
-   same connect and WebSocket handshake every millisecond (no waiting on files at all), timed
-   the same way (handshake answered, epoch ms); its figure is the daemon's own start-up
-   between its socket's creation and its first answer, which no client can beat.
+   real TUI started in a pane, which starts the daemon. The daemon binds and listens on its
+   socket under ``/tmp/codex-daemon-<uid>/``, then links it into ``app-server-control/``: the
+   link is the socket's creation for every client. Latency = the source's
+   ``connected_at_ms`` (its WebSocket handshake answered) minus the later of the socket's and
+   the link's ctime; p50/p99 over the homes. A file's ctime comes from the kernel's coarse
+   clock (one tick: 4 ms at HZ=250), never later than the creation: the figures can only
+   overstate. Baseline, in the same homes at the same time: :class:`BareClient`, the least any
+   client does -- a thread of its own blocked in inotify's read (no event loop, no worker
+   hop), which at the link's creation connects, sends the same WebSocket upgrade (its answer:
+   the figure compared) and then ``initialize``. Its steps split the rest: the event read (the
+   kernel's wake-up and the ctime's coarseness), the upgrade answered (the Codex daemon's own
+   start-up after its socket exists), ``initialize`` answered.
 
 Run: .venv/bin/python bench/bench_codex_daemon.py --rounds 50 --idle-s 30
      .venv/bin/python bench/bench_codex_daemon.py --first-homes 20
@@ -38,23 +43,27 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
+import inotify_simple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.core.tmux_protocol import TmuxTarget, quote
 from actors.harnesses.codex.daemon import RpcStream, control_socket
-from actors.harnesses.codex.jsonrpc import RpcProtocolError
+from actors.harnesses.codex.jsonrpc import Answer, Opened, RpcClient, RpcEvent
 from actors.sinks.tmux_client import ControlClient
+from actors.sources import fswatch
 from tests.support.agents import CODEX_CONFIG, stop_codex_leftovers
 from tests.support.daemon import Daemon, daemon_env
 from tests.support.mock_apis import openai_server
@@ -64,6 +73,7 @@ LAUNCH_WITHOUT_SOURCE = """
 import sys
 from pathlib import Path
 import anyio
+import inotify_simple
 from actors.cli.daemon import DaemonConfig, run_daemon
 state = Path(sys.argv[1])
 config = DaemonConfig(state_dir=state, socket_path=state / "hook.sock", tmux=True,
@@ -245,13 +255,108 @@ async def _edge(edges: Edges, mark: int, want: str) -> float:
             await edges.changed.wait()
 
 
-async def first_daemons(homes: int) -> tuple[list[float], list[float]]:
-    """Socket (or link) creation -> source connected, ms, one fresh home per round; and the
-    baseline, a handshake with no wait, ms."""
+class BareClient(threading.Thread):
+    """The baseline of the first daemon: the least any client of the control socket does.
+
+    A thread of its own, blocked in inotify's read on the home (then on ``app-server-control/``
+    once it exists): no event loop, no worker-thread hop. At the link's creation it connects to
+    the link's target, sends the WebSocket upgrade the source sends, then ``initialize``.
+    Epoch ms of each step: ``seen_ms`` (the event read), ``open_ms`` (the upgrade answered:
+    what the source's ``connected_at_ms`` records), ``init_ms`` (``initialize`` answered).
+    ``refused`` counts connects tried before the daemon listened (none where it listens before
+    it links). A failure is kept in ``error`` for the caller; ``done`` is set at the end.
+    """
+
+    def __init__(self, codex_home: Path) -> None:
+        super().__init__(name="bare-client", daemon=True)
+        self.link = control_socket(codex_home)
+        self.seen_ms = self.open_ms = self.init_ms = 0.0
+        self.refused = 0
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+        self.done = threading.Event()
+        self._notify = inotify_simple.INotify()
+        # Watched before the TUI starts: nothing it makes is missed.
+        self._notify.add_watch(self.link.parent.parent, fswatch.APPEARS)
+
+    def run(self) -> None:
+        try:
+            self._wait_for_link()
+            if not self.stop.is_set():
+                self._connect()
+        except BaseException as exc:  # handed to the caller, which raises it
+            self.error = exc
+        finally:
+            self._notify.close()
+            self.done.set()
+
+    def _wait_for_link(self) -> None:
+        control = self.link.parent
+        watching = False
+        while not self.stop.is_set():
+            if not watching and control.is_dir():  # watch first, then look
+                self._notify.add_watch(control, fswatch.APPEARS)
+                watching = True
+            if os.path.lexists(self.link):
+                self.seen_ms = time.time() * 1000
+                return
+            self._notify.read(timeout=100)  # an event wakes it; the timeout checks stop
+
+    def _connect(self) -> None:
+        target = os.path.realpath(self.link)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    sock.connect(target)
+                    break
+                except (ConnectionRefusedError, FileNotFoundError):
+                    if time.monotonic() > deadline:
+                        raise
+                    self.refused += 1
+                    time.sleep(0.0002)  # linked before it listens: try again at once
+            rpc = RpcClient()
+            sock.sendall(rpc.connect())
+            self._until(sock, rpc, lambda e: isinstance(e, Opened))
+            self.open_ms = time.time() * 1000
+            _, data = rpc.request("initialize", {
+                "clientInfo": {"name": "bench", "title": None, "version": "1"},
+                "capabilities": None})
+            sock.sendall(data)
+            self._until(sock, rpc, lambda e: isinstance(e, Answer))
+            self.init_ms = time.time() * 1000
+
+    @staticmethod
+    def _until(sock: socket.socket, rpc: RpcClient, done: Callable[[RpcEvent], bool]) -> None:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("the daemon hung up")
+            events = rpc.receive_data(data)
+            owed = rpc.data_to_send()
+            if owed:
+                sock.sendall(owed)
+            if any(done(e) for e in events):
+                return
+
+
+class FirstDaemon(NamedTuple):
+    """One fresh home's first daemon, epoch ms minus the socket's creation (ctime)."""
+
+    source: float  # the source's connected_at_ms
+    seen: float  # the bare client's inotify event read
+    opened: float  # the bare client's WebSocket upgrade answered
+    initialized: float  # the bare client's initialize answered
+    failed_tries: int  # the source's tries before the daemon existed
+
+
+async def first_daemons(homes: int) -> list[FirstDaemon]:
+    """Socket (link) creation -> source connected, and the bare client's steps, one fresh
+    home per round."""
     codex = _codex()
     mock = openai_server()
-    out: list[float] = []
-    floor: list[float] = []
+    out: list[FirstDaemon] = []
     try:
         for n in range(homes):
             tmp = Path(tempfile.mkdtemp(prefix="pw-bench-cxd1-"))
@@ -261,6 +366,7 @@ async def first_daemons(homes: int) -> tuple[list[float], list[float]]:
             (home / ".codex" / "config.toml").write_text(
                 CODEX_CONFIG.format(url=mock.url, cwd=work))
             tmux = Tmux(tmp)
+            bare = BareClient(home / ".codex")
             try:
                 tmux.start(["sh", "-c", "exec sleep 3600"], {"PATH": "/usr/bin:/bin"})
                 env = daemon_env(state, HOME=str(home), CODEX_HOME=str(home / ".codex"))
@@ -271,55 +377,55 @@ async def first_daemons(homes: int) -> tuple[list[float], list[float]]:
                             if (await daemon.counters())["codex_daemon"]["connect_failures"]:
                                 break
                             await anyio.sleep(0.01)
-                    assert not control_socket(home / ".codex").parent.exists()
+                    link = control_socket(home / ".codex")
+                    assert not link.parent.exists()
                     agent_env = base_env(daemon.hook_socket) | {
                         "HOME": str(home), "TMPDIR": str(tmp / "tmp"),
                         "MOCK_OPENAI_API_KEY": "dummy"}
-                    link = control_socket(home / ".codex")
-                    async with anyio.create_task_group() as tg:
-                        earliest: list[float] = []
-                        tg.start_soon(_earliest_handshake, link, earliest)
-                        tmux.start([str(codex)], agent_env, width=160, height=50, cwd=work)
-                        with anyio.fail_after(60):
-                            while True:  # the timestamp says when; polling only collects it
-                                counters = (await daemon.counters())["codex_daemon"]
-                                if counters["connected_at_ms"] and earliest:
-                                    break
-                                await anyio.sleep(0.05)
+                    bare.start()
+                    tmux.start([str(codex)], agent_env, width=160, height=50, cwd=work)
+                    with anyio.fail_after(60):
+                        # Nothing asks paneward anything until the bare client is done (tens of
+                        # ms after the link): a status request is work on paneward's loop, which
+                        # the path measured must not share.
+                        await anyio.to_thread.run_sync(bare.done.wait, abandon_on_cancel=True)
+                        if bare.error is not None:
+                            raise bare.error
+                        while True:  # the timestamp says when; polling only collects it
+                            counters = (await daemon.counters())["codex_daemon"]
+                            if counters["connected_at_ms"]:
+                                break
+                            await anyio.sleep(0.05)
                     created_ms = max(os.lstat(link).st_ctime_ns,
                                      os.stat(link).st_ctime_ns) / 1e6
-                    out.append(counters["connected_at_ms"] - created_ms)
-                    floor.append(earliest[0] - created_ms)
-                    print(f"home {n + 1}: {out[-1]:.1f} ms, earliest possible {floor[-1]:.1f} ms "
-                          f"({counters['connect_failures']} failed tries)", flush=True)
+                    found = FirstDaemon(
+                        counters["connected_at_ms"] - created_ms, bare.seen_ms - created_ms,
+                        bare.open_ms - created_ms, bare.init_ms - created_ms,
+                        counters["connect_failures"])
+                    out.append(found)
+                    print(f"home {n + 1}: source connected {found.source:.1f} ms; bare client: "
+                          f"event read {found.seen:.1f}, upgrade answered {found.opened:.1f}, "
+                          f"initialize answered {found.initialized:.1f} ms "
+                          f"({found.failed_tries} failed tries, {bare.refused} refused)",
+                          flush=True)
             finally:
+                bare.stop.set()
+                if bare.is_alive():
+                    await anyio.to_thread.run_sync(bare.join, 10)
                 stop_codex_leftovers(home)
                 tmux.kill()
                 shutil.rmtree(tmp, ignore_errors=True)
     finally:
         mock.close()
-    return out, floor
+    return out
 
 
-async def _earliest_handshake(link: Path, out: list[float]) -> None:
-    """Try to connect and shake hands every millisecond until it works; append the epoch ms
-    at which the handshake was answered (what ``connected_at_ms`` records)."""
-    while True:
-        try:
-            target = await anyio.to_thread.run_sync(os.path.realpath, link)
-            stream = await anyio.connect_unix(target)
-        except OSError:
-            await anyio.sleep(0.001)
-            continue
-        async with stream:
-            try:
-                await RpcStream(stream).open()
-            except (OSError, anyio.EndOfStream, anyio.BrokenResourceError,
-                    RpcProtocolError):
-                await anyio.sleep(0.001)  # bound, not yet listening or answering: again
-                continue
-            out.append(time.time() * 1000)
-            return
+def _spread(values: list[float]) -> str:
+    """min / p50 / p99 / max, ms."""
+    lat = sorted(values)
+    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+    return (f"min {lat[0]:.1f}, p50 {statistics.median(lat):.1f}, p99 {p99:.1f}, "
+            f"max {lat[-1]:.1f} ms")
 
 
 def main() -> None:
@@ -330,14 +436,15 @@ def main() -> None:
                         help="measure only the first daemon in this many fresh homes")
     args = parser.parse_args()
     if args.first_homes:
-        found, floor = anyio.run(first_daemons, args.first_homes)
-        lat = sorted(found)
-        p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
-        print(f"first codex daemon: socket created -> source connected, {len(lat)} fresh "
-              f"homes: min {lat[0]:.1f} ms, p50 {statistics.median(lat):.1f} ms, "
-              f"p99 {p99:.1f} ms, max {lat[-1]:.1f} ms; baseline, the earliest possible: "
-              f"min {min(floor):.1f} ms, p50 {statistics.median(floor):.1f} ms, "
-              f"max {max(floor):.1f} ms")
+        found = anyio.run(first_daemons, args.first_homes)
+        print(f"first codex daemon, {len(found)} fresh homes, from the socket's creation:")
+        print(f"  source connected:                    {_spread([f.source for f in found])}")
+        print(f"  bare client, upgrade answered:       {_spread([f.opened for f in found])}")
+        print(f"    its inotify event read:            {_spread([f.seen for f in found])}")
+        print(f"    its initialize answered:           "
+              f"{_spread([f.initialized for f in found])}")
+        print(f"  source minus bare client, per home:  "
+              f"{_spread([f.source - f.opened for f in found])}")
         return
     r = anyio.run(run, args.rounds, args.idle_s)
     lat = sorted(r["latencies_ms"])

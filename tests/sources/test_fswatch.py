@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import anyio
@@ -144,3 +145,34 @@ def test_only_directories_are_watched(tmp_path: Path) -> None:
         assert not notify.add(tmp_path / "file", MASK)
         assert not notify.add(tmp_path / "missing", MASK)
         assert notify.watched == []
+
+
+def test_close_returns_before_the_kernel_releases_the_descriptor(tmp_path: Path) -> None:
+    """The kernel releases an inotify descriptor only after an SRCU grace period (13-16 ms
+    here), and sources close theirs on the event loop: ``close`` hands the descriptor to the
+    closer thread and returns. The real descriptor's close is held back here, standing for
+    that grace period, until the test lets it go."""
+    notify = Inotify()
+    assert notify.add(tmp_path, MASK)
+    descriptor = notify._fd
+    caller = threading.get_ident()
+    release, released = threading.Event(), threading.Event()
+    closed_by: list[int] = []
+    real_close = descriptor.close
+
+    def held_close() -> None:
+        closed_by.append(threading.get_ident())
+        if threading.get_ident() != caller:
+            release.wait(10)
+        real_close()
+        released.set()
+
+    descriptor.close = held_close
+    notify.close()
+    assert notify.watched == []
+    assert not released.is_set()  # returned while the release is still held
+    notify.close()  # closing again hands nothing over twice
+    release.set()
+    assert released.wait(10)
+    assert descriptor.closed
+    assert closed_by == [closed_by[0]] and closed_by[0] != caller

@@ -283,8 +283,9 @@ class RpcStream:
     """The I/O shell of a :class:`~actors.harnesses.codex.jsonrpc.RpcClient` (JSON-RPC 2.0
     over a client WebSocket) on one anyio byte stream.
 
-    :meth:`open` does the handshake; then one task runs :meth:`serve` (reads until the peer
-    hangs up: answers wake their callers, notifications go to ``notify``) while others
+    :meth:`open` does the handshake (or :meth:`send_open`, then :meth:`wait_open`, to do
+    something else while the peer answers); then one task runs :meth:`serve` (reads until the
+    peer hangs up: answers wake their callers, notifications go to ``notify``) while others
     :meth:`call` and :meth:`send`. ``bytes_in`` counts what was read.
     """
 
@@ -302,7 +303,18 @@ class RpcStream:
 
         :raises RpcProtocolError: refused, or broken.
         """
+        await self.send_open()
+        await self.wait_open()
+
+    async def send_open(self) -> None:
+        """Send the WebSocket handshake's request."""
         await self._stream.send(self._rpc.connect())
+
+    async def wait_open(self) -> None:
+        """Wait for the answer to :meth:`send_open`.
+
+        :raises RpcProtocolError: refused, or broken.
+        """
         while True:
             events = await self._receive()
             for index, event in enumerate(events):
@@ -502,12 +514,14 @@ class CodexDaemonSource:
 
     async def run(self, sink: EvidenceSink) -> None:
         """Connect, follow, reconnect, until cancelled."""
+        # Taken before each try: whatever changes after it wakes the wait below, even a change
+        # made before the wait's watches were in place. A wait that saw the socket change
+        # returns the look it took after its watches, and that look serves the next try: no
+        # worker-thread hop between the change and the connect.
+        seen, target = await anyio.to_thread.run_sync(self._look)
         while True:
-            # Taken before each try: whatever changes after it wakes the wait below, even a
-            # change made before the wait's watches were in place.
-            seen = await anyio.to_thread.run_sync(socket_state, self.socket_path)
             try:
-                await self._follow(sink)
+                await self._follow(sink, target)
             except OSError:
                 self._stats.connect_failures += 1
             except (RpcProtocolError, anyio.EndOfStream, anyio.BrokenResourceError):
@@ -516,13 +530,18 @@ class CodexDaemonSource:
             # answers the handshake and then sends a bad frame is retried ever more slowly.
             delay = self._backoff.ended(time.monotonic())
             self._stats.retry_delay = delay
-            await self._wait_for_daemon(delay, seen)
+            seen, target = await self._wait_for_daemon(delay, seen)
 
-    async def _follow(self, sink: EvidenceSink) -> None:
+    def _look(self) -> tuple[SocketState, str]:
+        """Worker thread: the control socket's state, and the path to connect to.
+
+        The link's target (``/tmp/codex-daemon-<uid>/<hash>``) is what the TUIs connect to,
+        and a deep ``CODEX_HOME`` can make the link's own path too long for a unix socket
+        address."""
+        return socket_state(self.socket_path), os.path.realpath(self.socket_path)
+
+    async def _follow(self, sink: EvidenceSink, target: str) -> None:
         path = self.socket_path
-        # The link's target (/tmp/codex-daemon-<uid>/<hash>) is what the TUIs connect to, and a
-        # deep CODEX_HOME can make the link's own path too long for a unix socket address.
-        target = await anyio.to_thread.run_sync(os.path.realpath, path)
         stream = await anyio.connect_unix(target)
         async with stream:
             raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
@@ -530,10 +549,12 @@ class CodexDaemonSource:
             if uid != os.getuid():
                 self._stats.refused_peers += 1
                 raise RpcProtocolError(f"{path} belongs to uid {uid}")
+            rpc = RpcStream(stream)
+            # The request first: the daemon answers it while a worker reads its /proc entry.
+            await rpc.send_open()
             stat = await anyio.to_thread.run_sync(procfs.read_stat, pid)
             self._view = DaemonView(daemon=(pid, stat.start_token) if stat else None)
-            rpc = RpcStream(stream)
-            await rpc.open()
+            await rpc.wait_open()
             self._stats.connects += 1
             self._backoff.connected(time.monotonic())
             self._stats.connected_at_ms = self._clock()
@@ -758,35 +779,47 @@ class CodexDaemonSource:
             self._stats.statuses_sent += 1
         return True
 
-    async def _wait_for_daemon(self, delay: float, seen: SocketState) -> None:
+    async def _wait_for_daemon(
+        self, delay: float, seen: SocketState
+    ) -> tuple[SocketState, str]:
         """Until the control socket may be there again: a change in its directory (or the
         directory of the link's target) that leaves the socket other than ``seen``, or
-        ``delay`` seconds, whichever comes first. A directory that does not exist yet (a home
-        that never ran a daemon) is watched through its nearest existing ancestor
-        (:func:`~actors.sources.fswatch.watch_nearest`): the first daemon wakes this at once.
-        Returns at once if the socket is no longer as ``seen`` (before the last try): what
-        changed between that try and the watches (a daemon that makes its link, then binds
-        while the try fails) would wake nothing else until ``delay``."""
+        ``delay`` seconds, whichever comes first; returns a look (:meth:`_look`) taken after
+        that. A directory that does not exist yet (a home that never ran a daemon) is watched
+        through its nearest existing ancestor (:func:`~actors.sources.fswatch.watch_nearest`):
+        the first daemon wakes this at once. Returns at once if the socket is no longer as
+        ``seen`` (before the last try): what changed between that try and the watches (a
+        daemon that makes its link, then binds while the try fails) would wake nothing else
+        until ``delay``."""
         with anyio.move_on_after(delay):
             try:
                 # inotify on the event loop: no thread and no timer while nothing changes.
                 with fswatch.Inotify() as inotify:
                     while True:
-                        if await anyio.to_thread.run_sync(self._arm, inotify, seen) != seen:
-                            return
+                        look = await anyio.to_thread.run_sync(self._arm, inotify, seen)
+                        if look[0] != seen:
+                            return look
                         # Something else changed (an ancestor got an entry, a directory on
                         # the way appeared): watch one level deeper and wait again.
                         await inotify.wait()
             except OSError:
                 self._stats.watch_errors += 1
                 await anyio.sleep_forever()  # no watching here: the delay decides
+        return await anyio.to_thread.run_sync(self._look)
 
-    def _arm(self, inotify: fswatch.Inotify, seen: SocketState) -> SocketState:
+    def _arm(self, inotify: fswatch.Inotify, seen: SocketState) -> tuple[SocketState, str]:
         """Worker thread: watch each directory the socket may appear in, or its nearest
-        existing ancestor; then (watches first, so nothing is missed) the socket's state."""
-        for directory in self._watch_dirs(seen):
-            fswatch.watch_nearest(inotify, directory, _DIR_CHANGES)
-        return socket_state(self.socket_path)
+        existing ancestor, and nothing else; then (watches first, so nothing is missed)
+        :meth:`_look`. An ancestor watched while the control directory was missing is dropped
+        once it exists: every file Codex makes in its home would wake the wait for nothing."""
+        wanted = {
+            os.fspath(fswatch.watch_nearest(inotify, directory, _DIR_CHANGES))
+            for directory in self._watch_dirs(seen)
+        }
+        for directory in inotify.watched:
+            if directory not in wanted:
+                inotify.remove(directory)
+        return self._look()
 
     def _watch_dirs(self, seen: SocketState) -> list[Path]:
         # The link's target as the last try saw it: a link changed since then is caught by

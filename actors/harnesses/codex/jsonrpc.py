@@ -25,6 +25,11 @@ answer, a message that is not a JSON object, or one longer than ``max_message`` 
 from __future__ import annotations
 
 import contextlib
+
+# wsproto encodes the handshake's Host header with the idna codec, which Python imports on its
+# first use (idna, stringprep, unicodedata: milliseconds on a busy machine): imported with this
+# module, so the first daemon's handshake does not wait for it.
+import encodings.idna  # noqa: F401
 import json
 from typing import Any, Final
 

@@ -36,7 +36,7 @@ from actors.harnesses.codex.daemon import (
     parse_origin,
     socket_state,
 )
-from actors.sources import procfs
+from actors.sources import fswatch, procfs
 from tests import support
 from tests.support.daemon import start_token
 from tests.support.polling import poll_until
@@ -402,7 +402,8 @@ async def test_without_a_daemon_the_source_waits_and_starts_nothing(tmp_path: Pa
             # the daemon appears, its link last: the change in its directory wakes the source
             async with fake_daemon(home, link_first=False):
                 await source.wait_connected()
-            assert source.statistics().connect_failures == 1
+                # counted while connected: the fake's exit makes the source try again
+                assert source.statistics().connect_failures == 1
 
 
 async def test_a_daemon_that_links_before_it_binds_is_found_when_it_binds(
@@ -420,7 +421,7 @@ async def test_a_daemon_that_links_before_it_binds_is_found_when_it_binds(
 
             async with fake_daemon(home, before_bind=linked_and_tried):
                 await source.wait_connected()
-            assert source.statistics().connect_failures == 2
+                assert source.statistics().connect_failures == 2
 
 
 async def test_a_home_that_never_ran_a_daemon_is_followed_from_its_first_daemon(
@@ -484,9 +485,30 @@ async def test_a_socket_bound_before_the_wait_watches_ends_the_wait_at_once(
     with anyio.fail_after(20):
         async with fake_daemon(home):
             assert socket_state(link) != seen
-            await source._wait_for_daemon(60, seen)
+            # what it returns is the look the next try connects with
+            look = await source._wait_for_daemon(60, seen)
+            assert look == (socket_state(link), str(await anyio.Path(link).resolve()))
     # That it waits while nothing changed (a stale socket): the test above, where a wait that
     # returned at once would have counted a failure per try.
+
+
+def test_the_wait_watches_the_homes_ancestor_only_while_the_control_directory_is_missing(
+    tmp_path: Path,
+) -> None:
+    """Codex keeps making files in its home (logs, sqlite journals) as it starts: once the
+    control directory exists, the home's watch, set while it did not, is dropped, so those
+    files no longer wake the wait. (The private arming step, driven directly: the wake-ups
+    it saves change no outcome a public step shows.)"""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    source = CodexDaemonSource(home, resolve=_resolver({}), retry_min=60, retry_max=60)
+    seen = socket_state(control_socket(home))
+    with fswatch.Inotify() as inotify:
+        source._arm(inotify, seen)
+        assert inotify.watched == [str(home)]
+        control_socket(home).parent.mkdir()
+        source._arm(inotify, seen)
+        assert inotify.watched == [str(control_socket(home).parent)]
 
 
 async def test_a_wait_already_open_when_the_source_connects_is_reported(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ event loop: what the connection does with them is tests/harnesses/codex/test_dae
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -188,3 +190,19 @@ def test_what_arrives_with_the_handshakes_answer_follows_opened() -> None:
     notice = {"method": "thread/started", "params": {}}
     data = peer.accept(client.connect()) + peer.text(notice)
     assert client.receive_data(data) == [Opened(), RpcNotification(notice)]
+
+
+def test_the_first_handshake_loads_no_module() -> None:
+    """The first daemon's handshake is the one a fresh paneward makes: nothing it needs is
+    imported only then (wsproto's idna codec for the Host header, among others). A fresh
+    interpreter, so that no other test has imported it already."""
+    code = (
+        "import sys\n"
+        "from actors.harnesses.codex.jsonrpc import RpcClient\n"
+        "before = set(sys.modules)\n"
+        "RpcClient().connect()\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "[]"
