@@ -5,13 +5,13 @@ the I/O. It reads the control socket's watch stream with its snapshot first and 
 last hour after it (``{"op": "watch", "snapshot": true, "since_ms": ...}``, served by
 :mod:`actors.sources.control_server`), asks tmux every few seconds where each pane is and in
 which directory, and draws the rows in a table. Keys: Enter jumps to the selected session's
-pane (:func:`actors.cli.commands.jump_to`, what ``paneward next`` runs; a ``turn_done`` jumped
+pane (:func:`actors.cli.jump_to`, what ``paneward next`` runs; a ``turn_done`` jumped
 to is acknowledged, as ``next`` does), ``a`` acknowledges its ``turn_done`` / ``failed``
 (:class:`messages.Acknowledge` to the hook socket), ``/`` filters by text, ``n`` shows only the
 sessions that need you, Escape clears the filter, ``q`` quits.
 
 Textual is an optional extra (``pip install 'paneward[top]'``): only ``paneward top``
-(:func:`actors.cli.commands.run_top`) imports this module, and says how to install it when the
+(:func:`actors.cli.top_command.run_top`) imports this module, and says how to install it when the
 import fails. After an ``Overflow`` (the view fell behind) or the daemon's
 restart it subscribes again, and the snapshot starts it afresh.
 """
@@ -34,7 +34,8 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 import messages
-from actors.cli import commands
+from actors.cli.common import START_HINT, TmuxFailed, send_frames, tmux
+from actors.cli.jump import jump_to
 from actors.core import paths
 from actors.core.clock import now_ms
 from actors.core.jump import LOCATIONS_COMMAND, parse_locations
@@ -247,7 +248,7 @@ class TopApp(App[int]):
                 stream = await anyio.connect_unix(self._control_path())
             except OSError as exc:
                 self.say(f"no daemon at {self._control_path()} ({exc.strerror or exc}); "
-                         f"{commands.START_HINT} -- retrying")
+                         f"{START_HINT} -- retrying")
                 await anyio.sleep(RECONNECT_S)
                 continue
             async with stream:
@@ -289,7 +290,7 @@ class TopApp(App[int]):
         while True:
             try:
                 locations, directories = await anyio.to_thread.run_sync(self._read_panes)
-            except commands._TmuxFailed:
+            except TmuxFailed:
                 locations, directories = {}, {}
             if (locations, directories) != (self.locations, self.directories):
                 self.locations, self.directories = locations, directories
@@ -298,8 +299,8 @@ class TopApp(App[int]):
 
     def _read_panes(self) -> tuple[dict[str, str], dict[str, str]]:
         return (
-            parse_locations(commands._tmux(self.args, LOCATIONS_COMMAND)),
-            parse_directories(commands._tmux(self.args, DIRECTORIES_COMMAND)),
+            parse_locations(tmux(self.args, LOCATIONS_COMMAND)),
+            parse_directories(tmux(self.args, DIRECTORIES_COMMAND)),
         )
 
     # -------------------------------------------------------------------- keys
@@ -322,8 +323,8 @@ class TopApp(App[int]):
     async def _jump(self, row: TopRow) -> None:
         assert row.pane is not None
         try:
-            client = await anyio.to_thread.run_sync(commands.jump_to, self.args, row.pane)
-        except commands._TmuxFailed as exc:
+            client = await anyio.to_thread.run_sync(jump_to, self.args, row.pane)
+        except TmuxFailed as exc:
             self.say(f"tmux: {exc}")
             return
         where = f" on {client}" if client else ""
@@ -351,7 +352,7 @@ class TopApp(App[int]):
 
     async def _send_acknowledge(self, row: TopRow) -> bool:
         ack = messages.Acknowledge(at_ms=now_ms(), key=row.key)
-        send = functools.partial(commands._send_frames, self.args, [messages.encode(ack) + b"\n"])
+        send = functools.partial(send_frames, self.args, [messages.encode(ack) + b"\n"])
         try:
             await anyio.to_thread.run_sync(send)
         except OSError as exc:

@@ -2,7 +2,7 @@
 
 The control server (:mod:`actors.sources.control_server`) reads one line per connection and
 hands it here; ``paneward status`` and ``paneward watch`` write it
-(:func:`actors.sources.control_server.request_lines`). Total: :func:`take_request` and
+(:func:`actors.cli.control_client.request_lines`). Total: :func:`take_request` and
 :func:`parse_request` return a value for every input -- never an exception (a deeply nested
 line would make a recursive decoder raise ``RecursionError``: the depth is checked first, with
 the hook socket's rule, :func:`actors.core.frames.check_bytes`). The fuzz test in

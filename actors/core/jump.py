@@ -1,6 +1,6 @@
 """Jumping to attention, pure: the tmux commands ``paneward next`` and ``paneward pick`` run.
 
-Who uses what: :mod:`actors.cli.commands` builds the attention queue
+Who uses what: :mod:`actors.cli.jump` builds the attention queue
 (:func:`actors.core.attention.attention_queue`) from the daemon's status, asks tmux for its
 clients and pane locations (:data:`CLIENTS_COMMAND`, :data:`LOCATIONS_COMMAND`), then runs
 what :func:`jump_commands` or :func:`menu_command` return, in one ``tmux`` process. Nothing

@@ -43,7 +43,8 @@ subscriber whose peer hangs up (closed, killed) is closed at once
 (:class:`~actors.sources.admission.HangupWatch`, counted in ``hangups``), not at the next
 transition written to it.
 
-Sent by the CLI (:mod:`actors.cli.commands`); served by :class:`ControlServer`, an actor the
+Sent by the CLI (:mod:`actors.cli.control_client` and the commands that read one line,
+:func:`actors.cli.common.status_line`); served by :class:`ControlServer`, an actor the
 daemon starts under the supervisor.
 """
 
@@ -77,7 +78,6 @@ from actors.core.reducer import pane_views
 from actors.core.status_table import actor_line, counter_line, format_table, host_line
 from actors.core.text import printable
 from actors.sources.admission import Admission, AdmissionStatistics, Connection, HangupWatch
-from actors.sources.control_client import request_lines
 from actors.sources.files import (
     UnsafePath,
     bind_socket,
@@ -89,7 +89,7 @@ from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics, Watc
 from messages.activity import Gap, Snapshot, Transition
 from messages.errors import PanewardError
 
-__all__ = ["ControlServer", "ControlServerError", "ControlStatistics", "request_lines"]
+__all__ = ["ControlServer", "ControlServerError", "ControlStatistics"]
 
 #: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
 #: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
