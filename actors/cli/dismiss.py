@@ -66,7 +66,7 @@ def run_ack(args: argparse.Namespace) -> int:
         ATTENTION_WORDS,
         AmbiguousSession,
         NoSuchTarget,
-        resolve_session,
+        resolve_here,
     )
     from actors.core.clock import now_ms
     from actors.core.reducer import pane_winners
@@ -88,7 +88,9 @@ def run_ack(args: argparse.Namespace) -> int:
     except OSError as exc:
         no_daemon(args, "ack", exc)
         return EXIT_NO_DAEMON
-    activities = msgspec.json.decode(line, type=list[messages.Activity])
+    every = msgspec.json.decode(line, type=list[messages.Activity])
+    # this machine's: a fleet host's session is acknowledged on its host (its daemon's state)
+    activities = [a for a in every if a.key.host is None]
     if args.all:
         chosen = [a for a in activities
                   if a.attention is not None and a.attention.kind != "needs_input"]
@@ -109,7 +111,7 @@ def run_ack(args: argparse.Namespace) -> int:
                 ack = messages.Acknowledge(at_ms=at, pane=target)
                 resolved.append((target, shown[target], ack))
             else:
-                key = resolve_session(by_key, target)
+                key = resolve_here((a.key for a in every), target, "ack")
                 resolved.append((str(key), by_key[key], messages.Acknowledge(at_ms=at, key=key)))
         except (NoSuchTarget, AmbiguousSession) as exc:
             problems.append(printable(str(exc)))
@@ -155,7 +157,7 @@ def run_forget(args: argparse.Namespace) -> int:
     import time
 
     import messages
-    from actors.core.attention import AmbiguousSession, NoSuchTarget, resolve_session
+    from actors.core.attention import AmbiguousSession, NoSuchTarget, resolve_here
     from actors.core.clock import now_ms
     from actors.core.text import printable
     from messages.activity import Snapshot, Transition
@@ -181,7 +183,7 @@ def run_forget(args: argparse.Namespace) -> int:
             refused: list[str] = []
             for text in args.sessions:
                 try:
-                    key = resolve_session(by_key, text)
+                    key = resolve_here(by_key, text, "forget")
                 except (NoSuchTarget, AmbiguousSession) as exc:
                     problems.append(printable(str(exc)))
                     continue

@@ -16,9 +16,11 @@ from actors.cli.common import (
     EXIT_OK,
     START_HINT,
     TmuxFailed,
+    add_hosts,
     add_socket,
     add_tmux_target,
     control_path,
+    hosts_fields,
     inside_tmux,
     kinds,
     status_line,
@@ -31,9 +33,9 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from messages import Activity
+    from messages import Activity, SessionKey
 
-__all__ = ["add_next", "add_pick", "jump_to", "run_next", "run_pick"]
+__all__ = ["add_next", "add_pick", "jump_remote", "jump_to", "run_next", "run_pick"]
 
 
 def _add_jump(parser: argparse.ArgumentParser) -> None:
@@ -58,12 +60,15 @@ def _add_jump(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--full-text", action="store_true", help="show reasons unredacted (pick's menu)"
     )
+    add_hosts(parser)
 
 
 def add_next(parser: argparse.ArgumentParser) -> None:
     _add_jump(parser)
     parser.add_argument(
-        "--pane", metavar="%N", help="jump to this pane's attention item (what pick's menu runs)"
+        "--pane", metavar="%N",
+        help="jump to this pane's attention item (with --host: that host's pane; what pick's "
+        "menu runs)",
     )
 
 
@@ -71,38 +76,34 @@ def add_pick(parser: argparse.ArgumentParser) -> None:
     _add_jump(parser)
 
 
-
-
 def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
-    """(exit code, the attention queue's items that have a pane)."""
+    """(exit code, the attention queue's items that have a pane: this machine's and the fleet
+    hosts', as ``--host`` / ``--local`` keep them)."""
     import msgspec
 
     from actors.core.attention import attention_queue
     from messages import Activity
 
     try:
-        line = status_line(args, b"json")
+        line = status_line(args, b"activities", hosts_fields(args))
     except OSError as exc:
         _tell(args, prog, args.client, f"no daemon at {control_path(args)} ({exc}); {START_HINT}")
         return EXIT_NO_DAEMON, []
-    import json
+    if line.startswith(b'{"error"'):
+        import json
 
-    body = json.loads(line)
-    if "error" in body:
-        _tell(args, prog, args.client, str(body["error"]))
+        _tell(args, prog, args.client, str(json.loads(line)["error"]))
         return EXIT_INVALID, []
-    activities = msgspec.convert(body["activities"], list[Activity])
-    # a fleet host's pane is not a local pane: the menu lists this machine's (next jumps there)
-    queue = [a for a in attention_queue(activities, args.kind)
-             if a.pane is not None and a.key.host is None]
-    return EXIT_OK, queue
+    activities = msgspec.json.decode(line, type=list[Activity])
+    return EXIT_OK, [a for a in attention_queue(activities, args.kind) if a.pane is not None]
 
 
 def _queue_items(args: argparse.Namespace, prog: str) -> tuple[int, list[dict[str, str]]]:
     """(exit code, the attention queue's items that have a pane, as the daemon decided them:
-    ``{"pane", "key", "kind", "label"}``, in order, only ``args.kind``'s kinds)."""
+    ``{"pane", "key", "kind", "label"}`` and a fleet host's ``host`` and ``attach``, in order,
+    only ``args.kind``'s kinds and ``--host`` / ``--local``'s side)."""
     try:
-        line = status_line(args, b"queue")
+        line = status_line(args, b"queue", hosts_fields(args))
     except OSError as exc:
         _tell(args, prog, args.client, f"no daemon at {control_path(args)} ({exc}); {START_HINT}")
         return EXIT_NO_DAEMON, []
@@ -112,10 +113,8 @@ def _queue_items(args: argparse.Namespace, prog: str) -> tuple[int, list[dict[st
     if isinstance(body, dict):
         _tell(args, prog, args.client, str(body.get("error", body)))
         return EXIT_INVALID, []
-    kinds = args.kind
-    return EXIT_OK, [item for item in body if kinds is None or item["kind"] in kinds]
-
-
+    wanted = args.kind
+    return EXIT_OK, [item for item in body if wanted is None or item["kind"] in wanted]
 
 
 def _tell(args: argparse.Namespace, prog: str, client: str | None, text: str) -> None:
@@ -186,14 +185,44 @@ def _remote_window(args: argparse.Namespace, item: dict[str, Any]) -> str:
     return pane
 
 
+def jump_remote(args: argparse.Namespace, key: SessionKey) -> str | None:
+    """Bring a fleet host's session that needs you in front of the user's client, as ``next``
+    does (:func:`_remote_window`); the client moved, as :func:`jump_to` says. Used by
+    ``paneward top``.
+
+    :raises OSError: no daemon.
+    :raises LookupError: the session is not in the attention queue (any more), or its pane
+        cannot be attached to.
+    :raises TmuxFailed: tmux refused or is not there (its words).
+    """
+    import json
+
+    fields = b', "host": ' + json.dumps(key.host).encode()
+    items = json.loads(status_line(args, b"queue", fields))
+    item = next((i for i in items if isinstance(i, dict) and i.get("key") == str(key)
+                 and "attach" in i), None) if isinstance(items, list) else None
+    if item is None:
+        raise LookupError("it does not need you (any more): nothing to reach")
+    return jump_to(args, _remote_window(args, item))
+
+
 def run_next(args: argparse.Namespace) -> int:
     code, queue = _queue_items(args, "next")
     if code != EXIT_OK:
         return code
     if args.pane is not None:
-        queue = [item for item in queue if item["pane"] == args.pane and "host" not in item]
+        # --pane %N is this machine's pane, --host NAME --pane %N that host's
+        queue = [item for item in queue
+                 if item["pane"] == args.pane and item.get("host") == args.host]
     try:
         if not queue:
+            if args.pane is not None and args.host is not None:
+                # a remote pane is reached through its item's attach command: gone with it
+                from actors.core.text import printable
+
+                _tell(args, "next", args.client,
+                      f"nothing needs you on {printable(args.host)} {printable(args.pane)}")
+                return EXIT_INVALID
             if args.pane is not None:
                 # pick's menu named a pane whose item closed meanwhile: still go there.
                 jump_to(args, args.pane)
@@ -218,8 +247,10 @@ def run_next(args: argparse.Namespace) -> int:
     if not args.quiet:
         from actors.core.text import printable
 
-        where = f" on {client}" if client else ""
-        print(f"{printable(item['pane'])}{where}: {printable(item['key'])} {item['label']}")
+        on = f" on {client}" if client else ""
+        pane = printable(item["pane"])
+        where = f"{printable(item['host'])} {pane}" if "host" in item else pane
+        print(f"{where}{on}: {printable(item['key'])} {item['label']}")
     return EXIT_OK
 
 

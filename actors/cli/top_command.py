@@ -9,6 +9,7 @@ import sys
 from actors.cli.common import (
     EXIT_INVALID,
     EXIT_NO_DAEMON,
+    add_hosts,
     add_socket,
     add_tmux_target,
     no_daemon,
@@ -37,11 +38,13 @@ def add_top(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also list sessions that ended more than a day ago",
     )
+    add_hosts(parser)
 
 
 def run_top(args: argparse.Namespace) -> int:
     """The live view (:mod:`actors.cli.top`): 0 when the user quits, 1 without Textual (the
-    ``top`` extra), 2 without a daemon."""
+    ``top`` extra), 2 without a daemon. The daemon is asked for its fleet hosts first: with a
+    fleet the view has a HOST column and their health."""
     try:
         from actors.cli import top
     except ImportError as exc:
@@ -53,9 +56,11 @@ def run_top(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID
+    import json
+
     try:
-        status_line(args, b"queue")
+        hosts = json.loads(status_line(args, b"hosts"))
     except OSError as exc:
         no_daemon(args, "top", exc)
         return EXIT_NO_DAEMON
-    return top.run(args)
+    return top.run(args, fleet=isinstance(hosts, list))

@@ -1,4 +1,8 @@
 """``paneward wait``: block until a session (or a pane's, or any) matches every predicate.
+
+It reads the control socket's watch stream, snapshot first (a fleet host's sessions in it too:
+``--host`` / ``--local`` keep one side; a pane is this machine's unless ``--host`` names its
+host).
 """
 
 from __future__ import annotations
@@ -10,8 +14,10 @@ from actors.cli.common import (
     EXIT_NO_DAEMON,
     EXIT_NO_TARGET,
     EXIT_OK,
+    add_hosts,
     add_socket,
     control_path,
+    hosts_fields,
     no_daemon,
 )
 
@@ -30,9 +36,11 @@ def add_wait(parser: argparse.ArgumentParser) -> None:
     add_socket(parser)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument(
-        "--session", metavar="ID", help="a session: its id, harness:id, or a unique prefix"
+        "--session", metavar="ID",
+        help="a session: its id, harness:id, HOST/harness:id (a fleet host's), or a unique prefix",
     )
-    group.add_argument("--pane", metavar="%N", help="a pane (judged by the session it shows)")
+    group.add_argument("--pane", metavar="%N", help="a pane (judged by the session it shows; "
+                       "this machine's, or with --host that host's)")
     group.add_argument("--any", action="store_true", help="the first session that matches")
     parser.add_argument(
         "--for-new",
@@ -51,6 +59,7 @@ def add_wait(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", metavar="S", type=float, default=None, help="give up after S seconds (exit 1)"
     )
+    add_hosts(parser)
 
 
 def _predicate(text: str) -> Any:
@@ -81,6 +90,10 @@ def run_wait(args: argparse.Namespace) -> int:
         args.until, session=args.session, pane=args.pane, for_new=args.for_new
     )
 
+    # a pane id names a pane of one tmux server: this machine's unless --host names another
+    pane_local = args.pane is not None and args.host is None
+    fields = b', "local": true' if pane_local else hosts_fields(args)
+
     def remaining() -> float | None:
         if deadline is None:
             return None
@@ -98,7 +111,7 @@ def run_wait(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     no_daemon(args, "wait", exc)
                     return EXIT_NO_DAEMON
-                sock.sendall(b'{"op": "watch", "snapshot": true}\n')
+                sock.sendall(b'{"op": "watch", "snapshot": true%s}\n' % fields)
                 with sock.makefile("rb") as reader:
                     while True:
                         sock.settimeout(remaining())

@@ -60,11 +60,12 @@ class BadRequest:
     detail: str
 
 
-StatusForm = Literal["json", "table", "activities", "panes", "counters", "queue"]
+StatusForm = Literal["json", "table", "activities", "panes", "counters", "queue", "hosts"]
 #: What a status request may ask for: everything (``json``), the rendered table, the
-#: activities, the pane views, the counters, the attention queue's items that have a pane.
+#: activities, the pane views, the counters, the attention queue's items that have a pane, the
+#: fleet hosts' health (``null`` without a fleet).
 STATUS_FORMS: Final[tuple[str, ...]] = (
-    "json", "table", "activities", "panes", "counters", "queue"
+    "json", "table", "activities", "panes", "counters", "queue", "hosts"
 )
 
 

@@ -13,7 +13,9 @@ sends one JSON request line and reads JSON lines back:
   ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are),
   ``"queue"`` the attention queue's items that have a pane, in order, as
   ``[{"pane", "key", "kind", "label"}]`` (what ``paneward next`` jumps to; a fleet host's
-  item also has ``host`` and ``attach``, the local command that shows its pane).
+  item also has ``host`` and ``attach``, the local command that shows its pane), ``"hosts"``
+  the fleet hosts' health as ``status --json``'s ``hosts`` has it, ``null`` without a fleet
+  (what ``paneward top`` asks to know whether it has a HOST column, and shows).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given -- with a :class:`~messages.Gap` line where the journal misses transitions (the
@@ -358,6 +360,10 @@ class ControlServer:
     async def _status(
         self, connection: Connection, form: str, *, show_all: bool, only: Only = None
     ) -> None:
+        if form == "hosts":
+            hosts_only = None if self._remote is None else self._remote.hosts()
+            await connection.send(msgspec.json.encode(hosts_only) + b"\n")
+            return
         activities = self._activities(only)
         local = [a for a in activities if a.key.host is None]
         if form == "activities":
@@ -440,8 +446,10 @@ class ControlServer:
         try:
             stats.watches += 1
             if fleet or self._remote is None or only is LOCAL:
-                # a fleet stream carries this machine's sessions only
-                await self._watch(connection, since, snapshot=snapshot, fleet=fleet)
+                # a fleet stream carries this machine's sessions only (so does --local's
+                # snapshot)
+                await self._watch(connection, since, snapshot=snapshot, fleet=fleet,
+                                  only=LOCAL if only is LOCAL else None)
             else:
                 await self._watch_merged(connection, since, snapshot=snapshot, only=only)
         finally:
