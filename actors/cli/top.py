@@ -44,6 +44,7 @@ from actors.core import paths
 from actors.core.clock import now_ms
 from actors.core.jump import LOCATIONS_COMMAND, parse_locations
 from actors.core.status_table import host_line
+from actors.core.text import printable
 from actors.core.top import (
     DIRECTORIES_COMMAND,
     STRIP_CHARS,
@@ -395,6 +396,11 @@ class TopApp(App[int]):
         row = self.selected_row()
         if row is None:
             self.say("nothing to acknowledge")
+            return
+        if row.key.host is not None:
+            # its state is its host's daemon's: acknowledged there (or by looking at its pane)
+            self.say(f"{row.host} {row.harness}:{row.session} is {row.host}'s: acknowledge it "
+                     f"there (ssh {row.host} paneward ack {printable(row.key.session_id)})")
             return
         if row.kind not in ("turn_done", "failed"):
             self.say(

@@ -429,6 +429,8 @@ async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_
                         await pilot.press("enter")
                         await poll_until(lambda: app.note.startswith(f"jumped to h1 {remote_pane}"),
                                          "the jump to h1's pane")
+                        await pilot.press("a")  # h1's state is h1's daemon's
+                        await poll_until(lambda: "acknowledge it there" in app.note, "said so")
                     again = await local_tmux.arun("list-windows", "-a", "-F",
                                                   "#{@paneward_remote}")
                     assert again.split().count("h1/terminal:r1") == 1  # the same window
