@@ -138,7 +138,7 @@ async def wait_menu(
 
 
 def _menu_drawn(user: AttachedClient, mark: int, text: str) -> bool:
-    from tests.cli.test_commands_next_pick import _text
+    from tests.cli.test_jump import _text
 
     drawn = _text(bytes(user.output[mark:]))
     title = drawn.find("paneward:attention")

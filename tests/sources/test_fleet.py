@@ -323,8 +323,8 @@ async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_
     from actors.cli.common import status_line
     from actors.cli.main import build_parser
     from actors.cli.top import TopApp
-    from tests.test_attention_tmux import _text
-    from tests.tmux_helpers import attached_client
+    from tests.cli.test_jump import _text
+    from tests.support.tmux import attached_client
 
     remote_tmux = TmuxServer()
     local_tmux = TmuxServer()
