@@ -276,11 +276,12 @@ def test_status_and_watch_import_only_what_they_use(
     assert ours == {
         "actors",
         "actors.cli",
-        "actors.cli.commands",
+        "actors.cli.quick",
+        f"actors.cli.{argv[0]}",
+        "actors.cli.common",
+        "actors.cli.control_client",
         "actors.core",
         "actors.core.paths",
-        "actors.sources",
-        "actors.sources.control_client",
     }
     heavy = {"anyio", "msgspec", "psutil", "aiosqlite", "inotify_simple", "typing", "argparse"}
     heavy |= {"json", "socket", "selectors"}  # they print what the daemon sends, as it comes
@@ -302,10 +303,10 @@ def test_status_and_watch_import_only_what_they_use(
     ],
 )
 def test_the_quick_parser_agrees_with_argparse(argv: list[str]) -> None:
-    from actors.cli import commands
     from actors.cli.main import build_parser
+    from actors.cli.quick import quick
 
-    parsed = commands.quick(argv)
+    parsed = quick(argv)
     assert parsed is not None
     name, quick_args = parsed
     full = vars(build_parser(argv[0]).parse_args(argv))
@@ -319,16 +320,16 @@ def test_the_quick_parser_agrees_with_argparse(argv: list[str]) -> None:
              ["watch", "--since"]]
 )
 def test_anything_else_goes_to_argparse(argv: list[str]) -> None:
-    from actors.cli import commands
+    from actors.cli.quick import quick
 
-    assert commands.quick(argv) is None
+    assert quick(argv) is None
 
 
 def test_next_jumps_without_msgspec_or_the_reducer() -> None:
     """``paneward next`` sits on a key binding: the daemon decides the queue (``{"op": "status",
     "format": "queue"}``), so the jump loads neither msgspec nor the reducer."""
     code = (
-        "import sys, json; import actors.cli.commands, actors.core.jump, actors.core.text; "
+        "import sys, json; import actors.cli.jump, actors.core.jump, actors.core.text; "
         "print(json.dumps(sorted(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -662,7 +663,7 @@ def test_a_new_harness_home_reaches_the_service_unit(
 def test_a_new_harness_is_wrapped_and_listed(
     crush: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from actors.cli import commands, wrap
+    from actors.cli import status, wrap
     from actors.cli.main import main
 
     assert wrap.parse_args(["/usr/local/bin/crush", "--yolo"]).harness == CRUSH
@@ -672,8 +673,8 @@ def test_a_new_harness_is_wrapped_and_listed(
     with pytest.raises(SystemExit):
         main(["wrap", "--help"])
     assert "crush" in capsys.readouterr().out
-    assert "crush: crush hooks and its sessions directory" in commands.format_proofs(
-        commands.proofs_json()
+    assert "crush: crush hooks and its sessions directory" in status.format_proofs(
+        status.proofs_json()
     )
 
 

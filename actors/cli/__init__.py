@@ -2,10 +2,14 @@
 
 - :mod:`.main` -- the argument parser and the table of subcommands;
 - :mod:`.hook_client` -- ``paneward hook``, stdlib only;
-- :mod:`.commands` -- the subcommands that talk to a daemon or tmux (``run``, ``status``,
-  ``watch``, ``next``, ``pick``, ``wait``, ``top``, ``ack``, ``forget``, ``tmux-config``);
-- :mod:`.daemon` -- ``paneward run``'s wiring of every actor;
-- :mod:`.top` -- the Textual shell of ``paneward top``;
+- the subcommands that talk to a daemon or to tmux, one module each (or per pair): :mod:`.run`
+  (``paneward run``; :mod:`.daemon` is its wiring of every actor), :mod:`.status`,
+  :mod:`.watch`, :mod:`.wait`, :mod:`.jump` (``next`` and ``pick``), :mod:`.dismiss` (``ack``
+  and ``forget``), :mod:`.top_command` (``top``'s options and start; :mod:`.top` is its Textual
+  shell), :mod:`.tmux_config`; what they share (exit codes, options, one-line requests, the
+  tmux runner) is :mod:`.common`, and :mod:`.control_client` is their blocking client of the
+  daemon's control socket;
+- :mod:`.quick` -- ``status`` and ``watch`` parsed without argparse;
 - :mod:`.wrap` -- ``paneward wrap``, the PTY wrapper;
 - :mod:`.install` -- ``paneward install-hooks``; :mod:`.service` -- ``paneward install-service``;
 - :mod:`.fleet` -- ``paneward fleet add|remove|list|check`` (the hosts file, over the user's ssh);
@@ -16,7 +20,7 @@ This ``__init__`` is the console script's entry point and imports nothing but :m
 :mod:`actors.cli.hook_client` before anything else is imported (not even
 :mod:`actors.cli.main` and its table of subcommands), and the process ends as soon as it is
 done (:func:`_exit_now`); plain ``status`` and ``watch`` go to their
-commands without argparse (:func:`actors.cli.commands.quick`); everything else goes to
+commands without argparse (:func:`actors.cli.quick.quick`); everything else goes to
 :func:`actors.cli.main.main`.
 """
 
@@ -51,12 +55,18 @@ def _dispatch(argv: list[str]) -> int:
 
         _exit_now(hook(argv[1:]))
     if argv[:1] in (["status"], ["watch"]):
-        from actors.cli import commands
+        from actors.cli.quick import quick
 
-        parsed = commands.quick(argv)
+        parsed = quick(argv)
         if parsed is not None:
             name, args = parsed
-            return commands.run_status(args) if name == "status" else commands.run_watch(args)
+            if name == "status":
+                from actors.cli.status import run_status
+
+                return run_status(args)
+            from actors.cli.watch import run_watch
+
+            return run_watch(args)
     from actors.cli.main import main as cli
 
     return cli(argv)

@@ -6,9 +6,8 @@ subcommand imports what it needs inside its own function, and only the arguments
 subcommand being run are set up, so ``status``, ``watch`` and ``inject`` import only what they
 use.
 
-Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)); the daemon
-side (``run``, ``status``, ``watch``, ``wrap``, ``tmux-config``, ``next``, ``pick``, ``wait``,
-``ack``, ``forget``, ``top``) is added there by its owner.
+Subcommands are registered in :data:`COMMANDS` (name -> (help, add_arguments, run)), each
+with the module that holds it (:mod:`actors.cli` lists them).
 Exit codes: 0 success, 1 invalid input / refused operation, 2 no daemon / usage error (a
 subcommand's usage error prints that subcommand's usage). ``paneward`` alone prints the help,
 ``paneward --version`` the version.
@@ -124,18 +123,16 @@ def _run_install_service(args: argparse.Namespace) -> int:
     return service.run(args)
 
 
-def _daemon_side(name: str) -> tuple[AddArguments, Run]:
-    """Lazy wrappers for the subcommands in :mod:`actors.cli.commands`."""
+def _lazy(module: str, name: str) -> tuple[AddArguments, Run]:
+    """``add_NAME`` and ``run_NAME`` of ``actors.cli.MODULE``, imported when called: only the
+    subcommand being run is imported."""
 
     def add(parser: argparse.ArgumentParser) -> None:
-        import actors.cli.commands as cli_daemon
-
-        getattr(cli_daemon, f"add_{name}")(parser)
+        getattr(__import__(f"actors.cli.{module}", fromlist=["_"]), f"add_{name}")(parser)
 
     def run(args: argparse.Namespace) -> int:
-        import actors.cli.commands as cli_daemon
-
-        result: int = getattr(cli_daemon, f"run_{name}")(args)
+        result: int = getattr(__import__(f"actors.cli.{module}", fromlist=["_"]),
+                              f"run_{name}")(args)
         return result
 
     return add, run
@@ -185,24 +182,24 @@ COMMANDS: dict[str, tuple[str, AddArguments, Run]] = {  # name -> (help, add_arg
     "inject": ("send one inbound message to the daemon", _add_inject, _run_inject),
     "version": ("print the version", _add_version, _run_version),
     "run": ("run the daemon (discovery, hook socket, store, optional tmux badges)",
-            *_daemon_side("run")),
+            *_lazy("run", "run")),
     "status": ("show every session: pane, harness, presence, turn, attention",
-               *_daemon_side("status")),
+               *_lazy("status", "status")),
     "watch": ("print transitions as they happen (JSON lines with --json)",
-              *_daemon_side("watch")),
+              *_lazy("watch", "watch")),
     "wrap": ("run a program in a transparent PTY that reports its OSC 7501 status",
              _add_wrap, _run_wrap),
     "tmux-config": ("print the tmux snippet that shows paneward badges",
-                    *_daemon_side("tmux_config")),
+                    *_lazy("tmux_config", "tmux_config")),
     "next": ("focus the tmux pane of the agent that needs you first (the attention queue)",
-             *_daemon_side("next")),
-    "pick": ("choose from the attention queue in a tmux menu", *_daemon_side("pick")),
+             *_lazy("jump", "next")),
+    "pick": ("choose from the attention queue in a tmux menu", *_lazy("jump", "pick")),
     "top": ("a full-screen live view of every session (needs the top extra: Textual)",
-            *_daemon_side("top")),
+            *_lazy("top_command", "top")),
     "wait": ("block until a session matches a predicate; print its Activity as JSON",
-             *_daemon_side("wait")),
-    "ack": ("acknowledge a done or failed (of a pane or a session)", *_daemon_side("ack")),
-    "forget": ("drop an ended session from every view and the store", *_daemon_side("forget")),
+             *_lazy("wait", "wait")),
+    "ack": ("acknowledge a done or failed (of a pane or a session)", *_lazy("dismiss", "ack")),
+    "forget": ("drop an ended session from every view and the store", *_lazy("dismiss", "forget")),
     "fleet": ("the hosts this daemon follows over ssh: add, remove, list, check",
               _add_fleet, _run_fleet),
 }

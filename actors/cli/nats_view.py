@@ -278,7 +278,7 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
     import nats.js.errors
     from nats.js import api
 
-    from actors.cli.commands import _summary
+    from actors.cli.watch import summary_line
     from actors.core.nats import host_of_subject
     from actors.core.text import json_without_c1, printable
     from messages import Gap, MessageError, Transition, decode_outbound, encode
@@ -321,7 +321,7 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
             else:
                 row = json.loads(encode(item))
                 row["host"], row["stream_seq"] = host, seq
-                out.write(f"{printable(host)} {_summary(row)}\n".encode())
+                out.write(f"{printable(host)} {summary_line(row)}\n".encode())
             unflushed += 1
             # One flush per burst read, not per line: a reader far behind catches up fast.
             if msg.metadata.num_pending == 0 or unflushed >= 256:

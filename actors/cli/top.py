@@ -4,14 +4,18 @@ Every decision (rows, order, filters, the strips) is :mod:`actors.core.top`'s; t
 the I/O. It reads the control socket's watch stream with its snapshot first and the journal's
 last hour after it (``{"op": "watch", "snapshot": true, "since_ms": ...}``, served by
 :mod:`actors.sources.control_server`), asks tmux every few seconds where each pane is and in
-which directory, and draws the rows in a table. Keys: Enter jumps to the selected session's
-pane (:func:`actors.cli.commands.jump_to`, what ``paneward next`` runs; a ``turn_done`` jumped
-to is acknowledged, as ``next`` does), ``a`` acknowledges its ``turn_done`` / ``failed``
+which directory, and draws the rows in a table. With a fleet (``fleet``: the daemon follows
+hosts) the rows have a HOST column, ``local`` for this machine's, and the hosts' health is
+asked as often as tmux and shown under the head line; ``--host`` / ``--local`` keep one side.
+Keys: Enter jumps to the selected session's pane (:func:`actors.cli.jump.jump_to`, what
+``paneward next`` runs; a ``turn_done`` jumped to is acknowledged, as ``next`` does; a fleet
+host's session that needs you is reached as ``next`` reaches it, through a local window attached
+to its pane), ``a`` acknowledges its ``turn_done`` / ``failed``
 (:class:`messages.Acknowledge` to the hook socket), ``/`` filters by text, ``n`` shows only the
 sessions that need you, Escape clears the filter, ``q`` quits.
 
 Textual is an optional extra (``pip install 'paneward[top]'``): only ``paneward top``
-(:func:`actors.cli.commands.run_top`) imports this module, and says how to install it when the
+(:func:`actors.cli.top_command.run_top`) imports this module, and says how to install it when the
 import fails. After an ``Overflow`` (the view fell behind) or the daemon's
 restart it subscribes again, and the snapshot starts it afresh.
 """
@@ -34,10 +38,13 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 import messages
-from actors.cli import commands
+from actors.cli.common import START_HINT, TmuxFailed, send_frames, status_line, tmux
+from actors.cli.jump import jump_remote, jump_to
 from actors.core import paths
 from actors.core.clock import now_ms
 from actors.core.jump import LOCATIONS_COMMAND, parse_locations
+from actors.core.status_table import host_line
+from actors.core.text import printable
 from actors.core.top import (
     DIRECTORIES_COMMAND,
     STRIP_CHARS,
@@ -71,6 +78,8 @@ _STYLES: Final[dict[StripState, str]] = {
 _KIND_STYLES: Final = {"needs_input": "bold red", "failed": "bold yellow", "turn_done": "cyan"}
 COLUMNS: Final = ("ATTENTION", "HARNESS", "SESSION", "PANE", "STATE", "LAST HOUR", "DIRECTORY",
                   "REASON")
+#: With a fleet: the host first (``local`` for this machine's sessions).
+FLEET_COLUMNS: Final = ("HOST", *COLUMNS)
 LEGEND: Final = (
     f"last hour, 2 min a cell: {STRIP_CHARS['needs_input']} needs you  "
     f"{STRIP_CHARS['working']} working  {STRIP_CHARS['idle']} idle  "
@@ -85,11 +94,13 @@ def _strip(row: TopRow) -> Text:
     return text
 
 
-def _cells(row: TopRow) -> tuple[Text, ...]:
+def _cells(row: TopRow, *, fleet: bool) -> tuple[Text, ...]:
     # Text objects, never strings: a DataTable string is Rich markup, and these come from
     # hook payloads (already escaped for the terminal by actors.core.top).
     kind_style = _KIND_STYLES.get(row.kind or "", "")
+    host = (Text(row.host, no_wrap=True),) if fleet else ()
     return (
+        *host,
         Text(row.attention or "-", style=kind_style, no_wrap=True),
         Text(row.harness, no_wrap=True),
         Text(row.session, no_wrap=True),
@@ -111,14 +122,18 @@ class _Table(DataTable[Text]):
 
 class TopApp(App[int]):
     """The view (see the module). ``args``: the parsed ``paneward top`` arguments (``socket``,
-    ``tmux_socket_name`` / ``tmux_socket_path``, ``client``, ``all``). ``rows`` are the rows
-    drawn last, in order; ``note`` the last thing said on the status line. ``clock``: the time
-    now in epoch milliseconds (what the durations and the strips' window end at)."""
+    ``tmux_socket_name`` / ``tmux_socket_path``, ``client``, ``all``, ``host`` / ``local``).
+    ``rows`` are the rows drawn last, in order; ``note`` the last thing said on the status line;
+    ``hosts`` the fleet's health line last asked (``""`` without a fleet). ``clock``: the time
+    now in epoch milliseconds (what the durations and the strips' window end at). ``fleet``:
+    the daemon follows fleet hosts (the HOST column)."""
 
     TITLE = "paneward top"
     CSS = """
     #head { height: 1; background: $boost; }
     #note { height: 1; }
+    #hosts { height: 1; color: $text-muted; }
+    #hosts.none { display: none; }
     #legend { height: 1; color: $text-muted; }
     #filter { display: none; }
     #filter.shown { display: block; }
@@ -133,11 +148,13 @@ class TopApp(App[int]):
     ]
 
     def __init__(
-        self, args: argparse.Namespace, clock: Callable[[], int] = now_ms
+        self, args: argparse.Namespace, clock: Callable[[], int] = now_ms, *, fleet: bool = False
     ) -> None:
         super().__init__()
         self.args = args
         self.clock = clock
+        self.fleet = fleet
+        self.hosts = ""
         self.model = TopModel()
         self.view = Filter()
         self.rows: list[TopRow] = []
@@ -153,8 +170,9 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="head")
+        yield Static(id="hosts", classes="" if self.fleet else "none")
         table = _Table(id="table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
+        table.add_columns(*(FLEET_COLUMNS if self.fleet else COLUMNS))
         yield table
         yield Input(placeholder="filter (Enter keeps it, Escape clears it)", id="filter")
         yield Static(LEGEND, id="legend")
@@ -194,7 +212,7 @@ class TopApp(App[int]):
         selected = self.selected_row()
         table.clear()
         for row in rows:
-            table.add_row(*_cells(row), key=row.id)
+            table.add_row(*_cells(row, fleet=self.fleet), key=row.id)
         self.rows = rows
         if selected is not None:
             for index, row in enumerate(rows):
@@ -242,12 +260,17 @@ class TopApp(App[int]):
 
         while True:
             since_ms = self.clock() - self.model.window_ms
-            request = json.dumps({"op": "watch", "snapshot": True, "since_ms": since_ms})
+            body: dict[str, object] = {"op": "watch", "snapshot": True, "since_ms": since_ms}
+            if getattr(self.args, "local", False):
+                body["local"] = True
+            elif getattr(self.args, "host", None) is not None:
+                body["host"] = self.args.host
+            request = json.dumps(body)
             try:
                 stream = await anyio.connect_unix(self._control_path())
             except OSError as exc:
                 self.say(f"no daemon at {self._control_path()} ({exc.strerror or exc}); "
-                         f"{commands.START_HINT} -- retrying")
+                         f"{START_HINT} -- retrying")
                 await anyio.sleep(RECONNECT_S)
                 continue
             async with stream:
@@ -285,21 +308,37 @@ class TopApp(App[int]):
             self._dirty = True
 
     async def _panes(self) -> None:
-        """Where each pane is and its directory, from tmux, every few seconds."""
+        """Where each pane is and its directory, from tmux, every few seconds; the fleet's
+        health as often."""
         while True:
             try:
                 locations, directories = await anyio.to_thread.run_sync(self._read_panes)
-            except commands._TmuxFailed:
+            except TmuxFailed:
                 locations, directories = {}, {}
             if (locations, directories) != (self.locations, self.directories):
                 self.locations, self.directories = locations, directories
                 self._dirty = True
+            if self.fleet:
+                await self._read_hosts()
             await anyio.sleep(PANES_EVERY_S)
+
+    async def _read_hosts(self) -> None:
+        import json
+
+        try:
+            line = await anyio.to_thread.run_sync(status_line, self.args, b"hosts")
+        except OSError:
+            return  # the daemon went away: the stream's reconnect says so
+        hosts = json.loads(line)
+        text = host_line(hosts, self.clock()) if isinstance(hosts, list) and hosts else ""
+        self.hosts = text
+        for shown in self.query("#hosts").results(Static):  # none while shutting down
+            shown.update(Text(text, no_wrap=True))
 
     def _read_panes(self) -> tuple[dict[str, str], dict[str, str]]:
         return (
-            parse_locations(commands._tmux(self.args, LOCATIONS_COMMAND)),
-            parse_directories(commands._tmux(self.args, DIRECTORIES_COMMAND)),
+            parse_locations(tmux(self.args, LOCATIONS_COMMAND)),
+            parse_directories(tmux(self.args, DIRECTORIES_COMMAND)),
         )
 
     # -------------------------------------------------------------------- keys
@@ -314,16 +353,37 @@ class TopApp(App[int]):
         if row is None:
             self.say("nothing to jump to")
             return
+        if row.key.host is not None:
+            if not row.queued or row.where == "-":
+                self.say(f"{row.host} {row.harness}:{row.session} is a pane on {row.host}: "
+                         "Enter reaches a fleet host's session when it needs you")
+                return
+            self.run_worker(self._jump_remote(row), group="act")
+            return
         if row.pane is None:
             self.say(f"{row.harness}:{row.session} is in no tmux pane")
             return
         self.run_worker(self._jump(row), group="act")
 
+    async def _jump_remote(self, row: TopRow) -> None:
+        """A fleet host's item: as ``paneward next`` reaches it (its ``attach`` command in a
+        local window, :func:`actors.cli.jump.jump_remote`)."""
+        try:
+            client = await anyio.to_thread.run_sync(jump_remote, self.args, row.key)
+        except TmuxFailed as exc:
+            self.say(f"tmux: {exc}")
+            return
+        except (OSError, LookupError) as exc:
+            self.say(f"{row.host} {row.harness}:{row.session}: {exc}")
+            return
+        where = f" on {client}" if client else ""
+        self.say(f"jumped to {row.host} {row.where}{where}")
+
     async def _jump(self, row: TopRow) -> None:
         assert row.pane is not None
         try:
-            client = await anyio.to_thread.run_sync(commands.jump_to, self.args, row.pane)
-        except commands._TmuxFailed as exc:
+            client = await anyio.to_thread.run_sync(jump_to, self.args, row.pane)
+        except TmuxFailed as exc:
             self.say(f"tmux: {exc}")
             return
         where = f" on {client}" if client else ""
@@ -336,6 +396,11 @@ class TopApp(App[int]):
         row = self.selected_row()
         if row is None:
             self.say("nothing to acknowledge")
+            return
+        if row.key.host is not None:
+            # its state is its host's daemon's: acknowledged there (or by looking at its pane)
+            self.say(f"{row.host} {row.harness}:{row.session} is {row.host}'s: acknowledge it "
+                     f"there (ssh {row.host} paneward ack {printable(row.key.session_id)})")
             return
         if row.kind not in ("turn_done", "failed"):
             self.say(
@@ -351,7 +416,7 @@ class TopApp(App[int]):
 
     async def _send_acknowledge(self, row: TopRow) -> bool:
         ack = messages.Acknowledge(at_ms=now_ms(), key=row.key)
-        send = functools.partial(commands._send_frames, self.args, [messages.encode(ack) + b"\n"])
+        send = functools.partial(send_frames, self.args, [messages.encode(ack) + b"\n"])
         try:
             await anyio.to_thread.run_sync(send)
         except OSError as exc:
@@ -385,7 +450,7 @@ class TopApp(App[int]):
         self._redraw()
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the view until ``q``; 0."""
-    TopApp(args).run()
+def run(args: argparse.Namespace, *, fleet: bool = False) -> int:
+    """Run the view until ``q``; 0. ``fleet``: the daemon follows fleet hosts."""
+    TopApp(args, fleet=fleet).run()
     return 0

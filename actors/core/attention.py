@@ -43,6 +43,7 @@ __all__ = [
     "next_change_ms",
     "parse_kinds",
     "parse_predicate",
+    "resolve_here",
     "resolve_session",
 ]
 
@@ -72,17 +73,23 @@ def attention_queue(
     """Every session with open attention, most urgent first, oldest first within a kind.
 
     A session bound to a pane that shows another session (the pane winner rule) is left
-    out: its pane is represented by the session it shows. ``kinds`` keeps only those kinds.
+    out: its pane is represented by the session it shows. Panes are told apart by host: a fleet
+    host's ``%3`` is a pane of its own tmux, never this machine's ``%3``. ``kinds`` keeps only
+    those kinds.
     """
     items = list(activities)
-    shown = pane_winners(items)
+    by_host: dict[str | None, list[Activity]] = {}
+    for a in items:
+        by_host.setdefault(a.key.host, []).append(a)
+    shown = {(host, pane): a.key for host, group in by_host.items()
+             for pane, a in pane_winners(group).items()}
     wanted = _KINDS if kinds is None else frozenset(kinds)
     queue = [
         a
         for a in items
         if a.attention is not None
         and a.attention.kind in wanted
-        and (a.pane is None or shown[a.pane].key == a.key)
+        and (a.pane is None or shown[(a.key.host, a.pane)] == a.key)
     ]
     queue.sort(key=attention_order)
     return queue
@@ -211,6 +218,27 @@ def resolve_session(keys: Iterable[SessionKey], text: str) -> SessionKey:
             f"{text!r} names {len(found)} sessions: {shown}{more}; give more of the id"
         )
     return found[0]
+
+
+def resolve_here(keys: Iterable[SessionKey], text: str, verb: str) -> SessionKey:
+    """The one session of this machine ``text`` names (:func:`resolve_session` over the keys
+    without a host): what ``ack`` and ``forget`` act on, since a fleet host's session is its
+    host's daemon's to change. ``verb``: the command, for the message.
+
+    :raises NoSuchTarget: it names none of this machine's (saying so when it names a fleet
+        host's session, and where to run ``verb`` instead).
+    :raises AmbiguousSession: it names several of this machine's.
+    """
+    every = list(keys)
+    try:
+        return resolve_session([k for k in every if k.host is None], text)
+    except NoSuchTarget:
+        remote = match_sessions([k for k in every if k.host is not None], text)
+        if not remote:
+            raise
+        hosts = ", ".join(sorted({str(k.host) for k in remote}))
+        raise NoSuchTarget(f"{text!r} names a session of fleet host {hosts}: {verb} it there "
+                           f"(`ssh HOST paneward {verb} ...`)") from None
 
 
 class WaitTarget:

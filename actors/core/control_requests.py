@@ -2,7 +2,7 @@
 
 The control server (:mod:`actors.sources.control_server`) reads one line per connection and
 hands it here; ``paneward status`` and ``paneward watch`` write it
-(:func:`actors.sources.control_server.request_lines`). Total: :func:`take_request` and
+(:func:`actors.cli.control_client.request_lines`). Total: :func:`take_request` and
 :func:`parse_request` return a value for every input -- never an exception (a deeply nested
 line would make a recursive decoder raise ``RecursionError``: the depth is checked first, with
 the hook socket's rule, :func:`actors.core.frames.check_bytes`). The fuzz test in
@@ -60,11 +60,12 @@ class BadRequest:
     detail: str
 
 
-StatusForm = Literal["json", "table", "activities", "panes", "counters", "queue"]
+StatusForm = Literal["json", "table", "activities", "panes", "counters", "queue", "hosts"]
 #: What a status request may ask for: everything (``json``), the rendered table, the
-#: activities, the pane views, the counters, the attention queue's items that have a pane.
+#: activities, the pane views, the counters, the attention queue's items that have a pane, the
+#: fleet hosts' health (``null`` without a fleet).
 STATUS_FORMS: Final[tuple[str, ...]] = (
-    "json", "table", "activities", "panes", "counters", "queue"
+    "json", "table", "activities", "panes", "counters", "queue", "hosts"
 )
 
 

@@ -1,6 +1,6 @@
 """Jumping to attention, pure: the tmux commands ``paneward next`` and ``paneward pick`` run.
 
-Who uses what: :mod:`actors.cli.commands` builds the attention queue
+Who uses what: :mod:`actors.cli.jump` builds the attention queue
 (:func:`actors.core.attention.attention_queue`) from the daemon's status, asks tmux for its
 clients and pane locations (:data:`CLIENTS_COMMAND`, :data:`LOCATIONS_COMMAND`), then runs
 what :func:`jump_commands` or :func:`menu_command` return, in one ``tmux`` process. Nothing
@@ -114,14 +114,20 @@ def menu_label(
     activity: Activity, location: str | None, now_ms: int, *, full_text: bool = False
 ) -> str:
     """One menu line: ``needs you 2m  claude-code  main:1.0 (%3)  permission: Bash`` (the
-    reason redacted unless ``full_text``: a menu is on a screen others may see)."""
+    reason redacted unless ``full_text``: a menu is on a screen others may see); a fleet host's
+    session is where it is, ``gpu1 %3`` (``location`` is never looked up for it: the local
+    panes' locations are not its host's)."""
     from actors.core.attention import attention_label
     from actors.core.redact import shown_reason
+    from actors.core.text import printable
     from actors.core.tmux_protocol import format_literal
 
     attention = activity.attention
     reason = shown_reason(attention.reason, full_text=full_text) if attention else ""
-    where = f"{location} ({activity.pane})" if location else (activity.pane or "-")
+    if activity.key.host is not None:
+        where = printable(f"{activity.key.host} {activity.pane or '-'}")
+    else:
+        where = f"{location} ({activity.pane})" if location else (activity.pane or "-")
     parts = (attention_label(activity, now_ms), activity.key.harness, where, reason)
     # A leading '-' would make tmux draw the item disabled; the label is a format, expanded
     # once when the menu is built.
@@ -138,8 +144,10 @@ def menu_command(
     full_text: bool = False,
 ) -> list[str]:
     """``display-menu`` on ``client`` listing ``queue`` (items with a pane) in order; choosing
-    an item runs ``jump_argv --pane %N`` (``paneward next ...``) through ``run-shell``, which
-    jumps and acknowledges a ``turn_done`` exactly as ``paneward next`` does.
+    an item runs ``jump_argv --pane %N`` (``paneward next ...``; a fleet host's item ``jump_argv
+    --host HOST --pane %N``) through ``run-shell``, which jumps (to a remote pane through a
+    local window attached to it) and acknowledges a ``turn_done`` exactly as ``paneward next``
+    does.
 
     An item's command is a command string expanded as a format twice (when tmux builds the
     menu, and by ``run-shell``), so the shell text, which names paths (this paneward, its
@@ -153,9 +161,13 @@ def menu_command(
     items = [a for a in queue if a.pane is not None]
     for key, activity in zip(MENU_KEYS, items, strict=False):
         assert activity.pane is not None
-        shell = format_literal(shlex.join([*jump_argv, "--pane", activity.pane]), 2)
+        host = activity.key.host
+        which = ["--pane", activity.pane] if host is None else ["--host", host, "--pane",
+                                                                 activity.pane]
+        shell = format_literal(shlex.join([*jump_argv, *which]), 2)
+        location = locations.get(activity.pane) if host is None else None
         argv += [
-            menu_label(activity, locations.get(activity.pane), now_ms, full_text=full_text),
+            menu_label(activity, location, now_ms, full_text=full_text),
             key,
             f"run-shell -b {quote_exact(shell)}",
         ]

@@ -182,9 +182,10 @@ class TopRow:
 
     ``queued``: it is in the attention queue (its pane, if any, shows it); ``kind``: its open
     attention's kind; ``attention``: ``needs you 2m`` or ``""``; ``state``: its turn (or
-    ``ended``) and for how long; ``pane``: the pane id (``None``: not in a pane), ``where`` the
-    pane as the user finds it (``main:1.0 (%3)``), in parentheses when the pane shows another
-    session; ``cells`` / ``strip``: the last hour.
+    ``ended``) and for how long; ``host``: the fleet host it runs on (``local``: this
+    machine); ``pane``: this machine's pane id (``None``: not in a local pane), ``where`` the
+    pane as the user finds it (``main:1.0 (%3)``; a fleet host's session: its pane id there), in
+    parentheses when the pane shows another session; ``cells`` / ``strip``: the last hour.
     """
 
     key: SessionKey
@@ -196,6 +197,7 @@ class TopRow:
     state: str
     strip: str
     cells: tuple[StripState, ...]
+    host: str
     pane: str | None
     where: str
     directory: str
@@ -208,8 +210,8 @@ class TopRow:
 
     def haystack(self) -> str:
         return " ".join(
-            (self.attention, self.harness, printable(self.key.session_id), self.state,
-             self.where, self.directory, self.reason)
+            (self.attention, self.host, self.harness, printable(self.key.session_id),
+             self.state, self.where, self.directory, self.reason)
         ).casefold()
 
 
@@ -345,7 +347,7 @@ class TopModel:
         pane = a.pane
         if a.key.host is not None:
             # a pane on its host, never one of this machine's: shown, not jumped to from here
-            where = printable(f"{a.key.host} {pane}" if pane is not None else a.key.host)
+            where = printable(pane) if pane is not None else "-"
             pane = None
         elif pane is None:
             where = "-"
@@ -366,6 +368,7 @@ class TopModel:
             state=state,
             strip=strip_text(strip),
             cells=strip,
+            host=printable(a.key.host or "local"),
             pane=pane,
             where=where,
             directory=short_path(directory, home) if directory else "-",

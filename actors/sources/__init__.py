@@ -3,8 +3,8 @@ to them (``actors.harnesses.catalog``).
 
 - :mod:`.hook_listener` -- the daemon's end of ``paneward hook`` and Claude ``http`` hooks;
 - :mod:`.control_server` -- the socket ``status``, ``watch``, ``next`` and ``wait`` read, with
-  :mod:`.watch_fanout` (one hub subscription for every watcher) and :mod:`.control_client` (the
-  blocking client the CLI uses);
+  :mod:`.watch_fanout` (one hub subscription for every watcher); the CLI's client of it is
+  :mod:`actors.cli.control_client`;
 - :mod:`.admission` -- the accept loop both listeners share (caps, deadlines);
 - :mod:`.pid_watcher` -- proves that the owners of live sessions are alive, and says when not;
 - :mod:`.pane_mapper` -- which session runs in which pane, from the process tree;

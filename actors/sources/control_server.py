@@ -13,7 +13,9 @@ sends one JSON request line and reads JSON lines back:
   ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are),
   ``"queue"`` the attention queue's items that have a pane, in order, as
   ``[{"pane", "key", "kind", "label"}]`` (what ``paneward next`` jumps to; a fleet host's
-  item also has ``host`` and ``attach``, the local command that shows its pane).
+  item also has ``host`` and ``attach``, the local command that shows its pane), ``"hosts"``
+  the fleet hosts' health as ``status --json``'s ``hosts`` has it, ``null`` without a fleet
+  (what ``paneward top`` asks to know whether it has a HOST column, and shows).
 * ``{"op": "watch", "since": SEQ | null}`` -> :class:`~messages.Transition` lines
   (``messages.encode``), first from the journal (``seq > SEQ``) when ``since`` is
   given -- with a :class:`~messages.Gap` line where the journal misses transitions (the
@@ -43,7 +45,8 @@ subscriber whose peer hangs up (closed, killed) is closed at once
 (:class:`~actors.sources.admission.HangupWatch`, counted in ``hangups``), not at the next
 transition written to it.
 
-Sent by the CLI (:mod:`actors.cli.commands`); served by :class:`ControlServer`, an actor the
+Sent by the CLI (:mod:`actors.cli.control_client` and the commands that read one line,
+:func:`actors.cli.common.status_line`); served by :class:`ControlServer`, an actor the
 daemon starts under the supervisor.
 """
 
@@ -77,7 +80,6 @@ from actors.core.reducer import pane_views
 from actors.core.status_table import actor_line, counter_line, format_table, host_line
 from actors.core.text import printable
 from actors.sources.admission import Admission, AdmissionStatistics, Connection, HangupWatch
-from actors.sources.control_client import request_lines
 from actors.sources.files import (
     UnsafePath,
     bind_socket,
@@ -89,7 +91,7 @@ from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics, Watc
 from messages.activity import Gap, Snapshot, Transition
 from messages.errors import PanewardError
 
-__all__ = ["ControlServer", "ControlServerError", "ControlStatistics", "request_lines"]
+__all__ = ["ControlServer", "ControlServerError", "ControlStatistics"]
 
 #: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
 #: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
@@ -358,6 +360,10 @@ class ControlServer:
     async def _status(
         self, connection: Connection, form: str, *, show_all: bool, only: Only = None
     ) -> None:
+        if form == "hosts":
+            hosts_only = None if self._remote is None else self._remote.hosts()
+            await connection.send(msgspec.json.encode(hosts_only) + b"\n")
+            return
         activities = self._activities(only)
         local = [a for a in activities if a.key.host is None]
         if form == "activities":
@@ -440,8 +446,10 @@ class ControlServer:
         try:
             stats.watches += 1
             if fleet or self._remote is None or only is LOCAL:
-                # a fleet stream carries this machine's sessions only
-                await self._watch(connection, since, snapshot=snapshot, fleet=fleet)
+                # a fleet stream carries this machine's sessions only (so does --local's
+                # snapshot)
+                await self._watch(connection, since, snapshot=snapshot, fleet=fleet,
+                                  only=LOCAL if only is LOCAL else None)
             else:
                 await self._watch_merged(connection, since, snapshot=snapshot, only=only)
         finally:

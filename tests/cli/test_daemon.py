@@ -688,7 +688,7 @@ def _try_status(control: Path) -> bool:
 
 
 def _sync_status(control: Path) -> dict[str, Any]:
-    from actors.sources.control_server import request_lines
+    from actors.cli.control_client import request_lines
 
     value = json.loads(next(iter(request_lines(control, {"op": "status"}))))
     assert isinstance(value, dict)

@@ -8,6 +8,7 @@ to jump on.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -445,6 +446,9 @@ async def test_top_subscribes_again_when_the_daemon_restarts(
     """The daemon stops under a running view: the view says so and keeps what it showed; a new
     daemon on the same state comes up: the view subscribes again and draws the restored
     session and what happens next."""
+    from textual.widgets import DataTable
+
+    from actors.cli.common import status_line
     from actors.cli.top import TopApp
 
     state = tmp_path / "state"
@@ -456,10 +460,14 @@ async def test_top_subscribes_again_when_the_daemon_restarts(
             await _inject(daemon, _status("top-r", "working", now - 10 * MIN, 1))
             args = build_parser("top").parse_args(
                 ["top", "--socket", os.fspath(daemon.hook_socket), "-L", server.name])
+            # no fleet here: the view has no HOST column
+            assert json.loads(status_line(args, b"hosts")) is None
             app = TopApp(args, clock=lambda: now)
             async with app.run_test(size=(200, 30)) as pilot:
                 await poll_until(lambda: [r.state for r in app.rows] == ["working 10m"],
                                  "the session, working")
+                labels = [str(c.label) for c in app.query_one(DataTable).columns.values()]
+                assert "HOST" not in labels
                 await daemon.stop()
                 await poll_until(lambda: "went away" in app.note or "no daemon" in app.note,
                                  "the view to say the daemon is gone")

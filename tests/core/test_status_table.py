@@ -154,13 +154,13 @@ def test_printable_is_systemd_like() -> None:
 
 
 def test_watch_summary_escapes_payload_text() -> None:
-    from actors.cli.commands import _summary
+    from actors.cli.watch import summary_line
 
     after = {**_json(_NASTY, "running", "working", 0, None, "%9\x07"), "subagents": 0}
-    line = _summary({"type": "Transition", "seq": 3, "after": after, "cause": "Hook:\x1b[2J"})
+    line = summary_line({"type": "Transition", "seq": 3, "after": after, "cause": "Hook:\x1b[2J"})
     assert line.isprintable()
     assert line.endswith("<- Hook:\\x1b[2J")
-    gap = _summary({"type": "Gap", "next_seq": 4, "dropped": 2, "reason": "store_full",
+    gap = summary_line({"type": "Gap", "next_seq": 4, "dropped": 2, "reason": "store_full",
                     "noticed_ms": NOW})
     assert gap == "# gap: 2 transitions from #4 are not in the journal (store_full)"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import messages
-from actors.cli import commands
 from actors.cli import main as cli
+from actors.cli import status as status_command
 from actors.core.harness import PROVABLE, axis_of
 from actors.core.reducer import UNLIMITED_SOURCES, initial_state, reduce
 from actors.harnesses import catalog
@@ -101,4 +101,4 @@ def test_status_proofs_prints_each_harness_and_what_it_cannot_prove(
     assert cli.main(["status", "--proofs"]) == 0
     text = capsys.readouterr().out
     assert "  turn      needs_input cannot prove: Pi has no permission prompt" in text
-    assert commands.format_proofs(table) == text.rstrip("\n")
+    assert status_command.format_proofs(table) == text.rstrip("\n")

@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 import messages
-from actors.cli.commands import _tmux
+from actors.cli.common import tmux
 from actors.core.notify import NotifySettings
 from actors.core.text import printable
 from actors.core.tmux_protocol import TmuxTarget
@@ -67,12 +67,12 @@ def _args(server: TmuxServer) -> argparse.Namespace:
 
 
 async def test_argv_words_ending_in_a_semicolon_reach_tmux_whole(server: TmuxServer) -> None:
-    """``next``/``pick`` run their commands as one ``tmux`` argv (``_tmux``): a word ending in
+    """``next``/``pick`` run their commands as one ``tmux`` argv (``common.tmux``): a word ending in
     ``;`` (a reason, a message) stays one word of its command."""
     words = {"@a": "ls;", "@b": "x\\;", "@c": ";", "@d": "a;b", "@e": HOSTILE}
     with anyio.fail_after(20):
         await anyio.to_thread.run_sync(
-            lambda: _tmux(_args(server), *(["set-option", "-g", k, v] for k, v in words.items()))
+            lambda: tmux(_args(server), *(["set-option", "-g", k, v] for k, v in words.items()))
         )
         for name, value in words.items():
             shown = await server.arun("show-options", "-g", "-v", name)
@@ -138,7 +138,7 @@ async def wait_menu(
 
 
 def _menu_drawn(user: AttachedClient, mark: int, text: str) -> bool:
-    from tests.cli.test_commands_next_pick import _text
+    from tests.cli.test_jump import _text
 
     drawn = _text(bytes(user.output[mark:]))
     title = drawn.find("paneward:attention")

@@ -20,6 +20,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from actors.cli.control_client import request_lines
 from actors.core.control_requests import (
     MAX_REQUEST_BYTES,
     BadRequest,
@@ -28,12 +29,7 @@ from actors.core.control_requests import (
     parse_request,
     take_request,
 )
-from actors.sources.control_server import (
-    WATCH_SNDBUF,
-    ControlServer,
-    ControlServerError,
-    request_lines,
-)
+from actors.sources.control_server import WATCH_SNDBUF, ControlServer, ControlServerError
 from actors.sources.watch_fanout import Watcher, WatchFanout
 from messages import Gap, RegistryStatus, SessionKey, Transition
 from supervisor import Supervisor

@@ -263,5 +263,177 @@ def test_top_shows_a_remote_session_live_on_its_host_and_never_as_a_local_pane()
                                          after=activity(remote_key, "working")), 1795995370911)
     rows = {row.key: row for row in model.rows(1795995370911, locations={"%3": "main:0.0"})}
     assert rows[remote_key].state.startswith("working")
-    assert (rows[remote_key].pane, rows[remote_key].where) == (None, "gpu1 %3")
-    assert (rows[local_key].pane, rows[local_key].where) == ("%3", "main:0.0 (%3)")
+    assert (rows[remote_key].host, rows[remote_key].pane, rows[remote_key].where) == (
+        "gpu1", None, "%3")
+    assert (rows[local_key].host, rows[local_key].pane, rows[local_key].where) == (
+        "local", "%3", "main:0.0 (%3)")
+
+
+def test_picks_menu_takes_a_remote_item_to_its_host_and_never_to_a_local_pane() -> None:
+    """A remote item's menu line says where it is (``gpu1 %3``, never the location of this
+    machine's ``%3``) and runs ``next --host gpu1 --pane %3``."""
+    from actors.core.jump import menu_command
+
+    def item(key: messages.SessionKey) -> messages.Activity:
+        return messages.Activity(
+            key=key, presence="running", turn="needs_input", pane="%3",
+            evidence=messages.Evidence(source="pty_status"),
+            attention=messages.Attention("needs_input", "permission", 1795995370911))
+
+    queue = [item(messages.SessionKey("terminal", "t")),
+             item(messages.SessionKey("terminal", "t", host="gpu1"))]
+    argv = menu_command("c", queue, {"%3": "main:0.0"}, ["paneward", "next"], 1795995370911)
+    labels, commands = argv[9::3], argv[11::3]
+    assert "main:0.0 (%3)" in labels[0] and "gpu1 %3" in labels[1]
+    assert "main:0.0" not in labels[1]
+    assert "--pane %3" in commands[0]
+    assert "--host" not in commands[0] and "--host gpu1 --pane %3" in commands[1]
+
+
+def test_the_attention_queue_tells_a_hosts_pane_from_this_machines_of_the_same_id() -> None:
+    from actors.core.attention import attention_queue
+
+    def asking(key: messages.SessionKey, at_ms: int) -> messages.Activity:
+        return messages.Activity(
+            key=key, presence="running", turn="needs_input", pane="%0",
+            evidence=messages.Evidence(source="pty_status", at_ms=at_ms),
+            attention=messages.Attention("needs_input", "permission", at_ms))
+
+    here = asking(messages.SessionKey("terminal", "l1"), 1795995370912)
+    there = asking(messages.SessionKey("terminal", "r1", host="h1"), 1795995370911)
+    assert attention_queue([here, there]) == [there, here]
+
+
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([os.fspath(PANEWARD), *args], env=env, capture_output=True,
+                          text=True, check=False, timeout=60)
+
+
+async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_apart(
+    short_dir: Path,
+) -> None:
+    """This machine's session needs you in its pane and h1's in h1's pane of the same id (two
+    fresh tmux servers: both ``%0``). ``wait --pane`` is this machine's pane unless ``--host``
+    names h1; ``--host`` / ``--local`` keep one side for ``wait`` and ``next``; ``ack`` of h1's
+    session says it is h1's; ``pick``'s menu lists both, and choosing h1's item opens a local
+    window attached to that pane of h1; ``top`` has a HOST column and the hosts' health, keeps
+    one side with ``--host``, and Enter on h1's item goes to that same window."""
+    from textual.widgets import DataTable  # the `top` extra (the `test` extra has it)
+
+    from actors.cli.common import status_line
+    from actors.cli.main import build_parser
+    from actors.cli.top import TopApp
+    from tests.cli.test_jump import _text
+    from tests.support.tmux import attached_client
+
+    remote_tmux = TmuxServer()
+    local_tmux = TmuxServer()
+    remote_tmux.start()
+    local_tmux.start()
+    try:
+        with anyio.fail_after(240):
+            remote_pane = (await remote_tmux.arun("display-message", "-p", "-t", "main",
+                                                  "#{pane_id}")).strip()
+            local_pane = (await local_tmux.arun("display-message", "-p", "-t", "main",
+                                                "#{pane_id}")).strip()
+            assert local_pane == remote_pane  # the same id, two servers
+            async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}",
+                             extra_args=("--tmux", "-L", local_tmux.name)) as (local, (h1,), env):
+                # h1's asked first: the queue's first item
+                await raw_send(h1.hook_socket, spawned("r1") + pane_bound("r1", remote_pane)
+                               + status_frame("r1", "blocked", 1))
+                await raw_send(local.hook_socket, spawned("l1") + pane_bound("l1", local_pane)
+                               + status_frame("l1", "blocked", 2))
+
+                async def both() -> bool:
+                    found = json.loads(await cli(env, "status", "--json"))
+                    return sorted(str(a["key"].get("host")) for a in found
+                                  if a["attention"] and a["pane"]) == ["None", "h1"]
+
+                await poll_until(both, "both items in the merged view", within=60)
+                mine = {"harness": "terminal", "session_id": "l1"}
+                theirs = {"harness": "terminal", "session_id": "r1", "host": "h1"}
+                for which, key in (
+                    (("--pane", local_pane), mine),
+                    (("--host", "h1", "--pane", remote_pane), theirs),
+                    (("--any", "--local"), mine),
+                    (("--any", "--host", "h1"), theirs),
+                ):
+                    waited = json.loads(await cli(env, "wait", *which, "--until", "needs_input",
+                                                  "--timeout", "30"))
+                    assert waited["key"] == key, which
+                done = await anyio.to_thread.run_sync(
+                    lambda: _run(env, "wait", "--local", "--session", "r1", "--until", "turn=idle"))
+                assert done.returncode == 4, done.stderr
+                # ack acts on this machine's sessions: h1's is h1's to acknowledge
+                done = await anyio.to_thread.run_sync(lambda: _run(env, "ack", "r1"))
+                assert done.returncode == 4 and "fleet host h1" in done.stderr, done.stderr
+                # next --local: this machine's pane (h1's item is older: next alone goes there)
+                said = await cli(env, "next", "--local", "-L", local_tmux.name)
+                assert said.startswith(f"{local_pane}: terminal:l1 needs you"), said
+
+                async with attached_client(local_tmux, "main") as user:
+                    mark = len(user.output)
+
+                    def menu_text(out: bytes) -> str:
+                        drawn = _text(out[mark:])
+                        title = drawn.find("paneward:attention")
+                        return drawn[title:] if title >= 0 else ""
+
+                    here, there = f"main:0.0({local_pane})", f"h1{remote_pane}"
+                    pick = await anyio.open_process(
+                        [os.fspath(PANEWARD), "pick", "-L", local_tmux.name, "--client",
+                         user.name], env=env)
+                    try:
+                        await user.wait_output(
+                            lambda out: here in menu_text(out) and there in menu_text(out),
+                            "the menu with both items")
+                        drawn = menu_text(bytes(user.output))
+                        assert drawn.index(there) < drawn.index(here)  # the older first
+                        await user.type(b"1")
+                        assert await pick.wait() == 0
+                    finally:
+                        if pick.returncode is None:
+                            pick.kill()
+                        with anyio.CancelScope(shield=True):
+                            await pick.aclose()
+
+                    async def attached() -> bool:
+                        clients = await remote_tmux.arun("list-clients", "-F", "#{pane_id}")
+                        return clients.split() == [remote_pane]
+
+                    await poll_until(attached, "a client of h1's tmux on that pane", within=60)
+                    windows = await local_tmux.arun("list-windows", "-a", "-F",
+                                                    "#{window_name} #{@paneward_remote}")
+                    assert f"h1:{remote_pane} h1/terminal:r1" in windows.splitlines(), windows
+
+                    parser = build_parser("top")
+                    socket = os.fspath(local.hook_socket)
+                    args = parser.parse_args(["top", "--socket", socket, "-L", local_tmux.name])
+                    assert [h["host"] for h in json.loads(status_line(args, b"hosts"))] == ["h1"]
+                    app = TopApp(args, fleet=True)
+                    async with app.run_test(size=(220, 30)):
+                        await poll_until(lambda: {(r.host, r.where) for r in app.rows} >= {
+                            ("local", f"main:0.0 ({local_pane})"), ("h1", remote_pane)},
+                            "both rows, each on its host")
+                        columns = [str(c.label) for c in app.query_one(DataTable).columns.values()]
+                        assert columns[:2] == ["HOST", "ATTENTION"]
+                        await poll_until(lambda: app.hosts.startswith("hosts: h1 connected"),
+                                         "h1's health")
+                    only_h1 = parser.parse_args(["top", "--socket", socket, "-L", local_tmux.name,
+                                                 "--host", "h1", "--client", user.name])
+                    app = TopApp(only_h1, fleet=True)
+                    async with app.run_test(size=(220, 30)) as pilot:
+                        await poll_until(lambda: [r.host for r in app.rows] == ["h1"],
+                                         "h1's row alone")
+                        await pilot.press("enter")
+                        await poll_until(lambda: app.note.startswith(f"jumped to h1 {remote_pane}"),
+                                         "the jump to h1's pane")
+                        await pilot.press("a")  # h1's state is h1's daemon's
+                        await poll_until(lambda: "acknowledge it there" in app.note, "said so")
+                    again = await local_tmux.arun("list-windows", "-a", "-F",
+                                                  "#{@paneward_remote}")
+                    assert again.split().count("h1/terminal:r1") == 1  # the same window
+    finally:
+        local_tmux.kill()
+        remote_tmux.kill()

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from actors.sources.control_server import request_lines
+from actors.cli.control_client import request_lines
 from tests.support.polling import poll_until
 
 __all__ = [
