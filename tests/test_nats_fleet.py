@@ -235,7 +235,7 @@ async def test_a_lapsed_heartbeat_is_stale_never_idle(tmp_path: Path) -> None:
             await publisher.kill()  # no more heartbeats, nothing said
 
             async def stale() -> bool:
-                return (await _hosts(follower))["gone"]["health"] == "stale"
+                return bool((await _hosts(follower))["gone"]["health"] == "stale")
 
             await poll_until(stale, "the host stale", within=30)
             host = (await _hosts(follower))["gone"]
