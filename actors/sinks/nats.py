@@ -289,10 +289,15 @@ class NatsPublisher:
                     return  # the hub closed: shutdown
 
     def _drain(self, items: Any) -> None:
-        # Take what is already queued without a scheduler round per item.
-        for item in items.receive_many_nowait(_HUB_BUFFER):
-            if isinstance(item, Transition):
-                self._take(item)
+        # Take what is already queued without a scheduler round per item; a transition that
+        # came alone has nothing behind it (the Snapshot and Overflow markers come alone, to
+        # the loop above).
+        try:
+            batch = items.receive_many_nowait(_HUB_BUFFER)
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return
+        for item in batch:
+            self._take(item)
 
     def _take(self, transition: Transition) -> None:
         self._seq = transition.seq

@@ -487,3 +487,22 @@ def test_a_secret_in_the_url_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "never in the URL" in done.stderr
     assert "hunter2" not in done.stderr
+
+
+async def test_transitions_one_at_a_time_never_crash_the_publisher(tmp_path: Path) -> None:
+    """A transition that arrives alone (nothing else queued behind it) is published like one
+    of a burst: the publisher's intake takes what else is queued only when there is some."""
+    me, token = os.getpid(), start_token(os.getpid())
+    hooks = burst(["lone"], 3, me, token)
+    with anyio.fail_after(60), nats_server(tmp_path / "nats") as server:
+        async with Daemon(tmp_path / "d" / "state", extra_args=_nats_args(server, "h")) as daemon:
+            await poll_until(lambda: _connected(daemon), "the publisher connected")
+            for n, hook in enumerate(hooks, 1):
+                await raw_send(daemon.hook_socket, frames([hook]))
+                await daemon.wait_delivered(n)
+                await _published(daemon)
+            status = await daemon.status()
+            assert status["statistics"]["supervisor"]["actor_states"]["nats"] == "running"
+            assert status["statistics"]["supervisor"]["restarts"] == 0
+        seqs = _audit(await read_stream(server.url))["h"]
+        assert seqs == list(range(1, len(hooks) + 1))
