@@ -52,10 +52,10 @@ def _write_fleet(root: Path, fleet: core.Fleet) -> Path:
     return path
 
 
-def _follower(root: Path, state: str = "follower") -> Daemon:
-    directory = root / state / "state"
+def _follower(root: Path, *extra: str) -> Daemon:
+    directory = root / "follower" / "state"
     env = daemon_env(directory, XDG_CONFIG_HOME=os.fspath(root / "follower-config"))
-    return Daemon(directory, env=env)
+    return Daemon(directory, env=env, extra_args=extra)
 
 
 @asynccontextmanager
@@ -99,21 +99,24 @@ async def test_several_publishers_merge_into_one_follower_view(tmp_path: Path) -
     with anyio.fail_after(120), nats_server(tmp_path / "nats") as server:
         publishers = [_publisher(tmp_path, server, h) for h in hosts]
         _write_fleet(tmp_path, core.Fleet(nats=(core.NatsEntry(server.url),)))
-        follower = _follower(tmp_path)
+        # the follower publishes there too: its own sessions stay local, never a remote host
+        follower = _follower(tmp_path, "--nats", server.url, "--nats-host", "me")
         async with _running(*publishers, follower):
-            for i, daemon in enumerate(publishers):
+            for i, daemon in enumerate([*publishers, follower]):
                 hooks = burst([f"s{i}-a", f"s{i}-b"], 2, me, token)
                 await raw_send(daemon.hook_socket, frames(hooks))
                 await daemon.wait_delivered(len(hooks))
-            want = {(h, f"s{i}-{x}"): "idle" for i, h in enumerate(hosts) for x in "ab"}
+            want = {(h, f"s{i}-{x}"): "idle" for i, h in enumerate([*hosts, None]) for x in "ab"}
 
             async def merged() -> bool:
                 return _seen(await _merged(follower)) == want
 
             await poll_until(merged, "every publisher's sessions in the follower's view",
                              within=60)
+            await _published(follower)
             rows = await _merged(follower)
-            assert all(r["key"]["host"] in hosts for r in rows)
+            assert sorted(str(r["key"].get("host")) for r in rows) == sorted(
+                [*hosts, *hosts, "None", "None"])
             assert {h: r["health"] for h, r in (await _hosts(follower)).items()} == {
                 "alpha": "connected", "beta.lab": "connected"}
             table = (await _cli(follower.env, "status")).stdout
@@ -135,6 +138,7 @@ async def test_several_publishers_merge_into_one_follower_view(tmp_path: Path) -
             link = counters["links"][0]
             assert link["server"] == server.url and link["state"] == "connected"
             assert sum(h["rejected"].get("invalid", 0) for h in link["hosts"]) == 0
+            assert link["refused"]["own"] >= 4 and "me" not in await _hosts(follower)
 
 
 async def test_a_follower_that_was_down_catches_up(tmp_path: Path) -> None:

@@ -452,11 +452,12 @@ def start_discovery(config: DaemonConfig, sup: Supervisor) -> dict[str, Discover
     return started
 
 
-def _start_fleet(sup: Supervisor, parts: dict[str, Any]) -> Any:
+def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
     """The merged view and its links, one per entry of the hosts file (SSH hosts, NATS
     servers), and the watch that re-reads the file when it changes
     (:mod:`actors.sources.fleet_file`). A hosts file that cannot be used is logged, and the
-    daemon follows no host until it is fixed."""
+    daemon follows no host until it is fixed. ``identity`` is this daemon's: a NATS server it
+    also publishes to never shows it as a remote host."""
     from actors.cli.fleet import load_fleet, prepare_control_dir, ssh_program
     from actors.core.fleet import Fleet, FleetFileError, fleet_path
     from actors.core.fleet_transport import Link
@@ -482,7 +483,7 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any]) -> Any:
                 raise FleetFileError(
                     "a [[nats]] entry needs nats-py: pip install 'paneward[nats]'"
                 ) from None
-            links += [NatsLink(entry, view.deliver) for entry in hosts.nats]
+            links += [NatsLink(entry, view.deliver, own=identity) for entry in hosts.nats]
         return links
 
     path = fleet_path()
@@ -533,7 +534,7 @@ def _start_actors(
         gate=store.backpressure(lambda: sup.seq + sup.queued),
     )
     parts["hook_listener"] = listener
-    fleet_view = _start_fleet(sup, parts)
+    fleet_view = _start_fleet(sup, parts, identity[0])
     control = ControlServer(
         config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note,
         reserved=store.wait_reserved,

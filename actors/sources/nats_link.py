@@ -25,6 +25,9 @@ Per connection (:meth:`NatsLink.run` reconnects by the one retry rule,
    stale (:meth:`~actors.core.fleet_follow.Follower.lapse`): its turn ``unknown``, presence
    and attention kept, never idle. The next beat makes it connected again.
 
+What this daemon publishes to the same server itself (the identity given as ``own``) is its
+local view already: it is skipped, never shown a second time as a remote host.
+
 The connection lost: every host stale from that moment (the reason of each failed try after
 it kept). No connection ever made (a refused credential, no server, no paneward stream or
 bucket there yet): the entry itself is the one row of :meth:`NatsLink.hosts`,
@@ -57,7 +60,15 @@ from nats.js import api
 from actors.core.backoff import Backoff
 from actors.core.clock import now_ms
 from actors.core.fleet import NatsEntry
-from actors.core.fleet_follow import MAX_LINE_BYTES, STALE_AFTER_INTERVALS, Change, Follower, lapsed
+from actors.core.fleet_follow import (
+    MAX_LINE_BYTES,
+    STALE_AFTER_INTERVALS,
+    Change,
+    Drop,
+    Follower,
+    HostKey,
+    lapsed,
+)
 from actors.core.fleet_transport import Deliver, HostRow, host_row
 from actors.core.nats import (
     Heartbeat,
@@ -106,13 +117,17 @@ class NatsLink:
 
     :param entry: the ``[[nats]]`` entry of the hosts file.
     :param deliver: ``deliver(host_name, changes)``, called in the event loop for every batch.
+    :param own: this daemon's identity: what it publishes to the same server itself is its
+        local view already, never a remote host (skipped, counted as ``own``).
     :param retry: the first and the longest wait between tries (seconds).
     """
 
     def __init__(
-        self, entry: NatsEntry, deliver: Deliver, *, retry: tuple[float, float] = (0.5, 10.0),
+        self, entry: NatsEntry, deliver: Deliver, *, own: str | None = None,
+        retry: tuple[float, float] = (0.5, 10.0),
     ) -> None:
         self._entry = entry
+        self._own = own
         self.settings = entry.settings(f"follower {socket.gethostname()}")
         self._deliver = deliver
         self._backoff = Backoff(*retry)
@@ -292,7 +307,10 @@ class NatsLink:
         await self._read_bucket(kv, ">", beats, sessions)
         batches: dict[str, list[Change]] = {}
         for host in sorted(set(beats) | set(sessions)):
-            batches[host] = self._adopt(host, beats.get(host), sessions.get(host, []))
+            beat = beats.get(host)
+            if beat is not None and beat.identity == self._own:
+                continue
+            batches[host] = self._adopt(host, beat, sessions.get(host, []))
         self._handled(batches)
 
     async def _read_bucket(
@@ -419,6 +437,9 @@ class NatsLink:
         if identity is None:
             self._refuse("no_identity", host)
             return None, []
+        if identity == self._own:
+            self._refused["own"] = self._refused.get("own", 0) + 1
+            return None, []
         changes: list[Change] = []
         follower = self.followers.get(host)
         if follower is None or follower.daemon_id != identity:
@@ -451,6 +472,13 @@ class NatsLink:
         if not beats:
             return None, []
         host, beat = next(iter(beats.items()))
+        if beat.identity == self._own:
+            # this daemon's own name there (adopted before its first beat said whose it is)
+            mine = self.followers.pop(host, None)
+            self._beats.pop(host, None)
+            if mine is None:
+                return None, []
+            return host, [Drop(HostKey(host, key), "Forget") for key in mine.sessions]
         follower = self.followers.get(host)
         if follower is None or follower.daemon_id != beat.identity:
             return host, await self._adopt_now(kv, host, beat.identity)
