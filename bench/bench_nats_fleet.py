@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/bench_nats_fleet.py [--daemons 10] [--sessions 20]
 [--edges 1000] [--burst 200] [--runs 3]``
 
 The world, fresh each run: a real ``nats-server -js`` 2.9.10 on loopback
-(tests/nats_helpers.py); ``--daemons`` real publishing daemons (``paneward run --nats URL
+(tests/support/nats.py); ``--daemons`` real publishing daemons (``paneward run --nats URL
 --nats-host dN``), each with ``--sessions`` sessions; one follower daemon whose hosts file has
 one ``[[nats]]`` entry for that server, and a ``paneward watch --json`` on the follower.
 
@@ -39,9 +39,9 @@ sys.path.insert(0, os.fspath(ROOT))
 from actors.core import fleet as core  # noqa: E402
 from bench.bench_fleet import Lines, _frames  # noqa: E402
 from bench.world import process_cpu  # noqa: E402
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send  # noqa: E402
-from tests.nats_helpers import nats_server  # noqa: E402
-from tests.polling import poll_until  # noqa: E402
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send  # noqa: E402
+from tests.support.nats import nats_server  # noqa: E402
+from tests.support.polling import poll_until  # noqa: E402
 
 
 async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """NATS as the fleet's second transport: a follower daemon whose hosts file names a NATS server
 merges every host publishing there into the same view as the SSH fleet, against a real
-``nats-server -js`` (tests/nats_helpers.py) and real daemons (tests/daemon_helpers.py).
+``nats-server -js`` (tests/support/nats.py) and real daemons (tests/support/daemon.py).
 
 - several daemons publish, one follower merges them: ``status --json`` and ``watch --json``
   show host-qualified sessions, and the table its hosts;
@@ -28,11 +28,10 @@ import anyio
 import pytest
 
 from actors.core import fleet as core
-from tests.daemon_helpers import PANEWARD, Daemon, daemon_env, raw_send, start_token, watching
-from tests.nats_helpers import NatsServer, nats_server
-from tests.polling import poll_until
-from tests.test_daemon import burst, claude_hook, frames
-from tests.test_nats import _nkey_pair, _published, _send_paced
+from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send, start_token, watching
+from tests.support.nats import NatsServer, nats_server, nkey_pair, published, send_paced
+from tests.support.polling import poll_until
+from tests.support.sessions import burst, claude_hook, frames
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -113,7 +112,7 @@ async def test_several_publishers_merge_into_one_follower_view(tmp_path: Path) -
 
             await poll_until(merged, "every publisher's sessions in the follower's view",
                              within=60)
-            await _published(follower)
+            await published(follower)
             rows = await _merged(follower)
             assert sorted(str(r["key"].get("host")) for r in rows) == sorted(
                 [*hosts, *hosts, "None", "None"])
@@ -157,7 +156,7 @@ async def test_a_follower_that_was_down_catches_up(tmp_path: Path) -> None:
             # the follower is down while the publisher goes on
             await raw_send(publisher.hook_socket, frames(hooks[2:]))
             await publisher.wait_delivered(len(hooks))
-            await _published(publisher)
+            await published(publisher)
             async with _running(follower):
 
                 async def caught_up() -> bool:
@@ -186,7 +185,7 @@ async def test_a_server_restart_mid_burst_reaches_the_follower_exactly_once(
             async with watching(follower) as watcher:
                 async with anyio.create_task_group() as tg:
                     for daemon in publishers:
-                        tg.start_soon(anyio.to_thread.run_sync, _send_paced,
+                        tg.start_soon(anyio.to_thread.run_sync, send_paced,
                                       daemon.hook_socket, frames(hooks))
 
                     def some(items: list[dict[str, Any]]) -> bool:
@@ -196,7 +195,7 @@ async def test_a_server_restart_mid_burst_reaches_the_follower_exactly_once(
                     await anyio.to_thread.run_sync(server.restart)
                 for daemon in publishers:
                     await daemon.wait_delivered(len(hooks), within=120)
-                    await _published(daemon)
+                    await published(daemon)
                 total = 2 * len(hooks)
                 await watcher.wait_for(lambda items: len(set(_edges(items))) >= total,
                                        "every transition on the follower's watch", within=120)
@@ -254,8 +253,8 @@ async def test_a_lapsed_heartbeat_is_stale_never_idle(tmp_path: Path) -> None:
 
 
 async def test_refused_credentials_show_unreachable_with_the_reason(tmp_path: Path) -> None:
-    _good_seed, good_public = _nkey_pair()
-    bad_seed, _ = _nkey_pair()
+    _good_seed, good_public = nkey_pair()
+    bad_seed, _ = nkey_pair()
     bad = tmp_path / "bad.nk"
     bad.write_text(bad_seed + "\n")
     bad.chmod(0o600)
