@@ -42,11 +42,10 @@ import anyio.abc
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
-from actors.core import fleet as core  # noqa: E402
 from actors.sources import procfs  # noqa: E402
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send, start_token  # noqa: E402
+from tests.support.daemon import PANEWARD, Daemon, raw_send, start_token  # noqa: E402
 from tests.support.polling import poll_until  # noqa: E402
-from tests.support.ssh import SshWorld  # noqa: E402
+from tests.support.ssh import ssh_fleet  # noqa: E402
 
 T0 = 1795995370911
 
@@ -90,30 +89,13 @@ class Lines:
 async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="pwb", dir="/tmp") as name:
         root = Path(name)
-        world = SshWorld(root / "ssh")
-        remotes: list[Daemon] = []
-        hosts = core.Fleet(keepalive_s=args.keepalive)
         result: dict[str, object] = {"run": run}
-        try:
-            for i in range(args.hosts):
-                host = f"h{i + 1}"
-                await world.add_server(host)
-                state = root / f"{host}-state"
-                state.mkdir(mode=0o700)
-                remote = Daemon(state)
-                await remote.start()
-                remotes.append(remote)
+        async with ssh_fleet(root, args.hosts, keepalive_s=args.keepalive) as made:
+            world, remotes, env = made.world, made.remotes, made.env
+            for remote in remotes:
                 await raw_send(remote.hook_socket, b"".join(
                     _frames(f"s{j}", "working", j) for j in range(args.sessions)))
-                hosts = core.add_host(hosts, core.Host(host, world.remote_command(host, state)))
-            config = root / "config" / "paneward"
-            config.mkdir(parents=True)
-            (config / "fleet.toml").write_text(core.render_fleet(hosts))
-            local_state = root / "local"
-            local_state.mkdir(mode=0o700)
-            env = daemon_env(local_state, XDG_CONFIG_HOME=os.fspath(root / "config"),
-                             PANEWARD_SSH=os.fspath(world.ssh))
-            async with Daemon(local_state, env=env) as local:
+            async with Daemon(made.local_state, env=env) as local:
                 want = args.hosts * args.sessions
 
                 async def merged() -> bool:
@@ -202,11 +184,6 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
                 result["stale_s"] = time.monotonic() - began
                 for p in stopped:
                     os.kill(p, signal.SIGCONT)
-        finally:
-            with anyio.CancelScope(shield=True):
-                for remote in remotes:
-                    await remote.__aexit__(None, None, None)
-                await world.aclose()
         return result
 
 

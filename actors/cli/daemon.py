@@ -452,30 +452,54 @@ def start_discovery(config: DaemonConfig, sup: Supervisor) -> dict[str, Discover
     return started
 
 
-def _start_fleet(sup: Supervisor, parts: dict[str, Any]) -> Any:
-    """One link per host of the hosts file, and the view they deliver to (None: no fleet).
-    A hosts file that cannot be used is logged, and the daemon runs without a fleet."""
+def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
+    """The merged view and its links, one per entry of the hosts file (SSH hosts, NATS
+    servers), and the watch that re-reads the file when it changes
+    (:mod:`actors.sources.fleet_file`). A hosts file that cannot be used is logged, and the
+    daemon follows no host until it is fixed. ``identity`` is this daemon's: a NATS server it
+    also publishes to never shows it as a remote host."""
     from actors.cli.fleet import load_fleet, prepare_control_dir, ssh_program
-    from actors.core.fleet import FleetFileError
-
-    try:
-        hosts = load_fleet()
-        if not hosts.hosts:
-            return None
-        control_dir = prepare_control_dir()
-    except FleetFileError as exc:
-        logger.error("fleet: %s; following no host", exc)
-        return None
+    from actors.core.fleet import Fleet, FleetFileError, fleet_path
+    from actors.core.fleet_transport import Link
+    from actors.sources import fswatch
     from actors.sources.fleet import FleetView
-    from actors.sources.fleet_link import SshLink
+    from actors.sources.fleet_file import FleetFile, read_text
 
     view = FleetView()
-    for host in hosts.hosts:
-        link = SshLink(host, control_dir, view.deliver, keepalive_s=hosts.keepalive_s,
-                       ssh=ssh_program())
-        view.links.append(link)
-        sup.start_actor(link, name=f"fleet:{host.name}")
+
+    def links_for(hosts: Fleet) -> list[Link]:
+        links: list[Link] = []
+        if hosts.hosts:
+            from actors.sources.fleet_link import SshLink
+
+            control_dir = prepare_control_dir()
+            links += [SshLink(host, control_dir, view.deliver, keepalive_s=hosts.keepalive_s,
+                              ssh=ssh_program()) for host in hosts.hosts]
+        if hosts.nats:
+            try:
+                # nats-py is imported here only: a fleet without a NATS entry never loads it.
+                from actors.sources.nats_link import NatsLink
+            except ImportError:
+                raise FleetFileError(
+                    "a [[nats]] entry needs nats-py: pip install 'paneward[nats]'"
+                ) from None
+            links += [NatsLink(entry, view.deliver, own=identity) for entry in hosts.nats]
+        return links
+
+    path = fleet_path()
+    applied: str | None = None
+    try:
+        text = read_text(path)
+        view.use(links_for(load_fleet(path)))
+        applied = text
+    except (OSError, FleetFileError) as exc:
+        logger.error("fleet: %s; following no host until it is fixed", exc)
     parts["fleet"] = view
+    sup.start_actor(view, name="fleet")
+    if fswatch.AVAILABLE:
+        watch = FleetFile(path, view, load_fleet, links_for, applied=applied)
+        parts["fleet_file"] = watch
+        sup.start_actor(watch, name="fleet-file")
     return view
 
 
@@ -510,7 +534,7 @@ def _start_actors(
         gate=store.backpressure(lambda: sup.seq + sup.queued),
     )
     parts["hook_listener"] = listener
-    fleet_view = _start_fleet(sup, parts)
+    fleet_view = _start_fleet(sup, parts, identity[0])
     control = ControlServer(
         config.control_path, sup, _statistics_of(parts), journal, pane_note=catalog.pane_note,
         reserved=store.wait_reserved,
@@ -551,9 +575,10 @@ def _start_actors(
         sup.start_actor(bridge, name="tmux")
     if config.nats is not None:
         # nats-py is imported here only: a daemon without NATS never loads it.
-        from actors.sinks.nats import NatsPublisher, load_identity
+        from actors.sinks.nats import NatsPublisher
 
-        publisher = NatsPublisher(config.nats, load_identity(config.state_dir), journal=journal)
+        # The identity a fleet watch names: one seq space, one id, whichever way it is read.
+        publisher = NatsPublisher(config.nats, identity, journal=journal)
         parts["nats"] = publisher
         sup.start_actor(publisher, name="nats")
     notify = config.notify

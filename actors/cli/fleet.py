@@ -8,6 +8,11 @@ the host's multiplexed connection, reads its first line -- the remote daemon's
 (:func:`actors.core.fleet.unreachable_reason`). Exit status: 0 when every host checked is ok,
 1 otherwise, 2 for a usage error (an unknown host, a bad hosts file).
 
+A NATS entry (``paneward fleet add nats://HOST:PORT``, ``[[nats]]`` in the file) is checked by
+connecting with its credentials and reading the paneward bucket's heartbeats: ``ok`` with how
+many hosts publish there and how many of them are live, or ``unreachable`` and why
+(:func:`actors.sinks.nats.describe_error`: a refused credential names the file refused).
+
 ``$PANEWARD_SSH`` names the ssh program (default ``ssh``): a wrapper that adds ``-F FILE`` is
 how the tests point it at their own ssh configuration.
 """
@@ -22,6 +27,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from actors.core import fleet as core
 from actors.core.paths import private_dir_problem, runtime_dir
@@ -91,10 +97,18 @@ def prepare_control_dir(runtime: str | None = None) -> str:
 
 def add_fleet(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
-    add = sub.add_parser("add", help="follow a host (an ssh destination as you type it)")
-    add.add_argument("host", help="ssh destination: an alias, host, or user@host")
+    add = sub.add_parser("add", help="follow a host (an ssh destination as you type it), or "
+                         "every host publishing to a NATS server (nats://HOST:PORT)")
+    add.add_argument("host", help="ssh destination: an alias, host, or user@host; or a NATS "
+                     "URL (nats://, tls://)")
     add.add_argument("--command", dest="remote_command", default=core.DEFAULT_COMMAND,
                      help="the paneward command on that host (default: paneward)")
+    nats = add.add_argument_group("a NATS server's credentials (files, by the NATS conventions)")
+    nats.add_argument("--nats-creds", metavar="FILE", help="NATS .creds file (JWT + seed)")
+    nats.add_argument("--nats-nkey", metavar="FILE", help="file holding an nkey seed")
+    nats.add_argument("--nats-tls-cert", metavar="FILE", help="TLS client certificate (PEM)")
+    nats.add_argument("--nats-tls-key", metavar="FILE", help="its private key (PEM)")
+    nats.add_argument("--nats-tls-ca", metavar="FILE", help="CA bundle for the server (PEM)")
     remove = sub.add_parser("remove", help="stop following a host")
     remove.add_argument("host")
     sub.add_parser("list", help="the hosts followed")
@@ -106,6 +120,14 @@ def run_fleet(args: argparse.Namespace) -> int:
     try:
         fleet = load_fleet()
         command = args.fleet_command
+        if command == "add" and core.is_nats_url(args.host):
+            fleet = core.add_nats(fleet, core.NatsEntry(
+                args.host, creds=_file(args.nats_creds), nkey=_file(args.nats_nkey),
+                tls_cert=_file(args.nats_tls_cert), tls_key=_file(args.nats_tls_key),
+                tls_ca=_file(args.nats_tls_ca),
+            ))
+            print(f"following every host on {printable(args.host)} (in {_save(fleet)})")
+            return _EXIT_OK
         if command == "add":
             host = core.Host(args.host, args.remote_command)
             fleet = core.add_host(fleet, host)
@@ -119,35 +141,105 @@ def run_fleet(args: argparse.Namespace) -> int:
             for host in fleet.hosts:
                 extra = "" if host.command == core.DEFAULT_COMMAND else f"  ({host.command})"
                 print(printable(host.name + extra))
+            for server in fleet.nats:
+                print(printable(f"{server.url}  (NATS: every host publishing there)"))
             return _EXIT_OK
-        hosts = _chosen(fleet, args.host)
-        control = prepare_control_dir()
+        entries = _chosen(fleet, args.host)
+        control = prepare_control_dir() if any(isinstance(e, core.Host) for e in entries) else ""
     except core.FleetFileError as exc:
         print(f"paneward fleet: {printable(str(exc))}", file=sys.stderr)
         return _EXIT_USAGE
-    if not hosts:
+    if not entries:
         print("paneward fleet: no hosts (add one with `paneward fleet add HOST`)",
               file=sys.stderr)
         return _EXIT_FAILED
-    with ThreadPoolExecutor(max_workers=min(len(hosts), 16)) as pool:
-        results = list(pool.map(lambda h: check_host(h, control, fleet.keepalive_s), hosts))
-    width = max(len(h.name) for h in hosts)
-    for host, (ok, text) in zip(hosts, results, strict=True):
-        print(f"{printable(host.name).ljust(width)}  {'ok' if ok else 'unreachable'}: "
+
+    def check(entry: core.Host | core.NatsEntry) -> tuple[bool, str]:
+        if isinstance(entry, core.NatsEntry):
+            return check_nats(entry)
+        return check_host(entry, control, fleet.keepalive_s)
+
+    with ThreadPoolExecutor(max_workers=min(len(entries), 16)) as pool:
+        results = list(pool.map(check, entries))
+    width = max(len(e.name) for e in entries)
+    for entry, (ok, text) in zip(entries, results, strict=True):
+        print(f"{printable(entry.name).ljust(width)}  {'ok' if ok else 'unreachable'}: "
               f"{printable(text)}")
     return _EXIT_OK if all(ok for ok, _ in results) else _EXIT_FAILED
 
 
-def _chosen(fleet: core.Fleet, names: list[str]) -> list[core.Host]:
+def _file(path: str | None) -> str | None:
+    """A credential file as given, made absolute (the daemon may start in another directory)."""
+    return None if path is None else os.path.abspath(os.path.expanduser(path))
+
+
+def _chosen(fleet: core.Fleet, names: list[str]) -> list[core.Host | core.NatsEntry]:
     if not names:
-        return list(fleet.hosts)
-    chosen = []
+        return [*fleet.hosts, *fleet.nats]
+    chosen: list[core.Host | core.NatsEntry] = []
     for name in names:
-        host = fleet.host(name)
-        if host is None:
+        entry = fleet.host(name) or fleet.server(name)
+        if entry is None:
             raise core.FleetFileError(f"no host {name!r} in the fleet (see `paneward fleet list`)")
-        chosen.append(host)
+        chosen.append(entry)
     return chosen
+
+
+def check_nats(entry: core.NatsEntry) -> tuple[bool, str]:
+    """Connect to a NATS entry with its credentials and read its heartbeats: ``(True, how many
+    hosts publish there)`` or ``(False, why not)``. nats-py is imported here only."""
+    try:
+        import anyio
+        import nats.errors
+    except ImportError:
+        return False, "a NATS entry needs nats-py: pip install 'paneward[nats]'"
+    from actors.sinks.nats import connect, describe_error
+
+    settings = entry.settings("fleet check")
+
+    async def look() -> tuple[bool, str]:
+        import time
+
+        import msgspec
+        import nats.js.errors
+
+        from actors.core.nats import Heartbeat, host_health
+
+        try:
+            nc = await connect(settings, reconnect=False)
+        except (nats.errors.Error, OSError) as exc:
+            return False, describe_error(exc, settings)
+        try:
+            try:
+                kv = await nc.jetstream(timeout=5.0).key_value(entry.bucket)
+            except nats.js.errors.BucketNotFoundError:
+                return False, (f"no paneward bucket {entry.bucket!r} there yet (no daemon has "
+                               "published: paneward run --nats URL)")
+            live = stale = 0
+            watcher: Any = await kv.watch("h.*", ignore_deletes=True)
+            now = time.time_ns() // 1_000_000
+            async for value in watcher:
+                if value is None:
+                    break
+                try:
+                    beat = msgspec.json.decode(value.value or b"", type=Heartbeat)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if host_health(beat, now) == "live":
+                    live += 1
+                else:
+                    stale += 1
+            await watcher.stop()
+            return True, f"{live + stale} hosts publish there ({live} live, {stale} stale)"
+        except (nats.errors.Error, nats.js.errors.Error, OSError) as exc:
+            return False, describe_error(exc, settings)
+        finally:
+            await nc.close()
+
+    try:
+        return anyio.run(look)
+    except (OSError, nats.errors.Error) as exc:
+        return False, describe_error(exc, settings)
 
 
 def check_host(host: core.Host, control: str, keepalive_s: int) -> tuple[bool, str]:

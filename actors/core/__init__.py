@@ -12,7 +12,9 @@ published field is decided.
 - acting on attention: :mod:`.attention`, :mod:`.jump`, :mod:`.notify`, :mod:`.redact`,
   :mod:`.status_table`, :mod:`.top`;
 - the fleet: :mod:`.fleet` (the hosts file, the ssh command line, unreachable reasons),
-  :mod:`.fleet_follow` (following one host's stream: resume by seq, identity, health);
+  :mod:`.fleet_follow` (following one host's frames: resume by seq, identity, health, the
+  one stale rule), :mod:`.fleet_transport` (the transport interface: what a link is to the
+  merged view);
 - the rest: :mod:`.backoff`, :mod:`.clock`, :mod:`.config_edit`, :mod:`.forwarder_js`,
   :mod:`.nats` (NATS subjects, ids, the publish buffer), :mod:`.paths`, :mod:`.seq_mark`,
   :mod:`.service`, :mod:`.text`.

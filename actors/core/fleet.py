@@ -10,8 +10,13 @@ standard library's :mod:`tomllib` and written by ``paneward fleet add|remove``
     destination = "gpu1"      # exactly as the user types it after `ssh`
     command = "paneward"      # optional: the remote paneward command (a path, a venv's bin)
 
-Each destination is also the host's name in every view. The transport is the user's own
-OpenSSH client (:func:`ssh_argv`), so ``~/.ssh/config``, the agent, ``ProxyJump``,
+    [[nats]]
+    url = "nats://nats.lan:4222"   # every host publishing to this server (paneward run --nats)
+    creds = "/home/me/.config/paneward/fleet.creds"   # optional: nkey, tls_cert + tls_key, tls_ca
+
+Each destination is also the host's name in every view; a NATS entry brings every host that
+publishes there, by the name it publishes under (:class:`NatsEntry`). An SSH host's transport
+is the user's own OpenSSH client (:func:`ssh_argv`), so ``~/.ssh/config``, the agent, ``ProxyJump``,
 certificates and ``known_hosts`` work as in their shell. What an ended ``ssh`` means, in words
 the user can act on, is :func:`unreachable_reason`.
 """
@@ -24,6 +29,15 @@ import tomllib
 from dataclasses import dataclass
 from typing import Final
 
+from actors.core.fleet_follow import STALE_AFTER_INTERVALS
+from actors.core.nats import (
+    DEFAULT_BUCKET,
+    DEFAULT_PREFIX,
+    DEFAULT_STREAM,
+    NatsSettings,
+    SettingsError,
+    check_url,
+)
 from actors.core.paths import env_dir
 
 __all__ = [
@@ -33,12 +47,15 @@ __all__ = [
     "Fleet",
     "FleetFileError",
     "Host",
+    "NatsEntry",
     "add_host",
+    "add_nats",
     "attach_argv",
     "config_dir",
     "control_dir",
     "fleet_path",
     "parse_fleet",
+    "is_nats_url",
     "remove_host",
     "render_fleet",
     "ssh_argv",
@@ -47,7 +64,9 @@ __all__ = [
 ]
 
 DEFAULT_COMMAND: Final = "paneward"
-#: ``ServerAliveInterval``: with ``ServerAliveCountMax=1`` a silent link ends within two.
+#: ``ServerAliveInterval``: with ``ServerAliveCountMax`` one less than the fleet's stale rule
+#: (:data:`actors.core.fleet_follow.STALE_AFTER_INTERVALS`), a silent link ends within that
+#: many intervals.
 DEFAULT_KEEPALIVE_S: Final = 10
 #: The exit status of ``paneward watch`` when no daemon answers (:data:`actors.cli.EXIT_NO_DAEMON`;
 #: restated here because core imports nothing of the CLI).
@@ -80,15 +99,86 @@ class Host:
         return self.destination
 
 
+_NATS_FILES: Final = ("creds", "nkey", "tls_cert", "tls_key", "tls_ca")
+_NATS_NAMES: Final = ("stream", "bucket", "prefix")
+_NATS_KEYS: Final = frozenset(("url", *_NATS_FILES, *_NATS_NAMES))
+_NAME_TOKEN: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class NatsEntry:
+    """One NATS server followed: every host that publishes to it (``paneward run --nats``),
+    each by the name it publishes under. ``url`` is also the entry's name; credentials are
+    files by the NATS conventions (``creds``, ``nkey``, ``tls_cert`` + ``tls_key``,
+    ``tls_ca``); ``stream``, ``bucket`` and ``prefix`` are the publishers' (docs/fleet.md)."""
+
+    url: str
+    creds: str | None = None
+    nkey: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    stream: str = DEFAULT_STREAM
+    bucket: str = DEFAULT_BUCKET
+    prefix: str = DEFAULT_PREFIX
+
+    @property
+    def name(self) -> str:
+        return self.url
+
+    def settings(self, client: str) -> NatsSettings:
+        """The connection settings of a reader named ``client`` (its connection's name)."""
+        return NatsSettings(url=self.url, host=client, creds=self.creds, nkey=self.nkey,
+                            tls_cert=self.tls_cert, tls_key=self.tls_key, tls_ca=self.tls_ca,
+                            stream=self.stream, bucket=self.bucket, prefix=self.prefix)
+
+
+def is_nats_url(text: str) -> bool:
+    """Whether a fleet entry the user typed is a NATS URL rather than an ssh destination."""
+    return text.split("://", 1)[0] in ("nats", "tls", "ws", "wss") and "://" in text
+
+
+def check_nats(entry: NatsEntry) -> NatsEntry:
+    """``entry`` if it can be followed.
+
+    :raises FleetFileError: the URL is not a NATS URL or carries a secret, a file name is empty
+        or has a control character, a certificate comes without its key, or a stream, bucket
+        or prefix is not one token.
+    """
+    try:
+        check_url(entry.url, "url")
+    except SettingsError as exc:
+        raise FleetFileError(str(exc)) from None
+    for key in _NATS_FILES:
+        value = getattr(entry, key)
+        if value is not None and (not value or _CONTROLS.search(value)):
+            raise FleetFileError(f"{key}: a file name, got {value!r}")
+    if (entry.tls_cert is None) != (entry.tls_key is None):
+        raise FleetFileError("a TLS client certificate needs both tls_cert and tls_key")
+    for key in _NATS_NAMES:
+        if not _NAME_TOKEN.match(getattr(entry, key)):
+            raise FleetFileError(f"{key}: letters, digits, '_' and '-' only")
+    return entry
+
+
 @dataclass(frozen=True, slots=True)
 class Fleet:
-    """The hosts file: every host, in the order added, and the keepalive interval."""
+    """The hosts file: every SSH host and every NATS server, in the order added, and the
+    keepalive interval."""
 
     hosts: tuple[Host, ...] = ()
     keepalive_s: int = DEFAULT_KEEPALIVE_S
+    nats: tuple[NatsEntry, ...] = ()
 
     def host(self, name: str) -> Host | None:
         return next((h for h in self.hosts if h.name == name), None)
+
+    def server(self, url: str) -> NatsEntry | None:
+        return next((n for n in self.nats if n.url == url), None)
+
+    @property
+    def empty(self) -> bool:
+        return not self.hosts and not self.nats
 
 
 def config_dir() -> str:
@@ -146,9 +236,11 @@ def parse_fleet(text: str) -> Fleet:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FleetFileError(f"not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"host", "keepalive_s"})
+    unknown = sorted(set(data) - {"host", "keepalive_s", "nats"})
     if unknown:
-        raise FleetFileError(f"unknown setting {unknown[0]!r} (expected host, keepalive_s)")
+        raise FleetFileError(
+            f"unknown setting {unknown[0]!r} (expected host, nats, keepalive_s)"
+        )
     keepalive = data.get("keepalive_s", DEFAULT_KEEPALIVE_S)
     if type(keepalive) is not int or not 1 <= keepalive <= 3600:
         raise FleetFileError("keepalive_s must be a whole number of seconds from 1 to 3600")
@@ -177,7 +269,29 @@ def parse_fleet(text: str) -> Fleet:
         if any(h.name == host.name for h in hosts):
             raise FleetFileError(f"host {number}: {destination!r} is listed twice")
         hosts.append(host)
-    return Fleet(tuple(hosts), keepalive)
+    return Fleet(tuple(hosts), keepalive, _parse_nats(data.get("nats", [])))
+
+
+def _parse_nats(entries: object) -> tuple[NatsEntry, ...]:
+    if not isinstance(entries, list):
+        raise FleetFileError("nats must be an array of tables ([[nats]])")
+    servers: list[NatsEntry] = []
+    for number, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict):
+            raise FleetFileError(f"nats {number} is not a table")
+        extra = sorted(set(entry) - _NATS_KEYS)
+        if extra:
+            raise FleetFileError(f"nats {number}: unknown key {extra[0]!r}")
+        if not all(isinstance(v, str) for v in entry.values()) or "url" not in entry:
+            raise FleetFileError(f"nats {number}: a url, and every value a string")
+        try:
+            server = check_nats(NatsEntry(**entry))
+        except FleetFileError as exc:
+            raise FleetFileError(f"nats {number}: {exc}") from None
+        if any(s.url == server.url for s in servers):
+            raise FleetFileError(f"nats {number}: {server.url!r} is listed twice")
+        servers.append(server)
+    return tuple(servers)
 
 
 def _toml_string(text: str) -> str:
@@ -196,6 +310,13 @@ def render_fleet(fleet: Fleet) -> str:
             lines.append(f"command = {_toml_string(host.command)}")
         if host.tmux != "tmux":
             lines.append(f"tmux = {_toml_string(host.tmux)}")
+    defaults = NatsEntry("")
+    for server in fleet.nats:
+        lines += ["", "[[nats]]", f"url = {_toml_string(server.url)}"]
+        for key in (*_NATS_FILES, *_NATS_NAMES):
+            value = getattr(server, key)
+            if value != getattr(defaults, key):
+                lines.append(f"{key} = {_toml_string(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -210,17 +331,31 @@ def add_host(fleet: Fleet, host: Host) -> Fleet:
         hosts = tuple(host if h.name == host.name else h for h in fleet.hosts)
     else:
         hosts = (*fleet.hosts, host)
-    return Fleet(hosts, fleet.keepalive_s)
+    return Fleet(hosts, fleet.keepalive_s, fleet.nats)
+
+
+def add_nats(fleet: Fleet, server: NatsEntry) -> Fleet:
+    """``fleet`` with the NATS ``server`` (an entry with that URL is replaced in place).
+
+    :raises FleetFileError: see :func:`check_nats`.
+    """
+    server = check_nats(server)
+    if fleet.server(server.url) is not None:
+        servers = tuple(server if n.url == server.url else n for n in fleet.nats)
+    else:
+        servers = (*fleet.nats, server)
+    return Fleet(fleet.hosts, fleet.keepalive_s, servers)
 
 
 def remove_host(fleet: Fleet, name: str) -> Fleet:
-    """``fleet`` without the host ``name``.
+    """``fleet`` without the host or NATS server ``name``.
 
-    :raises FleetFileError: no host has that name.
+    :raises FleetFileError: no entry has that name.
     """
-    if fleet.host(name) is None:
+    if fleet.host(name) is None and fleet.server(name) is None:
         raise FleetFileError(f"no host {name!r} in the fleet")
-    return Fleet(tuple(h for h in fleet.hosts if h.name != name), fleet.keepalive_s)
+    return Fleet(tuple(h for h in fleet.hosts if h.name != name), fleet.keepalive_s,
+                 tuple(n for n in fleet.nats if n.url != name))
 
 
 def ssh_argv(
@@ -232,8 +367,9 @@ def ssh_argv(
 
     ``BatchMode=yes``: never a password or host-key prompt (the daemon has no terminal); a
     failure is an exit status and a line on stderr (:func:`unreachable_reason`).
-    ``ServerAliveInterval``/``ServerAliveCountMax=1``: a link that stops answering ends within
-    two intervals. ``ControlMaster=auto`` with ``ControlPath`` under ``control_dir`` (``%C``:
+    ``ServerAliveInterval``/``ServerAliveCountMax``: a link that stops answering ends within
+    :data:`~actors.core.fleet_follow.STALE_AFTER_INTERVALS` intervals (the fleet's one stale
+    rule). ``ControlMaster=auto`` with ``ControlPath`` under ``control_dir`` (``%C``:
     a hash of the local host, remote host, port and user, short enough for a socket path): the
     first ssh to a host becomes its master and every later one -- ``fleet check``, ``next``'s
     ``ssh -t`` -- rides on it, so a host has one TCP connection however many sessions and
@@ -244,7 +380,7 @@ def ssh_argv(
     options = (
         "BatchMode=yes",
         f"ServerAliveInterval={keepalive_s}",
-        "ServerAliveCountMax=1",
+        f"ServerAliveCountMax={STALE_AFTER_INTERVALS - 1}",
         f"ConnectTimeout={max(keepalive_s, 5)}",
         "ControlMaster=auto",
         f"ControlPath={os.path.join(control_dir, '%C')}",

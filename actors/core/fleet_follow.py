@@ -1,16 +1,25 @@
-"""Following one host's daemon: its stream's lines in, what the merged view must change out (pure).
+"""Following one host's daemon: the frames a transport carries in, what the merged view must
+change out (pure).
 
 A :class:`Follower` holds what is known of one host: the remote daemon's identity, the last
 remote seq applied, every remote session's latest :class:`~messages.Activity`, the link's
-health. A transport (:mod:`actors.sources.fleet_link` runs ``ssh``; any other carries the same
-lines) calls, per connection:
+health. It is the transport interface's inner half (docs/fleet.md, "One transport interface";
+the outer half, what a link is to the merged view, is :mod:`actors.core.fleet_transport`). A
+transport calls, per connection:
 
 1. :meth:`Follower.connecting` before it starts one (and asks :meth:`Follower.since` for the
-   ``--since`` to send);
-2. :meth:`Follower.feed` with each line read (bytes, newline removed, already bounded in
-   length by the transport's :class:`~actors.core.frames.FrameSplitter`; an oversized line is
-   :meth:`Follower.oversize`) -- each returns the :data:`Change` items the merged view applies;
-3. :meth:`Follower.ended` when the connection is gone, with why when it never worked.
+   seq to resume after);
+2. the frames as they come: :meth:`Follower.hello` (the host's daemon identity: a
+   :class:`~messages.Daemon`), then :meth:`Follower.transition`, :meth:`Follower.gap` and
+   :meth:`Follower.snapshot` -- or, for a transport that carries lines (SSH: ``paneward watch
+   --fleet``), :meth:`Follower.feed` with each line read (bytes, newline removed, already
+   bounded in length by the transport's :class:`~actors.core.frames.FrameSplitter`; an
+   oversized line is :meth:`Follower.oversize`), which decodes it and calls the same;
+3. :meth:`Follower.lapse` when the host's sign of life stops while the connection is up (a NATS
+   host's heartbeat, :func:`lapsed`), and :meth:`Follower.ended` when the connection is gone,
+   with why when it never worked.
+
+Each returns the :data:`Change` items the merged view applies.
 
 Remote lines are untrusted. Each is checked like the hook socket's frames
 (:func:`actors.core.frames.check_bytes`: NUL, invalid UTF-8, nesting) and decoded with the one
@@ -29,11 +38,15 @@ A skip in the seqs that no ``Gap`` explains is counted (``unexplained``) and the
 ends the replay settles every session either way.
 
 Health (:class:`Health`): ``connecting`` until the first line of the first connection;
-``connected`` from a ``Daemon`` line on; when a connection that worked ends, ``stale`` from
-that moment -- its sessions keep their presence and attention, their turn shows ``unknown``
-(:func:`shown`), nothing turns ``idle`` or ``done`` for lack of news -- and ``unreachable``
-(with the reason) when a try ends without working; the ``since_ms`` of a stale host stays the
-moment the link was lost however many tries fail after it.
+``connected`` from a ``Daemon`` line on; ``stale`` from the moment a connection that worked
+ends or the host's sign of life lapses -- its sessions keep their presence and attention,
+their turn shows ``unknown`` (:func:`shown`), nothing turns ``idle`` or ``done`` for lack of
+news -- and ``unreachable`` (with the reason) when a try ends without working; the
+``since_ms`` of a stale host stays the moment the link was lost however many tries fail after
+it. One rule says when silence is a lapse, whatever the transport (:func:`lapsed`):
+:data:`STALE_AFTER_INTERVALS` of the host's liveness interval -- SSH's keepalive
+(``ServerAliveCountMax`` is one less: :func:`actors.core.fleet.ssh_argv`), a NATS host's
+heartbeat interval.
 """
 
 from __future__ import annotations
@@ -57,8 +70,11 @@ __all__ = [
     "Health",
     "HealthState",
     "HostKey",
+    "STALE_AFTER_INTERVALS",
     "Upsert",
+    "lapsed",
     "shown",
+    "turn_unknown",
 ]
 
 #: The longest remote line taken: a snapshot of :data:`MAX_SESSIONS` ordinary activities fits.
@@ -66,6 +82,15 @@ MAX_LINE_BYTES: Final = 16 << 20
 #: The most sessions kept per host; a new session beyond it is refused (``too_many_sessions``).
 MAX_SESSIONS: Final = 10_000
 _MAX_GAPS: Final = 64
+#: A host whose link has shown no sign of life for this many of its liveness intervals is
+#: stale: SSH keepalives (``ServerAliveInterval``), a NATS host's heartbeats.
+STALE_AFTER_INTERVALS: Final = 2
+
+
+def lapsed(last_sign_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Whether a host last heard from at ``last_sign_ms``, which shows a sign of life every
+    ``interval_ms``, is stale at ``now_ms`` (:data:`STALE_AFTER_INTERVALS`)."""
+    return now_ms - last_sign_ms > STALE_AFTER_INTERVALS * interval_ms
 
 HealthState = Literal["connecting", "connected", "stale", "unreachable"]
 
@@ -118,13 +143,20 @@ class Drop:
 Change = Upsert | Drop
 
 
-def shown(activity: Activity, health: Health) -> Activity:
-    """What the merged view shows of a remote ``activity`` while its host is ``health``: as it
-    is when connected; otherwise its turn ``unknown`` (presence, attention and the rest kept:
-    no news is not news of an end)."""
-    if health.state == "connected" or activity.turn == "unknown":
+def turn_unknown(activity: Activity) -> Activity:
+    """``activity`` as shown for a host not heard from: its turn ``unknown``, presence,
+    attention and the rest kept (no news is not news of an end)."""
+    if activity.turn == "unknown":
         return activity
     return msgspec.structs.replace(activity, turn="unknown")
+
+
+def shown(activity: Activity, health: Health) -> Activity:
+    """What the merged view shows of a remote ``activity`` while its host is ``health``: as it
+    is when connected; otherwise :func:`turn_unknown`."""
+    if health.state == "connected":
+        return activity
+    return turn_unknown(activity)
 
 
 @dataclass
@@ -179,6 +211,15 @@ class Follower:
         self._worked = False
         return self._reshow()
 
+    def lapse(self, now_ms: int, reason: str) -> list[Change]:
+        """The host's sign of life stopped (:func:`lapsed`) while the connection is up: stale
+        from ``now_ms`` (``reason`` says which sign); the changes that show it. A host not
+        connected stays as it is."""
+        if self.health.state != "connected":
+            return []
+        self.health = Health("stale", now_ms, reason)
+        return self._reshow()
+
     def _reshow(self) -> list[Change]:
         return [
             Upsert(HostKey(self.host, key), shown(activity, self.health), self.last_seq,
@@ -192,6 +233,23 @@ class Follower:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
         return []
 
+    def decode(self, line: bytes) -> messages.Outbound | None:
+        """One remote message, checked and decoded by the one codec; ``None`` (counted by
+        reason in :attr:`rejected`) when it is not one."""
+        problem = check_bytes(line)
+        if problem is not None:
+            self._reject(problem.reason)
+            return None
+        try:
+            return messages.decode_outbound(line)
+        except messages.MessageError:
+            self._reject("invalid")
+            return None
+
+    def refuse(self, reason: str) -> None:
+        """A frame the transport refused before it got here (``reason`` counted)."""
+        self._reject(reason)
+
     def oversize(self) -> list[Change]:
         """A line longer than :data:`MAX_LINE_BYTES` was skipped by the transport."""
         return self._reject("oversize")
@@ -201,34 +259,38 @@ class Follower:
         line is skipped (a transport may send them to keep a link busy)."""
         if not line.strip():
             return []
-        problem = check_bytes(line)
-        if problem is not None:
-            return self._reject(problem.reason)
-        try:
-            frame = messages.decode_outbound(line)
-        except messages.MessageError:
-            return self._reject("invalid")
+        frame = self.decode(line)
+        if frame is None:
+            return []
         if self._phase == "hello":
             if not isinstance(frame, Daemon):
                 return self._reject("no_daemon_line")
-            return self._hello(frame, now_ms)
+            return self.hello(frame, now_ms)
         if isinstance(frame, Transition):
-            return self._transition(frame)
+            return self.transition(frame)
         if isinstance(frame, Snapshot):
-            return self._snapshot(frame)
+            return self.snapshot(frame)
         if isinstance(frame, Gap):
-            if self._phase == "replay" and self._skip_to:
-                return []
-            self.gaps = [*self.gaps[-(_MAX_GAPS - 1):], (frame.next_seq, frame.dropped,
-                                                          frame.reason)]
-            if frame.next_seq + frame.dropped - 1 > self.last_seq:
-                self.last_seq = frame.next_seq + frame.dropped - 1
-            return []
+            return self.gap(frame)
         if isinstance(frame, Overflow):
             return []  # the remote closes the stream next: the reconnect resumes after last_seq
         return self._reject("unexpected_type")
 
-    def _hello(self, frame: Daemon, now_ms: int) -> list[Change]:
+    def gap(self, frame: Gap) -> list[Change]:
+        """The host's daemon says seqs ``next_seq`` .. ``next_seq + dropped - 1`` are not
+        coming (kept in :attr:`gaps`, the last :data:`_MAX_GAPS`); changes nothing shown."""
+        if self._phase == "replay" and self._skip_to:
+            return []
+        self.gaps = [*self.gaps[-(_MAX_GAPS - 1):], (frame.next_seq, frame.dropped,
+                                                      frame.reason)]
+        if frame.next_seq + frame.dropped - 1 > self.last_seq:
+            self.last_seq = frame.next_seq + frame.dropped - 1
+        return []
+
+    def hello(self, frame: Daemon, now_ms: int) -> list[Change]:
+        """Who answers for the host: a known ``id`` with a ``seq`` not behind the last one
+        applied resumes; anything else is another daemon, whose replay is skipped up to
+        ``seq`` and whose snapshot settles the host. The host is connected from here."""
         self.connections += 1
         self._worked = True
         was_stale = self.health.state != "connected"
@@ -254,7 +316,9 @@ class Follower:
             activity, key=SessionKey(key.harness, key.session_id, host=self.host)
         )
 
-    def _transition(self, frame: Transition) -> list[Change]:
+    def transition(self, frame: Transition) -> list[Change]:
+        """One transition of the host's daemon (see the module docstring for what is
+        refused)."""
         if self._phase == "replay" and self._skip_to and frame.seq <= self._skip_to:
             return []
         if frame.after.key != frame.key:
@@ -279,7 +343,9 @@ class Follower:
         self.applied += 1
         return [Upsert(key, shown(after, self.health), frame.seq, frame.cause, edge=True)]
 
-    def _snapshot(self, frame: Snapshot) -> list[Change]:
+    def snapshot(self, frame: Snapshot) -> list[Change]:
+        """The host's sessions as of ``frame.seq``, ending the replay after :meth:`hello`:
+        every session not in it is dropped, every one that differs is shown anew."""
         if self._phase != "replay":
             return self._reject("unexpected_type")
         self._phase = "live"

@@ -17,9 +17,9 @@ readers (pure).
   two daemons never share ids.
 - **KV keys.** ``s.<host>.<harness>.<session>`` holds a session's last Activity,
   ``h.<host>`` the host's :class:`Heartbeat` (:func:`session_key`, :func:`heartbeat_key`).
-- **Health.** A host whose heartbeat is older than :data:`STALE_AFTER_BEATS` intervals is
-  ``stale`` (:func:`host_health`); the sessions of a stale host show ``turn: unknown``
-  (:func:`as_seen`): nothing turns ``idle`` for lack of news.
+- **Health.** A host whose heartbeat is older than :data:`STALE_AFTER_BEATS` intervals (the
+  fleet's one rule) is ``stale`` (:func:`host_health`); the sessions of a stale host show
+  ``turn: unknown`` (:func:`as_seen`): nothing turns ``idle`` for lack of news.
 - **Buffer.** :class:`PublishBuffer`: what waits for the server's acks, bounded; past the bound
   new transitions are counted and folded into one :class:`~messages.Gap` per lost run.
 - **Settings.** :func:`resolve_settings` merges the command line, ``$NATS_URL`` and the config
@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from actors.core.fleet_follow import STALE_AFTER_INTERVALS, lapsed, turn_unknown
 from messages import Activity, Gap, Transition
 
 __all__ = [
@@ -54,10 +55,12 @@ __all__ = [
     "PublishStatistics",
     "SettingsError",
     "as_seen",
+    "check_url",
     "escape_token",
     "gap_subject",
     "heartbeat_key",
     "host_health",
+    "identity_of",
     "host_of_subject",
     "last_per_session",
     "msg_id",
@@ -76,8 +79,9 @@ DEFAULT_MAX_BYTES: Final = 1 << 30
 DEFAULT_HEARTBEAT_S: Final = 5.0
 #: Transitions the publisher keeps while the server does not ack (about 1 KiB each).
 DEFAULT_BUFFER: Final = 10_000
-#: A heartbeat older than this many intervals makes its host stale.
-STALE_AFTER_BEATS: Final = 3
+#: A heartbeat older than this many intervals makes its host stale: the fleet's one rule
+#: (:data:`actors.core.fleet_follow.STALE_AFTER_INTERVALS`).
+STALE_AFTER_BEATS: Final = STALE_AFTER_INTERVALS
 
 Health = Literal["live", "stale"]
 
@@ -170,12 +174,24 @@ def msg_id(identity: str, seq: int) -> str:
     return f"{identity}:{seq}"
 
 
+_IDENTITY: Final = re.compile(r"[0-9a-f]{32}")
+
+
+def identity_of(message_id: str) -> str | None:
+    """The daemon identity a ``Nats-Msg-Id`` of :func:`msg_id` names (``None``: not one)."""
+    identity = message_id.partition(":")[0]
+    return identity if _IDENTITY.fullmatch(identity) else None
+
+
 class Heartbeat(msgspec.Struct, frozen=True, kw_only=True):
     """A host's heartbeat, put in the KV bucket every ``interval_ms`` by its publisher.
 
-    ``seq`` is the daemon's last transition, ``acked`` the last one the server acked with none
-    missing before it, ``buffered`` how many wait for acks, ``dropped`` how many the buffer
-    could not keep since the daemon started (each run of them is a Gap on the stream).
+    ``identity`` is the daemon's (its seq space, the fleet's ``daemon-id``), ``run`` new at each
+    of its starts and ``version`` paneward's there (both empty from an older publisher): what a
+    follower takes as the host's :class:`~messages.Daemon`. ``seq`` is the daemon's last
+    transition, ``acked`` the last one the server acked with none missing before it,
+    ``buffered`` how many wait for acks, ``dropped`` how many the buffer could not keep since
+    the daemon started (each run of them is a Gap on the stream).
     """
 
     host: str
@@ -186,20 +202,22 @@ class Heartbeat(msgspec.Struct, frozen=True, kw_only=True):
     acked: int = 0
     buffered: int = 0
     dropped: int = 0
+    run: str = ""
+    version: str = ""
 
 
 def host_health(beat: Heartbeat, now_ms: int) -> Health:
-    """``stale`` once ``beat`` is more than :data:`STALE_AFTER_BEATS` intervals old (the
-    reader's clock against the writer's: hosts need clocks within an interval of each other)."""
-    return "stale" if now_ms - beat.at_ms > STALE_AFTER_BEATS * beat.interval_ms else "live"
+    """``stale`` once ``beat`` is more than :data:`STALE_AFTER_BEATS` intervals old
+    (:func:`actors.core.fleet_follow.lapsed`; the reader's clock against the writer's: hosts
+    need clocks within an interval of each other)."""
+    return "stale" if lapsed(beat.at_ms, beat.interval_ms, now_ms) else "live"
 
 
 def as_seen(activity: Activity, health: Health) -> Activity:
     """The activity a reader shows for a host of ``health``: a stale host's sessions keep their
-    presence and attention, and their turn is ``unknown`` (never ``idle`` for lack of news)."""
-    if health == "live" or activity.turn == "unknown":
-        return activity
-    return msgspec.structs.replace(activity, turn="unknown")
+    presence and attention, and their turn is ``unknown`` (never ``idle`` for lack of news:
+    :func:`actors.core.fleet_follow.turn_unknown`)."""
+    return activity if health == "live" else turn_unknown(activity)
 
 
 class PublishStatistics(msgspec.Struct, kw_only=True):
@@ -379,7 +397,12 @@ _TABLE_KEYS: Final = frozenset(
 )
 
 
-def _check_url(url: str, where: str) -> str:
+def check_url(url: str, where: str) -> str:
+    """``url`` if it names NATS servers (comma-separated) with no secret in it.
+
+    :raises SettingsError: another scheme, no host, or a user, password or token in it
+        (``where`` says whose setting it is; the secret is never echoed).
+    """
     for server in url.split(","):
         parts = urlsplit(server.strip() if "://" in server else f"nats://{server.strip()}")
         if parts.scheme not in ("nats", "tls", "ws", "wss"):
@@ -436,7 +459,7 @@ def resolve_settings(
             break
     if url is None:
         return None
-    values: dict[str, object] = {"url": _check_url(url, where)}
+    values: dict[str, object] = {"url": check_url(url, where)}
     for key in ("host", *_FILE_KEYS, "stream", "bucket", "prefix"):
         value = cli.get(key)
         if value is None:

@@ -25,12 +25,9 @@ configured (``pip install 'paneward[nats]'``).
 from __future__ import annotations
 
 import logging
-import os
-import secrets
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -58,43 +55,15 @@ from actors.core.nats import (
 from actors.runtime.mailbox import Host
 from messages import Activity, Gap, Overflow, SessionKey, Snapshot, Transition, encode
 
-__all__ = ["IDENTITY_FILE", "NatsPublisher", "connect", "describe_error", "load_identity"]
+__all__ = ["NatsPublisher", "connect", "describe_error"]
 
 logger = logging.getLogger("paneward.nats")
 
-#: The daemon's identity, the id of its seq space, in its state directory (made once, 0600;
-#: 32 hex digits): the fleet follower's ``daemon-id`` (docs/fleet.md) names the same fact.
-IDENTITY_FILE: Final = "daemon-id"
 #: Messages in flight at once (one window).
 WINDOW: Final = 512
 #: The hub subscription's own bound: the intake task drains it at every wake-up.
 _HUB_BUFFER: Final = 4096
 _DEDUP_WINDOW_S: Final = 120.0
-
-
-def load_identity(state_dir: Path) -> str:
-    """The daemon identity kept in ``state_dir`` (32 hex digits), made on first use, and made
-    anew when the file does not hold one (a new seq space).
-
-    :raises OSError: the file cannot be read or made.
-    """
-    path = state_dir / IDENTITY_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        text = ""
-    else:
-        with os.fdopen(fd, "rb") as f:
-            text = f.read(64).decode("ascii", "replace").strip()
-    if len(text) == 32 and all(c in "0123456789abcdef" for c in text):
-        return text
-    identity = secrets.token_hex(16)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(identity.encode() + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
-    return identity
 
 
 #: How a connection closed by the server reads, in nats-py's and the ssl module's words.
@@ -146,9 +115,12 @@ async def connect(
     reconnect: bool,
     error: Callable[[str], None] | None = None,
     connect_timeout: float = 2.0,
+    closed: Callable[[], None] | None = None,
 ) -> Client:
     """A connection to ``settings.url`` with its credentials; with ``reconnect`` it
-    reconnects on its own, forever, once it was up.
+    reconnects on its own, forever, once it was up. ``closed()`` is called when the connection
+    is closed for good (without ``reconnect``: at the first loss; a fleet follower's
+    :mod:`actors.sources.nats_link` then resumes on a new one).
 
     :raises nats.errors.Error: or :class:`OSError`: no server could be reached, or it refused
         the credentials (:func:`describe_error` says which).
@@ -171,6 +143,13 @@ async def connect(
         "error_cb": error_cb,
         "tls": _tls_context(settings),
     }
+    if closed is not None:
+        on_closed = closed
+
+        async def closed_cb() -> None:
+            on_closed()
+
+        options["closed_cb"] = closed_cb
     if settings.creds:
         options["user_credentials"] = settings.creds
     elif settings.nkey:
@@ -241,21 +220,24 @@ class _Acks:
 class NatsPublisher:
     """Publishes this daemon's transitions to NATS (see the module docstring).
 
-    ``clock`` gives wall-clock ms (heartbeats, Gap records); ``ack_timeout`` bounds the wait for
-    one window's acks before it is sent again.
+    ``identity`` is the daemon's ``(id, run, version)``
+    (:func:`actors.cli.daemon.daemon_identity`, the same one a fleet watch names): ``id`` makes
+    every ``Nats-Msg-Id``, all three go in the heartbeat. ``clock`` gives wall-clock ms
+    (heartbeats, Gap records); ``ack_timeout`` bounds the wait for one window's acks before it
+    is sent again.
     """
 
     def __init__(
         self,
         settings: NatsSettings,
-        identity: str,
+        identity: tuple[str, str, str],
         *,
         ack_timeout: float = 2.0,
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         journal: Callable[[int, int], Awaitable[list[Transition | Gap]]] | None = None,
     ) -> None:
         self.settings = settings
-        self.identity = identity
+        self.identity, self._run, self._version = identity
         self._ack_timeout = ack_timeout
         self._clock = clock
         self._buffer = PublishBuffer(settings.buffer)
@@ -307,10 +289,15 @@ class NatsPublisher:
                     return  # the hub closed: shutdown
 
     def _drain(self, items: Any) -> None:
-        # Take what is already queued without a scheduler round per item.
-        for item in items.receive_many_nowait(_HUB_BUFFER):
-            if isinstance(item, Transition):
-                self._take(item)
+        # Take what is already queued without a scheduler round per item; a transition that
+        # came alone has nothing behind it (the Snapshot and Overflow markers come alone, to
+        # the loop above).
+        try:
+            batch = items.receive_many_nowait(_HUB_BUFFER)
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return
+        for item in batch:
+            self._take(item)
 
     def _take(self, transition: Transition) -> None:
         self._seq = transition.seq
@@ -439,7 +426,8 @@ class NatsPublisher:
             beat = Heartbeat(
                 host=s.host, identity=self.identity, at_ms=self._clock(),
                 interval_ms=interval_ms, seq=self._seq, acked=stats.acked_seq,
-                buffered=stats.buffered, dropped=stats.dropped,
+                buffered=stats.buffered, dropped=stats.dropped, run=self._run,
+                version=self._version,
             )
             # Core publish (no ack wait): the bucket's stream takes it; a lost beat is the
             # next interval's.

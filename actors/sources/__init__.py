@@ -13,6 +13,8 @@ to them (``actors.harnesses.catalog``).
 - :mod:`.files` -- opening files without following links (paneward's directories and sockets,
   evidence files);
 - :mod:`.fleet_link` -- one fleet host's stream over the user's OpenSSH client;
+- :mod:`.nats_link` -- every fleet host publishing to one NATS server (the second transport);
 - :mod:`.fleet` -- the fleet's merged view of every remote session (what the transports deliver);
+- :mod:`.fleet_file` -- the hosts file followed while the daemon runs (links added, removed);
 - :mod:`.pty_status` -- program status from PTY bytes, for hosts that own their PTYs.
 """

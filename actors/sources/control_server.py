@@ -181,6 +181,12 @@ class _Locked:
 class RemoteView(Protocol):
     """The fleet's part of the merged view (:class:`actors.sources.fleet.FleetView`)."""
 
+    @property
+    def configured(self) -> bool:
+        """Whether any host is followed: ``status`` shows the fleet (a HOST column, the
+        hosts) only then; the hosts file may give it hosts at any time."""
+        ...
+
     def activities(self, host: str | None = None) -> list[messages.Activity]: ...
 
     def hosts(self) -> list[dict[str, Any]]: ...
@@ -400,10 +406,11 @@ class ControlServer:
             return
         # Rendered here, where the reducer is loaded: `paneward status` then only prints it.
         now = now_ms()
-        table = format_table(activities, now, show_all=show_all, fleet=self._remote is not None)
+        fleet = self._remote is not None and self._remote.configured
+        table = format_table(activities, now, show_all=show_all, fleet=fleet)
         notes = "".join(f"\n{printable(view.pane)}: {printable(view.note)}"
                         for view in views if view.note)
-        hosts = [] if self._remote is None else self._remote.hosts()
+        hosts = self._remote.hosts() if self._remote is not None and fleet else []
         if hosts:
             notes += "\n" + host_line(hosts, now)
         table += notes + "\n" + counter_line(statistics) + "\n" + actor_line(statistics)
@@ -419,7 +426,7 @@ class ControlServer:
             "statistics": statistics,
             "table": table,
         }
-        if self._remote is not None:
+        if fleet:
             body["hosts"] = hosts
         await connection.send(msgspec.json.encode(body) + b"\n")
 

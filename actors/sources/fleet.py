@@ -1,32 +1,36 @@
-"""The fleet in the daemon: one link per host, and the merged view's remote part.
+"""The fleet in the daemon: the merged view's remote part, and the links it runs.
 
-:class:`FleetView` is the ``deliver(host, changes)`` every transport calls
-(:mod:`actors.sources.fleet_link`; the interface is docs/fleet.md): it keeps each remote
-session's shown :class:`~messages.Activity` (its key carries ``host``) and hands each change
-to the watchers as a :class:`~messages.Transition` line whose ``seq`` is the host's (the local
-seqs are the local daemon's alone). It never knows which transport carried a host.
+:class:`FleetView` is the ``deliver(host, changes)`` every transport calls: it keeps each
+remote session's shown :class:`~messages.Activity` (its key carries ``host``) and hands each
+change to the watchers as a :class:`~messages.Transition` line whose ``seq`` is the host's (the
+local seqs are the local daemon's alone). It knows a link only by the transport interface
+(:class:`actors.core.fleet_transport.Link`) and imports neither transport: the SSH link and the
+NATS link are made by the daemon's wiring (:mod:`actors.cli.daemon`), which hands them over.
+
+:meth:`FleetView.run` runs every link (one supervisor actor, ``fleet``); :meth:`FleetView.use`
+replaces the set of links while it runs -- a link whose entry is unchanged keeps running, a
+removed one is cancelled and its hosts' sessions leave the view (a ``Forget`` line each), a new
+one starts (the hosts file re-read, :mod:`actors.sources.fleet_file`).
 
 The control server (:mod:`actors.sources.control_server`) reads it for ``status`` (the remote
 activities after the local ones, every host's health) and subscribes each ``watch`` to it.
 Remote sessions never enter the supervisor, the store or the tmux bridge: they cannot touch a
 local session or pane, and each host's own daemon is their durable log.
-
-Started by the daemon's wiring (:mod:`actors.cli.daemon`) when the hosts file has hosts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Final
 
 import anyio
+import anyio.abc
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 import messages
-from actors.core.fleet import attach_argv
-from actors.core.fleet_follow import Change, Drop, Upsert
-from actors.sources.fleet_link import SshLink
+from actors.core.fleet_follow import Change, Drop, HostKey, Upsert
+from actors.core.fleet_transport import Link
 from messages.activity import Activity, Transition
 from messages.common import SessionKey
 
@@ -39,13 +43,70 @@ WATCH_BATCHES: Final = 4096
 class FleetView:
     """The remote sessions of every host and their health (see the module docstring)."""
 
-    def __init__(self, links: Sequence[SshLink] = ()) -> None:
-        self.links = list(links)
+    def __init__(self, links: Sequence[Link] = ()) -> None:
+        self.links: list[Link] = list(links)
+        self._scopes: dict[Hashable, anyio.CancelScope] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
         self._shown: dict[SessionKey, Activity] = {}
         self._watchers: set[MemoryObjectSendStream[bytes]] = set()
         self.delivered = 0
         self.watchers_cut = 0
         self._changed = anyio.Event()
+
+    # --------------------------------------------------------------- the links
+
+    @property
+    def configured(self) -> bool:
+        """Whether any host or server is followed (the views show a fleet only then)."""
+        return bool(self.links)
+
+    async def run(self, sink: object = None) -> None:
+        """Run every link until cancelled (``sink`` unused: the supervisor's actor call)."""
+        del sink
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                for link in self.links:
+                    self._start(link)
+                await anyio.sleep_forever()
+            finally:
+                self._tg = None
+                self._scopes.clear()
+
+    def _start(self, link: Link) -> None:
+        assert self._tg is not None
+        scope = anyio.CancelScope()
+        self._scopes[link.entry] = scope
+
+        async def one() -> None:
+            with scope:
+                await link.run()
+
+        self._tg.start_soon(one)
+
+    def use(self, links: Sequence[Link]) -> tuple[int, int]:
+        """Follow ``links`` from now on: a link whose ``entry`` is already followed is kept
+        (the new one is dropped unused), one no longer there is cancelled and its hosts'
+        sessions leave the view. Returns ``(started, stopped)``."""
+        kept = {link.entry: link for link in self.links}
+        wanted = {link.entry: link for link in links}
+        gone = [link for entry, link in kept.items() if entry not in wanted]
+        fresh = [link for entry, link in wanted.items() if entry not in kept]
+        self.links = [kept.get(entry, link) for entry, link in wanted.items()]
+        remaining = {row.host for link in self.links for row in link.hosts()}
+        for link in gone:
+            scope = self._scopes.pop(link.entry, None)
+            if scope is not None:
+                scope.cancel()
+            for host in {row.host for row in link.hosts()} - remaining:
+                self.deliver(host, [
+                    Drop(HostKey(host, SessionKey(a.key.harness, a.key.session_id)), "Forget")
+                    for a in self.activities(host)
+                ])
+        if self._tg is not None:
+            for link in fresh:
+                self._start(link)
+        return len(fresh), len(gone)
 
     # --------------------------------------------------------------- the transports' side
 
@@ -92,30 +153,25 @@ class FleetView:
         return [a for a in self._shown.values() if a.key.host == host]
 
     def hosts(self) -> list[dict[str, Any]]:
-        """Each host's health, as ``status --json`` shows it (``hosts``)."""
-        out = []
-        for link in self.links:
-            stats = link.statistics()
-            out.append({"host": stats.host, "health": stats.health, "since_ms": stats.since_ms,
-                        "reason": stats.reason, "daemon": stats.daemon,
-                        "version": stats.version, "sessions": stats.sessions})
-        return out
+        """Each host's health, as ``status --json`` shows it (``hosts``): every link's
+        :class:`~actors.core.fleet_transport.HostRow` items."""
+        return [msgspec.to_builtins(row) for link in self.links for row in link.hosts()]
 
     def attach(self, activity: Activity) -> list[str] | None:
-        """The local command that shows a remote session's pane (``ssh -t HOST tmux attach
-        ...``, :func:`actors.core.fleet.attach_argv`), ``None`` without a usable pane."""
-        link = next((lk for lk in self.links if lk.host.name == activity.key.host), None)
-        if link is None or activity.pane is None:
-            return None
-        return attach_argv(link.host, link.control_dir, activity.pane,
-                           keepalive_s=link.keepalive_s, ssh=link.ssh)
+        """The local command that shows a remote session's pane (the first link that has
+        one: ``ssh -t HOST tmux attach ...`` for an SSH host), ``None`` without one."""
+        for link in self.links:
+            command = link.attach(activity)
+            if command is not None:
+                return command
+        return None
 
     async def wait_changed(self) -> None:
         """Until the next batch of changes (the tmux summary counts remote sessions)."""
         await self._changed.wait()
 
     def names(self) -> list[str]:
-        return [link.host.name for link in self.links]
+        return [row.host for link in self.links for row in link.hosts()]
 
     def subscribe(self) -> MemoryObjectReceiveStream[bytes]:
         """A watcher's stream of remote lines (encoded batches); close it to leave. A watcher
@@ -126,7 +182,8 @@ class FleetView:
 
     def statistics(self) -> dict[str, Any]:
         return {
-            "hosts": [msgspec.to_builtins(link.statistics()) for link in self.links],
+            "hosts": self.hosts(),
+            "links": [msgspec.to_builtins(link.statistics()) for link in self.links],
             "sessions": len(self._shown),
             "delivered": self.delivered,
             "watchers": len(self._watchers),

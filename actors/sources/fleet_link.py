@@ -1,14 +1,13 @@
 """One host's link over SSH: runs ``ssh HOST paneward watch --fleet --since SEQ``, for ever.
 
-The transport interface (docs/fleet.md): a transport owns one
-:class:`~actors.core.fleet_follow.Follower` per host, calls its ``connecting`` / ``feed`` /
-``oversize`` / ``ended`` with the stream's lines, and hands every list of
-:data:`~actors.core.fleet_follow.Change` they return, with the host's name, to
-``deliver(host, changes)``. What consumes the changes (the merged view) never
-knows which transport carried a host. :class:`SshLink` is the transport over the user's
-OpenSSH client (:func:`actors.core.fleet.ssh_argv`): one ``ssh`` process per host, which is
-also the host's ``ControlMaster`` (every other ssh to the host -- ``fleet check``, a jump --
-rides on its connection).
+One of the two implementations of the transport interface (:mod:`actors.core.fleet_transport`,
+docs/fleet.md): it owns the host's :class:`~actors.core.fleet_follow.Follower`, calls its
+``connecting`` / ``feed`` / ``oversize`` / ``ended`` with the stream's lines, and hands every
+list of :data:`~actors.core.fleet_follow.Change` they return, with the host's name, to
+``deliver(host, changes)``. :class:`SshLink` is the transport over the user's OpenSSH client
+(:func:`actors.core.fleet.ssh_argv`): one ``ssh`` process per host, which is also the host's
+``ControlMaster`` (every other ssh to the host -- ``fleet check``, a jump -- rides on its
+connection).
 
 Lines are split by :class:`~actors.core.frames.FrameSplitter` at
 :data:`~actors.core.fleet_follow.MAX_LINE_BYTES` (a longer one is skipped, never buffered
@@ -17,9 +16,9 @@ whole); ssh's stderr is kept to its last 4 KiB, for the reason an ended try give
 one retry rule (:class:`actors.core.backoff.Backoff`) and connects again with ``--since`` the
 last seq applied.
 
-Started by the daemon's wiring, one per host of the hosts file; cancelled to stop (the ssh
-process is terminated, then killed). Never raises out of :meth:`SshLink.run` for a host's
-failure: that is the host's health.
+Run by the merged view (:meth:`actors.sources.fleet.FleetView.run`), one per SSH host of the
+hosts file; cancelled to stop (the ssh process is terminated, then killed). Never raises out
+of :meth:`SshLink.run` for a host's failure: that is the host's health.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Final
 
 import anyio
@@ -38,11 +37,11 @@ from actors.core import fleet
 from actors.core.backoff import Backoff
 from actors.core.clock import now_ms
 from actors.core.fleet_follow import MAX_LINE_BYTES, Change, Follower
+from actors.core.fleet_transport import Deliver, HostRow, host_row
 from actors.core.frames import FrameSplitter, Oversize
+from messages.activity import Activity
 
-__all__ = ["Deliver", "SshLink", "SshLinkStatistics"]
-
-Deliver = Callable[[str, Sequence[Change]], None]
+__all__ = ["SshLink", "SshLinkStatistics"]
 _STDERR_KEPT: Final = 4096
 _READ: Final = 256 * 1024
 
@@ -98,6 +97,22 @@ class SshLink:
         self._backoff = Backoff(*retry)
         self._process: anyio.abc.Process | None = None
         self._changed = anyio.Event()
+
+    @property
+    def entry(self) -> Hashable:
+        """The host's entry (and the settings its ssh runs with)."""
+        return (self.host, self.keepalive_s, self._extra)
+
+    def hosts(self) -> list[HostRow]:
+        return [host_row(self.follower)]
+
+    def attach(self, activity: Activity) -> list[str] | None:
+        """``ssh -t HOST tmux attach ...`` for a session of this host with a pane
+        (:func:`actors.core.fleet.attach_argv`)."""
+        if activity.key.host != self.host.name or activity.pane is None:
+            return None
+        return fleet.attach_argv(self.host, self.control_dir, activity.pane,
+                                 keepalive_s=self.keepalive_s, ssh=self.ssh)
 
     def statistics(self) -> SshLinkStatistics:
         f = self.follower

@@ -40,6 +40,23 @@ def test_the_hosts_file_round_trips_and_keeps_the_order() -> None:
     assert core.remove_host(replaced, "gpu1").hosts == fleet.hosts[1:]
 
 
+def test_a_nats_entry_round_trips_beside_the_ssh_hosts() -> None:
+    fleet = core.add_host(core.Fleet(), core.Host("gpu1"))
+    fleet = core.add_nats(fleet, core.NatsEntry("tls://nats.lan:4222", creds="/k/f.creds",
+                                                 tls_ca="/k/ca.pem", stream="PW"))
+    fleet = core.add_nats(fleet, core.NatsEntry("nats://127.0.0.1:4222"))
+    assert core.parse_fleet(core.render_fleet(fleet)) == fleet
+    assert [n.url for n in fleet.nats] == ["tls://nats.lan:4222", "nats://127.0.0.1:4222"]
+    assert core.is_nats_url("nats://x:1") and not core.is_nats_url("gpu1")
+    assert not core.is_nats_url("me@nats")
+    removed = core.remove_host(fleet, "tls://nats.lan:4222")
+    assert (removed.hosts, [n.url for n in removed.nats]) == (fleet.hosts,
+                                                               ["nats://127.0.0.1:4222"])
+    settings = fleet.nats[0].settings("follower")
+    assert (settings.url, settings.creds, settings.stream) == (
+        "tls://nats.lan:4222", "/k/f.creds", "PW")
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -54,6 +71,13 @@ def test_the_hosts_file_round_trips_and_keeps_the_order() -> None:
         ("[[host]]\ndestination = 'a'\nport = 22\n", "unknown key 'port'"),
         ("[[host]]\ndestination = 'a'\ntmux = 3\n", "must be strings"),
         ("[[host]]\ndestination = 'a'\n[[host]]\ndestination = 'a'\n", "listed twice"),
+        ("[[nats]]\ncreds = '/c'\n", "nats 1: a url"),
+        ("[[nats]]\nurl = 'http://x:1'\n", "is not a NATS URL"),
+        ("[[nats]]\nurl = 'nats://me:pw@x:1'\n", "never in the URL"),
+        ("[[nats]]\nurl = 'nats://x:1'\ntls_cert = '/c'\n", "needs both tls_cert and tls_key"),
+        ("[[nats]]\nurl = 'nats://x:1'\nstream = 'a.b'\n", "stream: letters, digits"),
+        ("[[nats]]\nurl = 'nats://x:1'\nuser = 'me'\n", "nats 1: unknown key 'user'"),
+        ("[[nats]]\nurl = 'nats://x:1'\n[[nats]]\nurl = 'nats://x:1'\n", "listed twice"),
     ],
 )
 def test_a_bad_hosts_file_says_what_is_wrong(text: str, says: str) -> None:
@@ -132,6 +156,16 @@ def test_fleet_add_remove_list_edit_the_hosts_file(short_dir: Path) -> None:
     missing = _run(env, "fleet", "remove", "gpu1")
     assert (missing.returncode, "no host 'gpu1'" in missing.stderr) == (2, True)
     assert _run(env, "fleet", "list").stdout == "me@10.0.0.5  (/opt/pw/paneward)\n"
+    added = _run(env, "fleet", "add", "nats://127.0.0.1:4222", "--nats-nkey", "k.nk")
+    assert added.returncode == 0 and "every host on nats://127.0.0.1:4222" in added.stdout
+    server = core.parse_fleet(path.read_text()).server("nats://127.0.0.1:4222")
+    assert server is not None and server.nkey == os.path.abspath("k.nk")
+    assert _run(env, "fleet", "list").stdout == (
+        "me@10.0.0.5  (/opt/pw/paneward)\nnats://127.0.0.1:4222  (NATS: every host publishing "
+        "there)\n")
+    secret = _run(env, "fleet", "add", "nats://me:hunter2@127.0.0.1:4222")
+    assert secret.returncode == 2 and "never in the URL" in secret.stderr
+    assert "hunter2" not in secret.stderr
     path.write_text("[[host]]\ndestination = 'a b'\n")
     broken = _run(env, "fleet", "list")
     assert broken.returncode == 2

@@ -122,10 +122,10 @@ def test_the_kv_gets_the_last_of_each_session_of_a_window() -> None:
     assert [t.seq for t in last_per_session(items)] == [2, 3]
 
 
-def test_a_host_is_stale_after_three_missed_beats_and_its_sessions_unknown() -> None:
+def test_a_host_is_stale_after_the_fleets_two_intervals_and_its_sessions_unknown() -> None:
     beat = Heartbeat(host="h", identity="i", at_ms=10_000, interval_ms=1000)
-    assert host_health(beat, 13_000) == "live"
-    assert host_health(beat, 13_001) == "stale"
+    assert host_health(beat, 12_000) == "live"
+    assert host_health(beat, 12_001) == "stale"
     working = _activity("x", "working")
     assert as_seen(working, "live") is working
     seen = as_seen(working, "stale")

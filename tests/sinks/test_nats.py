@@ -29,7 +29,14 @@ import pytest
 from actors.core.nats import unescape_token
 from tests import support
 from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, raw_send, start_token
-from tests.support.nats import NatsServer, nats_server, read_stream
+from tests.support.nats import (
+    NatsServer,
+    nats_server,
+    nkey_pair,
+    published,
+    read_stream,
+    send_paced,
+)
 from tests.support.polling import poll_until
 from tests.support.sessions import burst, frames
 
@@ -51,15 +58,6 @@ async def _nats_counters(daemon: Daemon) -> dict[str, Any]:
     return stats
 
 
-async def _published(daemon: Daemon) -> None:
-    """Until the daemon's publisher has every transition of the daemon acked."""
-
-    async def done() -> bool:
-        status = await daemon.status()
-        nats = status["statistics"]["nats"]
-        return bool(nats["buffered"] == 0 and nats["acked_seq"] >= int(status["seq"]))
-
-    await poll_until(done, "every transition acked by the server", within=60)
 
 
 def _audit(messages: list[Any]) -> dict[str, list[int]]:
@@ -101,7 +99,7 @@ async def test_several_daemons_publish_and_the_readers_see_every_host(tmp_path: 
                 await raw_send(daemon.hook_socket, frames(hooks))
                 await daemon.wait_delivered(len(hooks))
             for daemon in daemons:
-                await _published(daemon)
+                await published(daemon)
             audit = _audit(await read_stream(server.url))
             assert sorted(audit) == sorted(hosts)
             for host, daemon in zip(hosts, daemons, strict=True):
@@ -138,20 +136,6 @@ async def test_several_daemons_publish_and_the_readers_see_every_host(tmp_path: 
                 await daemon.stop()
 
 
-def _send_paced(path: Path, data: bytes) -> None:
-    import socket
-    import time
-
-    lines = data.splitlines(keepends=True)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.connect(os.fspath(path))
-        for start in range(0, len(lines), 100):
-            sock.sendall(b"".join(lines[start : start + 100]))
-            # Hook events arrive over time: pacing (>= 1 s for 10,000) keeps the restart
-            # inside the burst; it synchronises nothing.
-            time.sleep(0.01)
-        sock.shutdown(socket.SHUT_WR)
-        sock.recv(1)
 
 
 async def test_a_server_restart_mid_burst_loses_and_doubles_nothing(tmp_path: Path) -> None:
@@ -166,7 +150,7 @@ async def test_a_server_restart_mid_burst_loses_and_doubles_nothing(tmp_path: Pa
         try:
             async with anyio.create_task_group() as tg:
                 for daemon in daemons:
-                    tg.start_soon(anyio.to_thread.run_sync, _send_paced, daemon.hook_socket,
+                    tg.start_soon(anyio.to_thread.run_sync, send_paced, daemon.hook_socket,
                                   frames(hooks))
 
                 async def some_acked() -> bool:
@@ -178,7 +162,7 @@ async def test_a_server_restart_mid_burst_loses_and_doubles_nothing(tmp_path: Pa
                 await daemon.wait_delivered(len(hooks), within=120)
                 assert await _hub_seq(daemon) == 10_000
             for daemon in daemons:
-                await _published(daemon)
+                await published(daemon)
             stats = [await _nats_counters(d) for d in daemons]
             assert all(s["dropped"] == 0 for s in stats), stats
             audit = _audit(await read_stream(server.url))
@@ -203,7 +187,7 @@ async def test_a_lapsed_heartbeat_reads_stale_never_idle(tmp_path: Path) -> None
             hooks = burst(["x"], 1, me, token)  # SessionStart, prompt, Stop: idle
             await raw_send(daemon.hook_socket, frames(hooks[:-1]))  # ends working
             await daemon.wait_delivered(len(hooks) - 1)
-            await _published(daemon)
+            await published(daemon)
             live = await _cli(env, "status", "--json", "--nats", server.url)
             assert [r["turn"] for r in json.loads(live.stdout)] == ["working"]
             await daemon.kill()  # no more heartbeats
@@ -223,19 +207,11 @@ async def test_a_lapsed_heartbeat_reads_stale_never_idle(tmp_path: Path) -> None
         assert " idle " not in table and "working" not in table
 
 
-def _nkey_pair() -> tuple[str, str]:
-    """A user nkey: (seed, public key), made with nkeys' own encoding."""
-    import nkeys
-
-    raw = os.urandom(32)
-    seed = nkeys.encode_seed(raw, nkeys.PREFIX_BYTE_USER).decode()
-    public = nkeys.from_seed(bytearray(seed.encode())).public_key.decode()
-    return seed, public
 
 
 async def test_refused_credentials_are_reported_with_the_reason(tmp_path: Path) -> None:
-    good_seed, good_public = _nkey_pair()
-    bad_seed, _ = _nkey_pair()
+    good_seed, good_public = nkey_pair()
+    bad_seed, _ = nkey_pair()
     good, bad = tmp_path / "good.nk", tmp_path / "bad.nk"
     good.write_text(good_seed + "\n")
     bad.write_text(bad_seed + "\n")
@@ -353,7 +329,7 @@ async def test_a_stopped_server_never_stalls_hook_intake(tmp_path: Path) -> None
                         f"{stats['dropped']} dropped)") in table
             finally:
                 server.resume()
-            await _published(daemon)
+            await published(daemon)
             stats = await _nats_counters(daemon)
         messages = await read_stream(server.url)
         seqs = _audit(messages)["h"]
@@ -390,7 +366,7 @@ async def test_a_daemon_restarted_before_the_acks_fills_the_hole_from_its_journa
             first = hooks[:100]
             await raw_send(daemon.hook_socket, frames(first))
             await daemon.wait_delivered(len(first))
-            await _published(daemon)
+            await published(daemon)
             server.pause()
             try:
                 await raw_send(daemon.hook_socket, frames(hooks[100:]))
@@ -402,7 +378,7 @@ async def test_a_daemon_restarted_before_the_acks_fills_the_hole_from_its_journa
                 server.kill()
             server.start()
         async with Daemon(state, extra_args=_nats_args(server, "h")) as daemon:
-            await _published(daemon)
+            await published(daemon)
             seq = await _hub_seq(daemon)
         seqs = _audit(await read_stream(server.url))["h"]
         assert len(seqs) == len(set(seqs))
@@ -487,3 +463,22 @@ def test_a_secret_in_the_url_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "never in the URL" in done.stderr
     assert "hunter2" not in done.stderr
+
+
+async def test_transitions_one_at_a_time_never_crash_the_publisher(tmp_path: Path) -> None:
+    """A transition that arrives alone (nothing else queued behind it) is published like one
+    of a burst: the publisher's intake takes what else is queued only when there is some."""
+    me, token = os.getpid(), start_token(os.getpid())
+    hooks = burst(["lone"], 3, me, token)
+    with anyio.fail_after(60), nats_server(tmp_path / "nats") as server:
+        async with Daemon(tmp_path / "d" / "state", extra_args=_nats_args(server, "h")) as daemon:
+            await poll_until(lambda: _connected(daemon), "the publisher connected")
+            for n, hook in enumerate(hooks, 1):
+                await raw_send(daemon.hook_socket, frames([hook]))
+                await daemon.wait_delivered(n)
+                await published(daemon)
+            status = await daemon.status()
+            assert status["statistics"]["supervisor"]["actor_states"]["nats"] == "running"
+            assert status["statistics"]["supervisor"]["restarts"] == 0
+        seqs = _audit(await read_stream(server.url))["h"]
+        assert seqs == list(range(1, len(hooks) + 1))

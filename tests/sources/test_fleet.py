@@ -20,11 +20,10 @@ import anyio
 import pytest
 
 import messages
-from actors.core import fleet as core
 from tests.sources.test_fleet_link import spawned, status_frame
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send
+from tests.support.daemon import PANEWARD, Daemon, raw_send
 from tests.support.polling import poll_until
-from tests.support.ssh import SshWorld
+from tests.support.ssh import ssh_fleet
 from tests.support.tmux import TmuxServer
 
 
@@ -38,34 +37,10 @@ def short_dir() -> Iterator[Path]:
 async def fleet(
     root: Path, count: int, *, tmux: str = "tmux", extra_args: tuple[str, ...] = ()
 ) -> AsyncIterator[tuple[Daemon, list[Daemon], dict[str, str]]]:
-    world = SshWorld(root / "ssh")
-    remotes: list[Daemon] = []
-    hosts = core.Fleet(keepalive_s=2)
-    try:
-        for i in range(count):
-            name = f"h{i + 1}"
-            await world.add_server(name)
-            state = root / f"{name}-state"
-            state.mkdir(mode=0o700)
-            remote = Daemon(state)
-            await remote.start()
-            remotes.append(remote)
-            hosts = core.add_host(hosts, core.Host(name, world.remote_command(name, state),
-                                                   tmux))
-        config = root / "config" / "paneward"
-        config.mkdir(parents=True)
-        (config / "fleet.toml").write_text(core.render_fleet(hosts))
-        local_state = root / "local"
-        local_state.mkdir(mode=0o700)
-        env = daemon_env(local_state, XDG_CONFIG_HOME=os.fspath(root / "config"),
-                         PANEWARD_SSH=os.fspath(world.ssh))
-        async with Daemon(local_state, env=env, extra_args=extra_args) as local:
-            yield local, remotes, env
-    finally:
-        with anyio.CancelScope(shield=True):
-            for remote in remotes:
-                await remote.__aexit__(None, None, None)
-            await world.aclose()
+    async with ssh_fleet(root, count, keepalive_s=2, tmux=tmux) as made, Daemon(
+        made.local_state, env=made.env, extra_args=extra_args
+    ) as local:
+        yield local, made.remotes, made.env
 
 
 def _paneward(env: dict[str, str], *args: str) -> str:

@@ -6,7 +6,9 @@ own (the port is chosen by the server at first start and kept across :meth:`rest
 :meth:`~NatsServer.pause` / :meth:`~NatsServer.resume` SIGSTOP / SIGCONT it: a server that
 accepts connections and never answers. Only the process it started is ever signalled.
 :func:`read_stream` reads every message of the stream with a pull consumer, as an auditor
-would, independently of the publisher under test.
+would, independently of the publisher under test. :func:`published` waits until a daemon's
+publisher has everything acked; :func:`send_paced` writes hook frames over time (a burst a
+restart can land in); :func:`nkey_pair` makes a user nkey.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NATS_SERVER", "NatsServer", "StreamMessage", "nats_server", "read_stream"]
+from tests.support.daemon import Daemon
+from tests.support.polling import poll_until
+
+__all__ = ["NATS_SERVER", "NatsServer", "StreamMessage", "nats_server", "nkey_pair", "published",
+           "read_stream", "send_paced"]
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 _LISTENING = re.compile(rb"Listening for client connections on [^:\s]+:(\d+)")
@@ -167,3 +173,41 @@ async def _read_stream(url: str, stream: str, subject: str,
         return out
     finally:
         await nc.close()
+
+
+async def published(daemon: Daemon) -> None:
+    """Until the daemon's publisher has every transition of the daemon acked."""
+
+    async def done() -> bool:
+        status = await daemon.status()
+        nats = status["statistics"]["nats"]
+        return bool(nats["buffered"] == 0 and nats["acked_seq"] >= int(status["seq"]))
+
+    await poll_until(done, "every transition acked by the server", within=60)
+
+
+def send_paced(path: Path, data: bytes) -> None:
+    """Write ``data``'s lines to the Unix socket ``path`` 100 at a time, 10 ms apart (blocking),
+    then wait for the peer to close."""
+    import time
+
+    lines = data.splitlines(keepends=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(os.fspath(path))
+        for start in range(0, len(lines), 100):
+            sock.sendall(b"".join(lines[start : start + 100]))
+            # Hook events arrive over time: pacing (>= 1 s for 10,000) keeps the restart
+            # inside the burst; it synchronises nothing.
+            time.sleep(0.01)
+        sock.shutdown(socket.SHUT_WR)
+        sock.recv(1)
+
+
+def nkey_pair() -> tuple[str, str]:
+    """A user nkey: (seed, public key), made with nkeys' own encoding."""
+    import nkeys
+
+    raw = os.urandom(32)
+    seed = nkeys.encode_seed(raw, nkeys.PREFIX_BYTE_USER).decode()
+    public = nkeys.from_seed(bytearray(seed.encode())).public_key.decode()
+    return seed, public

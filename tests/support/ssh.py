@@ -9,6 +9,9 @@ config -- never the system's sshd service -- as the test uid (root here: ``Permi
 yes``, ``StrictModes no`` for the temporary directory's modes, ``UsePAM no``). A host's
 paneward is a script (:meth:`SshWorld.remote_command`) that runs this checkout's paneward with
 the environment of that host's daemon (:class:`tests.support.daemon.Daemon`).
+:func:`ssh_fleet` is the whole fleet set-up the fleet tests and ``bench/bench_fleet.py`` share:
+``count`` hosts ``h1``, ``h2``, ... each an sshd in front of its own started daemon, and the
+hosts file naming them in a config directory of the local side's own.
 
 ``sshd`` needs its privilege-separation directory (``/run/sshd``); :func:`sshd_binary` makes it
 when missing (it is empty, and only the sshd binary uses it).
@@ -21,15 +24,19 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import anyio.abc
 
-from tests.support.daemon import PANEWARD
+from actors.core import fleet as core
+from tests.support.daemon import PANEWARD, Daemon, daemon_env
 from tests.support.polling import poll_until
 
-__all__ = ["Sshd", "SshWorld", "sshd_binary"]
+__all__ = ["SshFleet", "Sshd", "SshWorld", "ssh_fleet", "sshd_binary"]
 
 
 def sshd_binary() -> str | None:
@@ -197,3 +204,51 @@ class SshWorld:
         for server in self.servers.values():
             with anyio.CancelScope(shield=True):
                 await server.stop()
+
+
+@dataclass
+class SshFleet:
+    """What :func:`ssh_fleet` made: the ssh world, each host's daemon (in host order), the
+    hosts file's fleet, and the local side's state directory and environment (its config
+    directory holds that hosts file; ``$PANEWARD_SSH`` is the world's ssh)."""
+
+    world: SshWorld
+    remotes: list[Daemon] = field(default_factory=list)
+    hosts: core.Fleet = field(default_factory=core.Fleet)
+    local_state: Path = Path()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def ssh_fleet(
+    root: Path, count: int, *, keepalive_s: int = 2, tmux: str = "tmux"
+) -> AsyncIterator[SshFleet]:
+    """``count`` hosts behind private sshd servers, each with a started daemon, and the hosts
+    file for a local daemon to follow them (started by the caller, on ``local_state`` with
+    ``env``). Everything it started is stopped on the way out."""
+    world = SshWorld(root / "ssh")
+    made = SshFleet(world, hosts=core.Fleet(keepalive_s=keepalive_s))
+    try:
+        for i in range(count):
+            name = f"h{i + 1}"
+            await world.add_server(name)
+            state = root / f"{name}-state"
+            state.mkdir(mode=0o700)
+            remote = Daemon(state)
+            await remote.start()
+            made.remotes.append(remote)
+            made.hosts = core.add_host(made.hosts, core.Host(
+                name, world.remote_command(name, state), tmux))
+        config = root / "config" / "paneward"
+        config.mkdir(parents=True)
+        (config / "fleet.toml").write_text(core.render_fleet(made.hosts))
+        made.local_state = root / "local"
+        made.local_state.mkdir(mode=0o700)
+        made.env = daemon_env(made.local_state, XDG_CONFIG_HOME=os.fspath(root / "config"),
+                              PANEWARD_SSH=os.fspath(world.ssh))
+        yield made
+    finally:
+        with anyio.CancelScope(shield=True):
+            for remote in made.remotes:
+                await remote.__aexit__(None, None, None)
+            await world.aclose()
