@@ -367,7 +367,9 @@ class ControlServer:
         self, connection: Connection, form: str, *, show_all: bool, only: Only = None
     ) -> None:
         if form == "hosts":
-            hosts_only = None if self._remote is None else self._remote.hosts()
+            # null while no host is followed: the views show no HOST column then
+            remote = self._remote
+            hosts_only = remote.hosts() if remote is not None and remote.configured else None
             await connection.send(msgspec.json.encode(hosts_only) + b"\n")
             return
         activities = self._activities(only)

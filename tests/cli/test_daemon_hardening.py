@@ -230,8 +230,9 @@ async def test_status_shows_every_actors_state(tmp_path: Path) -> None:
             counters = await daemon.counters()
     assert code == 0, err
     states = counters["supervisor"]["actor_states"]
+    # the fleet's actors run with no host configured: a host added to fleet.toml is followed
     names = ("control", "hook-listener", "pid-watcher", "pane-mapper", "claude-registry",
-             "codex-rollouts", "codex-daemon", "hermes-ledger")
+             "codex-rollouts", "codex-daemon", "hermes-ledger", "fleet", "fleet-file")
     assert states == dict.fromkeys(names, "running")
     assert out.splitlines()[-1] == "actors: " + " · ".join(
         f"{name} running" for name in sorted(states))
