@@ -12,11 +12,11 @@ One session actor per session key is spawned on the first evidence for it; each
 has a bounded mailbox, and a task in the supervisor's task group only while its
 session must wait for something (see :class:`actors.runtime.session.SessionActor`:
 otherwise its messages are applied by the task that delivers them), and is a thin
-shell around the pure reducer (:mod:`actors.core.reducer`). An actor that
+shell around the pure reducer (:mod:`actors.core.session.reducer`). An actor that
 raises is restarted one_for_one from its last state; the message that crashed it
 is dropped and counted; too many crashes within the restart window stop it and
 publish attention ``failed`` for its session (decided by
-:func:`actors.core.reducer.crashed`). Long-running actors (discovery, listeners,
+:func:`actors.core.session.reducer.crashed`). Long-running actors (discovery, listeners,
 sinks) are started with :meth:`Supervisor.start_actor` / :meth:`Supervisor.start_listener`
 under the same policy, supervised by :class:`actors.runtime.children.Children`. Shutdown
 stops those producers first, drains every session mailbox, then ends every subscription.
@@ -43,10 +43,10 @@ import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
-from actors.core.causes import cause_of
 from actors.core.clock import now_ms
-from actors.core.forwarder_js import ForwarderDrops
-from actors.core.reducer import (
+from actors.core.install.forwarder_js import ForwarderDrops
+from actors.core.session.causes import cause_of
+from actors.core.session.reducer import (
     SessionState,
     Step,
     crashed,
@@ -55,7 +55,7 @@ from actors.core.reducer import (
     reprove,
     restored,
 )
-from actors.core.routing import Delivery, RoutingIndex
+from actors.core.session.routing import Delivery, RoutingIndex
 from actors.harnesses.catalog import PROOF_TABLE, normalize
 from actors.runtime.children import ActorState, Children, EssentialActorStopped
 from actors.runtime.hub import (
@@ -88,9 +88,9 @@ __all__ = [
 logger = logging.getLogger("paneward.supervisor")
 
 _RECENT_RECORDS: Final = 32
-#: The default session reducer: :func:`actors.core.reducer.reduce` handed what each harness can
-#: prove (:data:`actors.harnesses.catalog.PROOF_TABLE`), so nothing a harness cannot prove is ever
-#: published as proven.
+#: The default session reducer: :func:`actors.core.session.reducer.reduce` handed what each harness
+#: can prove (:data:`actors.harnesses.catalog.PROOF_TABLE`), so nothing a harness cannot prove is
+#: ever published as proven.
 CATALOG_REDUCER: Final[Reducer] = functools.partial(reduce, proof_table=PROOF_TABLE)
 #: Live session actors at most; evidence for one more new session is refused (counted in
 #: ``sessions_refused``) until one retires. Each costs ~5 KB while it has no task (bench/RESULTS.md,
@@ -114,7 +114,7 @@ class SupervisorStatistics(msgspec.Struct, kw_only=True):
     session actors stopped after repeated crashes; ``sessions_refused`` messages for a new
     session refused because ``max_sessions`` actors were live; ``forwarder_dropped`` frames
     paneward's OpenCode/Pi forwarders dropped in the agent's process (their frames say how
-    many: :class:`actors.core.forwarder_js.ForwarderDrops`); ``actors`` supervised
+    many: :class:`actors.core.install.forwarder_js.ForwarderDrops`); ``actors`` supervised
     long-running actors running; ``actor_states`` the state of each long-running actor by name
     (``running``, ``restarting``, ``stopped`` after too many crashes, ``done``); ``failed`` the
     essential actor that stopped, if one did; ``recent_rejected`` / ``recent_unmapped`` the last
@@ -487,8 +487,8 @@ class Supervisor:
         """Called when the reducer raised: count it, drop the message, decide restart.
 
         Returns False when the actor must stop (too many crashes in the window): the
-        session then shows attention ``failed`` (:func:`actors.core.reducer.crashed`) and its
-        later messages are dropped (counted) until the user acknowledges it.
+        session then shows attention ``failed`` (:func:`actors.core.session.reducer.crashed`) and
+        its later messages are dropped (counted) until the user acknowledges it.
         """
         self._stats.drops += 1
         self._queued -= 1
@@ -552,7 +552,7 @@ class Supervisor:
     ) -> int:
         """Seed the catalog from the store before any message (nothing is published yet).
 
-        Each restored state is re-proven by :func:`actors.core.reducer.reprove` against
+        Each restored state is re-proven by :func:`actors.core.session.reducer.reprove` against
         ``live_tokens`` (pid -> its live start token, ``None`` if gone; the caller probes the
         recorded owners off the event loop). Sessions whose owner is the same live incarnation
         stay ``running`` without a flicker and get an actor at once; the others are corrected,

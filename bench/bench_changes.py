@@ -56,14 +56,14 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
-from actors.core.badges import (  # noqa: E402
+from actors.core.tmux.badges import (  # noqa: E402
     BADGE_OPTION,
     HARNESS_OPTION,
     OPTION_NAMES,
     PRESENCE_OPTION,
     SUMMARY_OPTION,
 )
-from actors.core.tmux_protocol import quote  # noqa: E402
+from actors.core.tmux.protocol import quote  # noqa: E402
 from actors.sinks.tmux_client import ControlClient  # noqa: E402
 from bench.world import ClaudeSession, CodexSession, World, process_cpu, world  # noqa: E402
 

@@ -59,7 +59,7 @@ import inotify_simple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.core.tmux_protocol import TmuxTarget, quote
+from actors.core.tmux.protocol import TmuxTarget, quote
 from actors.harnesses.codex.daemon import RpcStream, control_socket
 from actors.harnesses.codex.jsonrpc import Answer, Opened, RpcClient, RpcEvent
 from actors.sinks.tmux_client import ControlClient

@@ -42,7 +42,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.core.tmux_protocol import TmuxTarget, quote
+from actors.core.tmux.protocol import TmuxTarget, quote
 from actors.harnesses.catalog import HOOKS
 from actors.harnesses.opencode.install import plugin_text
 from actors.harnesses.pi.install import extension_text

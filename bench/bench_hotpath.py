@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from actors.core.clock import now_ms  # noqa: E402
-from actors.core.frames import Rejection, check_frame, restamp  # noqa: E402
+from actors.core.ingress.frames import Rejection, check_frame, restamp  # noqa: E402
 from actors.sinks.store import open_store  # noqa: E402
 from actors.sources.watch_fanout import Watcher, WatchFanout  # noqa: E402
 from bench.bench_watch import SESSIONS, frames  # noqa: E402

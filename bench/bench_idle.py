@@ -17,7 +17,7 @@ same interpreter (the floor of an idle asyncio process: nothing to do, no wake-u
 What the daemon makes tmux do is reported beside it: the tmux server's CPU (schedstat, every
 thread) over the same window, and over a window of ``min(--seconds, 15)`` s before the daemon
 started (the same panes, no client: tmux's own floor). The difference is paneward's control-mode
-client, mostly its pane subscription (``actors/core/tmux_panes.py``), which tmux re-evaluates
+client, mostly its pane subscription (``actors/core/tmux/panes.py``), which tmux re-evaluates
 over every pane once a second.
 
 Each run is a fresh world and a fresh daemon: first with no session at all, then with the

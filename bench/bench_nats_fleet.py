@@ -36,7 +36,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
-from actors.core import fleet as core  # noqa: E402
+from actors.core.fleet import hosts as core  # noqa: E402
 from bench.bench_fleet import Lines, _frames  # noqa: E402
 from bench.world import process_cpu  # noqa: E402
 from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send  # noqa: E402

@@ -49,9 +49,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.core.causes import cause_of
-from actors.core.reducer import SessionState, initial_state
-from actors.core.routing import RoutingIndex
+from actors.core.session.causes import cause_of
+from actors.core.session.reducer import SessionState, initial_state
+from actors.core.session.routing import RoutingIndex
 from actors.harnesses.catalog import normalize
 from actors.runtime.hub import DEFAULT_BUFFER
 from messages import HookHint, Inbound, NotifyHook, SessionKey, Transition, decode_inbound

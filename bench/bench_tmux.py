@@ -32,7 +32,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.core.tmux_protocol import TmuxTarget, quote
+from actors.core.tmux.protocol import TmuxTarget, quote
 from actors.sinks.tmux import TmuxBridge
 from actors.sinks.tmux_client import ControlClient
 from messages import NotifyHook, Transition, encode

@@ -163,7 +163,7 @@ def _expect(fd: int, want: bytes) -> None:
 def parser_cost(mb: int, line: bytes) -> tuple[float, float]:
     """Seconds to pass ``mb`` MB of ``line`` (64 KiB chunks) through ``OscParser.feed`` vs the
     floor: a loop that only locates every ESC byte of each chunk with ``bytes.find``."""
-    from actors.core.osc import OscParser
+    from actors.core.ingress.osc import OscParser
 
     chunk = (line * (65536 // len(line) + 1))[:65536]
     n = mb * 16

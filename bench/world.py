@@ -32,7 +32,7 @@ from pathlib import Path
 
 import anyio
 
-from actors.core.tmux_protocol import TmuxTarget, quote
+from actors.core.tmux.protocol import TmuxTarget, quote
 from actors.sinks.tmux_client import ControlClient
 from tests.support.daemon import Daemon, daemon_env, poll_until, start_token
 

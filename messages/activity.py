@@ -75,13 +75,13 @@ class Activity(OutboundMessage, frozen=True, kw_only=True):
 
 class PaneView(OutboundMessage, frozen=True, kw_only=True):
     """Which session one pane shows: ``key`` (its turn ``turn``), the winner among the
-    sessions bound to the pane by :func:`actors.core.reducer.pane_rank`, the same rule the
+    sessions bound to the pane by :func:`actors.core.session.reducer.pane_rank`, the same rule the
     badges and the status table use; ``hidden`` are the others bound to it, best first.
     ``note`` says why the pane shows less than it could (e.g. ``codex daemon: thread not bound
     to this pane ...``), else ``None``.
 
-    Made by :func:`actors.core.reducer.pane_views` for ``paneward status --json --panes`` (the
-    control socket's ``status`` answer carries them as ``panes``).
+    Made by :func:`actors.core.session.reducer.pane_views` for ``paneward status --json --panes``
+    (the control socket's ``status`` answer carries them as ``panes``).
     """
 
     pane: Id
@@ -167,7 +167,7 @@ class Daemon(OutboundMessage, frozen=True, kw_only=True):
     :class:`Snapshot` that follows the journal's replay; ``version`` is paneward's there.
 
     Written by the control server (:mod:`actors.sources.control_server`) for a watch request
-    with ``fleet``; read by a fleet follower (:mod:`actors.core.fleet_follow`).
+    with ``fleet``; read by a fleet follower (:mod:`actors.core.fleet.follow`).
     """
 
     id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]

@@ -92,7 +92,7 @@ SessionMessage = Union[  # noqa: UP007 - a runtime union object is what msgspec 
     Forget,
     HostSignal,
 ]
-"""What the session reducer handles (:func:`actors.core.reducer.reduce`)."""
+"""What the session reducer handles (:func:`actors.core.session.reducer.reduce`)."""
 Inbound = Union[  # noqa: UP007
     SessionMessage,
     NotifyHook,  # normalized at the edge into a HookHint (or a counted Unmapped)

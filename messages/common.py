@@ -117,7 +117,7 @@ class SessionKey(
     ``host`` names the fleet host a remote session runs on (docs/fleet.md); it is absent
     (``None``, left out of the JSON) for every session of this machine, so local keys are
     exactly ``{"harness", "session_id"}``. Only a fleet follower makes a key with a host
-    (:mod:`actors.core.fleet_follow`); an inbound message naming one is refused
+    (:mod:`actors.core.fleet.follow`); an inbound message naming one is refused
     (:func:`messages.codec.decode_inbound`): evidence for a remote session goes to its host.
     """
 

@@ -212,7 +212,7 @@ class ThreadStatus(Numbered, frozen=True, kw_only=True):
     ``pid``/``start_token`` name the daemon (the peer of its control socket), which runs the
     thread. ``root_key`` is set for a child thread (``parentThreadId``): the supervisor then
     routes it to the root, where child status rolls up. ``summary`` is the permission reason
-    (:func:`actors.core.hints.permission_reason`) of the tool call a ``waitingOnApproval``
+    (:func:`actors.core.session.hints.permission_reason`) of the tool call a ``waitingOnApproval``
     status waits on, found in the rollout's tail (:mod:`actors.harnesses.codex.approvals`):
     the reason the ``PermissionRequest`` hook gives for the same dialog; ``None`` when it was
     not found. Handled by the session reducer (source ``codex_daemon``); ``at_ms`` is the

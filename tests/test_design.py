@@ -27,8 +27,8 @@ import msgspec
 import pytest
 
 import messages
-from actors.core import routing
-from actors.core.reducer import SessionState, reduce
+from actors.core.session import routing
+from actors.core.session.reducer import SessionState, reduce
 from messages.activity import OutboundMessage
 from messages.codec import INBOUND_TYPES, OUTBOUND_TYPES, SESSION_TYPES, Inbound, Outbound
 from messages.control import ControlMessage
@@ -200,7 +200,7 @@ def test_the_pane_mapper_accepts_what_the_pane_map_has_a_case_for() -> None:
     """One list: ``PaneMap.observe`` has a case for each type of ``Observed`` (the checker
     holds it to that: ``assert_never``), the mapper accepts exactly those, and the pane map
     counts anything else as ignored."""
-    from actors.core import pane_map
+    from actors.core.session import pane_map
     from actors.sources.pane_mapper import PaneMapper
 
     assert PaneMapper.accepts == pane_map.OBSERVED
@@ -329,13 +329,14 @@ def test_next_jumps_without_msgspec_or_the_reducer() -> None:
     """``paneward next`` sits on a key binding: the daemon decides the queue (``{"op": "status",
     "format": "queue"}``), so the jump loads neither msgspec nor the reducer."""
     code = (
-        "import sys, json; import actors.cli.jump, actors.core.jump, actors.core.text; "
+        "import sys, json; import actors.cli.jump, actors.core.views.jump, actors.core.text; "
         "print(json.dumps(sorted(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           check=True)
     loaded = set(json.loads(done.stdout))
-    assert {"msgspec", "actors.core.reducer", "actors.core.attention", "messages"} & loaded == set()
+    heavy = {"msgspec", "actors.core.session.reducer", "actors.core.views.attention", "messages"}
+    assert heavy & loaded == set()
 
 
 # ------------------------------------------------------------ a harness is one package
@@ -362,7 +363,7 @@ def test_every_source_word_is_one_harnesss_own_or_shared() -> None:
     """Each harness names its own evidence sources once; the words no harness owns are the
     shared ones (the host's PTY, OSC 7501, process identity, the store...), and each shared one
     the reducer limits is one some harness proves something from."""
-    from actors.core.reducer import UNLIMITED_SOURCES
+    from actors.core.session.reducer import UNLIMITED_SOURCES
     from actors.harnesses import catalog
 
     words = set(typing.get_args(messages.common.Source))
@@ -392,7 +393,7 @@ def test_every_spec_installer_and_discovery_is_its_own() -> None:
 
 
 def test_a_spec_that_proves_from_another_harnesss_source_is_refused() -> None:
-    from actors.core.harness import HarnessSpec, Proof
+    from actors.core.session.harness import HarnessSpec, Proof
     from actors.harnesses import catalog
 
     thief: typing.Any = "thief"  # ids of throwaway harnesses: not words of messages.Harness
@@ -416,7 +417,7 @@ _CRUSH: dict[str, str] = {
         from pathlib import Path
         from typing import Any
 
-        from actors.core.harness import Discovery, HarnessSpec, Proof
+        from actors.core.session.harness import Discovery, HarnessSpec, Proof
         from throwaway_crush import hooks
 
 
@@ -454,7 +455,7 @@ _CRUSH: dict[str, str] = {
     "hooks": '''
         from __future__ import annotations
 
-        from actors.core.hints import first_str, unmapped
+        from actors.core.session.hints import first_str, unmapped
         from messages import HookHint, NotifyHook, SessionKey
         from messages.activity import Unmapped
 
@@ -479,7 +480,7 @@ _CRUSH: dict[str, str] = {
         import os
         from pathlib import Path
 
-        from actors.core.config_edit import Installer, own_file_edit
+        from actors.core.install.config_edit import Installer, own_file_edit
 
         MARKER = "# paneward: crush hook"
 
@@ -735,7 +736,7 @@ def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
     assert choices is not None
     assert set(choices.group(1).split("\\|")) == installable
     # docs/cli.md: the variables install-service writes into the unit.
-    from actors.core.service import PASSED_ENV
+    from actors.core.install.service import PASSED_ENV
 
     unit = r"an `Environment=` line for each of (.*?) set when it runs"
     passed = re.search(unit, _doc("docs/cli.md"))

@@ -9,7 +9,7 @@ import anyio
 import msgspec
 import pytest
 
-from actors.core.reducer import SessionMessage, SessionState, Step, reduce
+from actors.core.session.reducer import SessionMessage, SessionState, Step, reduce
 from actors.harnesses.catalog import PROOF_TABLE, normalize
 from actors.runtime.hub import StateTransition
 from actors.runtime.mailbox import EvidenceSink

@@ -85,7 +85,7 @@ def hosts_fields(args: argparse.Namespace) -> bytes:
 
 def kinds(text: str) -> tuple[str, ...]:
     """An argparse type: attention kinds (``needs_input,failed,turn_done``, ``all``, ``none``)."""
-    from actors.core.attention import parse_kinds
+    from actors.core.views.attention import parse_kinds
 
     try:
         return parse_kinds(text)
@@ -145,7 +145,7 @@ def tmux(args: argparse.Namespace, *commands: Sequence[str]) -> str:
     ``-S``); their stdout.
 
     Every word reaches tmux as one word of its command, whatever it ends with
-    (:func:`actors.core.tmux_protocol.commands_argv`). Never starts a server (``-N``; none of
+    (:func:`actors.core.tmux.protocol.commands_argv`). Never starts a server (``-N``; none of
     these commands would anyway).
 
     :raises TmuxFailed: tmux refused, could not be run, or its server is not there.
@@ -153,7 +153,7 @@ def tmux(args: argparse.Namespace, *commands: Sequence[str]) -> str:
     import os
     import subprocess
 
-    from actors.core.tmux_protocol import TmuxTarget, commands_argv
+    from actors.core.tmux.protocol import TmuxTarget, commands_argv
 
     argv = TmuxTarget(args.tmux_socket_name, args.tmux_socket_path).argv()
     argv.append("-N")

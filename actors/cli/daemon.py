@@ -49,10 +49,10 @@ import anyio
 import msgspec
 
 from actors.core import paths
-from actors.core.harness import DiscoveryActor
-from actors.core.limits import raised_fd_limit
-from actors.core.nats import NatsSettings
-from actors.core.notify import NotifySettings
+from actors.core.fleet.nats import NatsSettings
+from actors.core.ingress.limits import raised_fd_limit
+from actors.core.session.harness import DiscoveryActor
+from actors.core.views.notify import NotifySettings
 from actors.harnesses import catalog
 from actors.sinks.store import Restored, Store, open_store
 from actors.sources import procfs
@@ -168,7 +168,7 @@ def daemon_identity(state_dir: Path) -> tuple[str, str, str]:
 
 def raise_fd_limit() -> int:
     """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (bounded); return the soft limit in
-    force. Every listener sizes its connection cap from it (:mod:`actors.core.limits`)."""
+    force. Every listener sizes its connection cap from it (:mod:`actors.core.ingress.limits`)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = raised_fd_limit(soft, hard, resource.RLIM_INFINITY)
     if wanted != soft:
@@ -459,8 +459,8 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
     daemon follows no host until it is fixed. ``identity`` is this daemon's: a NATS server it
     also publishes to never shows it as a remote host."""
     from actors.cli.fleet import load_fleet, prepare_control_dir, ssh_program
-    from actors.core.fleet import Fleet, FleetFileError, fleet_path
-    from actors.core.fleet_transport import Link
+    from actors.core.fleet.hosts import Fleet, FleetFileError, fleet_path
+    from actors.core.fleet.transport import Link
     from actors.sources import fswatch
     from actors.sources.fleet import FleetView
     from actors.sources.fleet_file import FleetFile, read_text

@@ -62,15 +62,15 @@ def run_ack(args: argparse.Namespace) -> int:
     import msgspec
 
     import messages
-    from actors.core.attention import (
+    from actors.core.clock import now_ms
+    from actors.core.session.reducer import pane_winners
+    from actors.core.text import printable
+    from actors.core.views.attention import (
         ATTENTION_WORDS,
         AmbiguousSession,
         NoSuchTarget,
         resolve_here,
     )
-    from actors.core.clock import now_ms
-    from actors.core.reducer import pane_winners
-    from actors.core.text import printable
 
     targets: list[str] = list(args.targets)
     if args.all and targets:
@@ -157,9 +157,9 @@ def run_forget(args: argparse.Namespace) -> int:
     import time
 
     import messages
-    from actors.core.attention import AmbiguousSession, NoSuchTarget, resolve_here
     from actors.core.clock import now_ms
     from actors.core.text import printable
+    from actors.core.views.attention import AmbiguousSession, NoSuchTarget, resolve_here
     from messages.activity import Snapshot, Transition
 
     deadline = time.monotonic() + FORGET_TIMEOUT_S

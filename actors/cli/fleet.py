@@ -1,11 +1,11 @@
 """``paneward fleet add|remove|list|check``: the hosts this machine's daemon follows.
 
-The hosts file and every rule about it are :mod:`actors.core.fleet`; this module reads and
+The hosts file and every rule about it are :mod:`actors.core.fleet.hosts`; this module reads and
 writes the file and runs ``ssh``. ``check`` runs, on each host at once, the very command the
-daemon follows (``paneward watch --fleet``, :func:`actors.core.fleet.watch_command`) through
+daemon follows (``paneward watch --fleet``, :func:`actors.core.fleet.hosts.watch_command`) through
 the host's multiplexed connection, reads its first line -- the remote daemon's
 :class:`messages.Daemon` -- and says ``ok`` with what answered, or why not
-(:func:`actors.core.fleet.unreachable_reason`). Exit status: 0 when every host checked is ok,
+(:func:`actors.core.fleet.hosts.unreachable_reason`). Exit status: 0 when every host checked is ok,
 1 otherwise, 2 for a usage error (an unknown host, a bad hosts file).
 
 A NATS entry (``paneward fleet add nats://HOST:PORT``, ``[[nats]]`` in the file) is checked by
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from actors.core import fleet as core
+from actors.core.fleet import hosts as core
 from actors.core.paths import private_dir_problem, runtime_dir
 from actors.core.text import printable
 
@@ -203,7 +203,7 @@ def check_nats(entry: core.NatsEntry) -> tuple[bool, str]:
         import msgspec
         import nats.js.errors
 
-        from actors.core.nats import Heartbeat, host_health
+        from actors.core.fleet.nats import Heartbeat, host_health
 
         try:
             nc = await connect(settings, reconnect=False)

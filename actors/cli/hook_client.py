@@ -10,7 +10,7 @@ is paid on every tool call. It
    process, as ``--owner`` says: ``parent`` (the default: the harness runs the hook itself,
    e.g. Codex), ``env:NAME`` (the pid in ``$NAME``: Claude Code's hooks run under ``/bin/sh``
    and carry ``$CLAUDE_PID``) or ``none``; plus that pid's start token
-   (:func:`actors.core.pids.parse_stat`). Which rule a harness needs is its package's fact:
+   (:func:`actors.core.session.pids.parse_stat`). Which rule a harness needs is its package's fact:
    ``paneward install-hooks`` writes it into the hook command;
 3. sends ONE line -- a ``NotifyHook`` encoded exactly as ``messages.codec.encode`` would -- to
    the hook socket (:func:`actors.core.paths.socket_path`) within ONE deadline for the whole

@@ -2,8 +2,8 @@
 
 This module is the I/O shell; what each harness's files look like and how they are edited is
 its package's fact (``actors/harnesses/<name>/install.py``; docs/hooks.md lists the files of
-each), built on the pure helpers of :mod:`actors.core.config_edit`. Each declares one
-:class:`~actors.core.config_edit.Installer`, which its spec's ``installer`` returns;
+each), built on the pure helpers of :mod:`actors.core.install.config_edit`. Each declares one
+:class:`~actors.core.install.config_edit.Installer`, which its spec's ``installer`` returns;
 :data:`INSTALLERS` (the catalog's :data:`actors.harnesses.catalog.INSTALLERS`) maps the harness
 ids -- the command's choices -- to them.
 
@@ -18,7 +18,7 @@ atomic (temp file + rename) onto the symlink's target, keeping the file mode. Ev
 install-hooks creates -- temporary file, backup -- gets an unpredictable name and is opened
 ``O_CREAT|O_EXCL|O_NOFOLLOW`` relative to the directory's fd, and a directory another user can
 write in is refused before anything is written
-(:func:`actors.core.config_edit.shared_dir_problem`). ``--uninstall`` removes exactly
+(:func:`actors.core.install.config_edit.shared_dir_problem`). ``--uninstall`` removes exactly
 paneward's entries; when the result means the same as the newest paneward-free backup, that
 backup's bytes are restored (byte-for-byte, including formatting), and a file paneward created
 is deleted again. A file that does not parse is never touched: the command says why.
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from actors.core import paths
-from actors.core.config_edit import HookTarget, Installer, InstallError, shared_dir_problem
+from actors.core.install.config_edit import HookTarget, Installer, InstallError, shared_dir_problem
 from actors.harnesses import catalog
 
 if TYPE_CHECKING:
@@ -310,7 +310,8 @@ def _private_gid() -> int | None:
 
 def _open_config_dir(directory: Path) -> int:
     """An fd of the directory a config file is written in (created if missing), once
-    :func:`actors.core.config_edit.shared_dir_problem` finds no other user able to write there.
+    :func:`actors.core.install.config_edit.shared_dir_problem` finds no other user able to write
+    there.
 
     :raises InstallError: the directory is another user's or others can write in it (the
         reason and the fix), or cannot be opened.

@@ -1,8 +1,8 @@
 """``paneward next`` and ``paneward pick``: to the attention queue's pane, or a menu of it.
 
 Both sit on key bindings: the daemon decides the queue (``{"op": "status", "format":
-"queue"}``), the tmux commands are :mod:`actors.core.jump`'s, so ``next`` loads neither msgspec
-nor the reducer. A fleet host's item is reached through a local window attached to its pane
+"queue"}``), the tmux commands are :mod:`actors.core.views.jump`'s, so ``next`` loads neither
+msgspec nor the reducer. A fleet host's item is reached through a local window attached to its pane
 (:func:`_remote_window`, docs/fleet.md).
 """
 
@@ -81,7 +81,7 @@ def _queue(args: argparse.Namespace, prog: str) -> tuple[int, list[Activity]]:
     hosts', as ``--host`` / ``--local`` keep them)."""
     import msgspec
 
-    from actors.core.attention import attention_queue
+    from actors.core.views.attention import attention_queue
     from messages import Activity
 
     try:
@@ -119,7 +119,7 @@ def _queue_items(args: argparse.Namespace, prog: str) -> tuple[int, list[dict[st
 
 def _tell(args: argparse.Namespace, prog: str, client: str | None, text: str) -> None:
     """An error or a note: on stderr, and on the client when one is named."""
-    from actors.core.jump import message_command
+    from actors.core.views.jump import message_command
 
     if not args.quiet or client is None:
         print(f"paneward {prog}: {text}", file=sys.stderr)
@@ -132,7 +132,7 @@ def _tell(args: argparse.Namespace, prog: str, client: str | None, text: str) ->
 
 def _user_client(args: argparse.Namespace) -> tuple[str | None, bool]:
     """(the client named or the one to move, whether tmux's current client is meant)."""
-    from actors.core.jump import CLIENTS_COMMAND, choose_client, parse_jump_clients
+    from actors.core.views.jump import CLIENTS_COMMAND, choose_client, parse_jump_clients
 
     if args.client:
         return args.client, False
@@ -159,7 +159,7 @@ def jump_to(args: argparse.Namespace, pane: str) -> str | None:
 
     :raises TmuxFailed: tmux refused or is not there (its words).
     """
-    from actors.core.jump import jump_commands
+    from actors.core.views.jump import jump_commands
 
     client, current = _user_client(args)
     tmux(args, *jump_commands(pane, client, current=current))
@@ -279,7 +279,7 @@ def _self_argv(args: argparse.Namespace) -> list[str]:
 
 def run_pick(args: argparse.Namespace) -> int:
     from actors.core.clock import now_ms
-    from actors.core.jump import LOCATIONS_COMMAND, menu_command, parse_locations
+    from actors.core.views.jump import LOCATIONS_COMMAND, menu_command, parse_locations
 
     code, queue = _queue(args, "pick")
     if code != EXIT_OK:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from actors.core.nats import NatsSettings, SettingsError, resolve_settings
+from actors.core.fleet.nats import NatsSettings, SettingsError, resolve_settings
 
 if TYPE_CHECKING:
     import argparse
@@ -98,7 +98,7 @@ def settings_from_args(
 ) -> NatsSettings | None:
     """The NATS settings of this run (``None``: NATS off).
 
-    :raises SettingsError: see :func:`actors.core.nats.resolve_settings`, and a config file
+    :raises SettingsError: see :func:`actors.core.fleet.nats.resolve_settings`, and a config file
         that cannot be read.
     """
     import socket
@@ -174,9 +174,9 @@ async def _status(settings: NatsSettings, args: argparse.Namespace) -> str:
     import msgspec
     import nats.js.errors
 
-    from actors.core.nats import Heartbeat, as_seen, host_health, host_of_subject
-    from actors.core.status_table import format_table
+    from actors.core.fleet.nats import Heartbeat, as_seen, host_health, host_of_subject
     from actors.core.text import json_without_c1, printable
+    from actors.core.views.status_table import format_table
     from messages import Activity, encode
 
     nc = await _open(settings)
@@ -279,7 +279,7 @@ async def _watch(settings: NatsSettings, args: argparse.Namespace) -> None:
     from nats.js import api
 
     from actors.cli.watch import summary_line
-    from actors.core.nats import host_of_subject
+    from actors.core.fleet.nats import host_of_subject
     from actors.core.text import json_without_c1, printable
     from messages import Gap, MessageError, Transition, decode_outbound, encode
 

@@ -73,7 +73,7 @@ def add_run(parser: argparse.ArgumentParser) -> None:
 
 
 def _channels(text: str) -> tuple[str, ...]:
-    from actors.core.notify import parse_channels
+    from actors.core.views.notify import parse_channels
 
     try:
         return parse_channels(text)
@@ -98,8 +98,8 @@ def run_run(args: argparse.Namespace) -> int:
     )
     from actors.cli.nats_view import settings_from_args
     from actors.core import paths
-    from actors.core.nats import SettingsError
-    from actors.core.notify import NotifySettings
+    from actors.core.fleet.nats import SettingsError
+    from actors.core.views.notify import NotifySettings
     from messages.errors import PanewardError
 
     try:

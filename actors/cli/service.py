@@ -6,7 +6,7 @@ line that starts it now and at every login; it runs that line only with ``--enab
 if ``systemctl`` is there). ``--uninstall`` removes exactly that file (refusing a unit paneward
 did not write) and its ``default.target.wants`` link; ``--disable`` first runs
 ``systemctl --user disable --now``. The unit's text and the tmux line are decided in
-:mod:`actors.core.service`.
+:mod:`actors.core.install.service`.
 
 Registered in :data:`actors.cli.main.COMMANDS`. Exit codes: 0 done, 1 refused (a unit that is
 not ours, ``--enable`` without ``systemctl``, a ``systemctl`` that failed: said on stderr), 2
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
 
-    from actors.core import service
+    from actors.core.install import service
     from actors.core.text import printable
 
     if args.disable and not args.uninstall:

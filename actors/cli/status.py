@@ -64,7 +64,7 @@ def add_status(parser: argparse.ArgumentParser) -> None:
 def proofs_json() -> dict[str, Any]:
     """``status --proofs --json``: per harness, its summary and, per axis value, the sources that
     prove it (``[]``: it cannot, and that value is never shown as proven for it) and how."""
-    from actors.core.harness import axis_of
+    from actors.core.session.harness import axis_of
     from actors.harnesses.catalog import SPECS
 
     return {

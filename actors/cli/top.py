@@ -1,7 +1,7 @@
 """``paneward top``: the full-screen live view of every session, a thin Textual shell.
 
-Every decision (rows, order, filters, the strips) is :mod:`actors.core.top`'s; this module does
-the I/O. It reads the control socket's watch stream with its snapshot first and the journal's
+Every decision (rows, order, filters, the strips) is :mod:`actors.core.views.top`'s; this module
+does the I/O. It reads the control socket's watch stream with its snapshot first and the journal's
 last hour after it (``{"op": "watch", "snapshot": true, "since_ms": ...}``, served by
 :mod:`actors.sources.control_server`), asks tmux every few seconds where each pane is and in
 which directory, and draws the rows in a table. With a fleet (``fleet``: the daemon follows
@@ -42,10 +42,10 @@ from actors.cli.common import START_HINT, TmuxFailed, send_frames, status_line, 
 from actors.cli.jump import jump_remote, jump_to
 from actors.core import paths
 from actors.core.clock import now_ms
-from actors.core.jump import LOCATIONS_COMMAND, parse_locations
-from actors.core.status_table import host_line
 from actors.core.text import printable
-from actors.core.top import (
+from actors.core.views.jump import LOCATIONS_COMMAND, parse_locations
+from actors.core.views.status_table import host_line
+from actors.core.views.top import (
     DIRECTORIES_COMMAND,
     STRIP_CHARS,
     Filter,
@@ -96,7 +96,7 @@ def _strip(row: TopRow) -> Text:
 
 def _cells(row: TopRow, *, fleet: bool) -> tuple[Text, ...]:
     # Text objects, never strings: a DataTable string is Rich markup, and these come from
-    # hook payloads (already escaped for the terminal by actors.core.top).
+    # hook payloads (already escaped for the terminal by actors.core.views.top).
     kind_style = _KIND_STYLES.get(row.kind or "", "")
     host = (Text(row.host, no_wrap=True),) if fleet else ()
     return (

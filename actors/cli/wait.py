@@ -31,7 +31,7 @@ __all__ = ["add_wait", "run_wait"]
 
 
 def add_wait(parser: argparse.ArgumentParser) -> None:
-    from actors.core.attention import PREDICATE_HELP
+    from actors.core.views.attention import PREDICATE_HELP
 
     add_socket(parser)
     group = parser.add_mutually_exclusive_group(required=True)
@@ -63,7 +63,7 @@ def add_wait(parser: argparse.ArgumentParser) -> None:
 
 
 def _predicate(text: str) -> Any:
-    from actors.core.attention import parse_predicate
+    from actors.core.views.attention import parse_predicate
 
     try:
         return parse_predicate(text)
@@ -80,7 +80,7 @@ def run_wait(args: argparse.Namespace) -> int:
     import time
 
     import messages
-    from actors.core.attention import AmbiguousSession, NoSuchTarget, WaitTarget
+    from actors.core.views.attention import AmbiguousSession, NoSuchTarget, WaitTarget
     from messages.activity import Overflow, Snapshot, Transition
 
     deadline: float | None = None

@@ -47,7 +47,7 @@ import msgspec
 import messages
 from actors.core import paths
 from actors.core.clock import now_ms
-from actors.core.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
+from actors.core.ingress.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
 from actors.core.procstat import parse_stat
 from actors.harnesses import catalog
 from actors.sources.pty_status import program_status

@@ -2,20 +2,17 @@
 library (tests/test_design.py checks it on ``sys.modules``). The reducer is the only place a
 published field is decided.
 
-- the session: :mod:`.reducer` (the state machine), :mod:`.routing`, :mod:`.causes` (the cause
-  word of a transition), :mod:`.harness` (what a
-  harness package declares), :mod:`.hints` (shared payload helpers), :mod:`.pane_map`,
-  :mod:`.pids`, :mod:`.procstat`;
-- ingress: :mod:`.frames`, :mod:`.http`, :mod:`.control_requests`, :mod:`.limits`, :mod:`.osc`;
-- tmux: :mod:`.badges`, :mod:`.tmux_panes`, :mod:`.tmux_protocol`, :mod:`.tmux_owner`,
-  :mod:`.tmux_health`;
-- acting on attention: :mod:`.attention`, :mod:`.jump`, :mod:`.notify`, :mod:`.redact`,
-  :mod:`.status_table`, :mod:`.top`;
-- the fleet: :mod:`.fleet` (the hosts file, the ssh command line, unreachable reasons),
-  :mod:`.fleet_follow` (following one host's frames: resume by seq, identity, health, the
-  one stale rule), :mod:`.fleet_transport` (the transport interface: what a link is to the
-  merged view);
-- the rest: :mod:`.backoff`, :mod:`.clock`, :mod:`.config_edit`, :mod:`.forwarder_js`,
-  :mod:`.nats` (NATS subjects, ids, the publish buffer), :mod:`.paths`, :mod:`.seq_mark`,
-  :mod:`.service`, :mod:`.text`.
+One sub-package per role:
+
+- :mod:`.session`: the state machine and what feeds it (reducer, routing, causes, harness
+  declarations, hints, pane map, pids);
+- :mod:`.ingress`: bytes in, checked messages out (frames, http, control requests, limits, OSC);
+- :mod:`.tmux`: badges, pane listings, the control-mode protocol, the hold, health;
+- :mod:`.views`: attention, jump, notify, redact, the status table, top;
+- :mod:`.fleet`: hosts, the transport interface, following a host, NATS;
+- :mod:`.install`: config edits, the JavaScript forwarders, the service unit;
+
+and the basics every room uses: :mod:`.backoff` (the one retry rule), :mod:`.clock`,
+:mod:`.paths`, :mod:`.procstat` (the one ``/proc/<pid>/stat`` parser), :mod:`.seq_mark` (the
+store's seq mark), :mod:`.text` (terminal-safe text).
 """

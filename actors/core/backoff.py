@@ -2,7 +2,7 @@
 
 Used by the Codex daemon source (:mod:`actors.harnesses.codex.daemon`), the tmux sink
 (:mod:`actors.sinks.tmux`) and the notification sink's channels (:mod:`actors.sinks.notify`);
-the listeners' accept() pause (:func:`actors.core.limits.accept_backoff`) is the same curve.
+the listeners' accept() pause (:func:`actors.core.ingress.limits.accept_backoff`) is the same curve.
 The rule:
 
 - every failure in a row doubles the wait, from ``initial`` up to ``maximum``;

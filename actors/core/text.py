@@ -6,7 +6,7 @@ the window title or hide text. :func:`printable` escapes them the way systemd do
 unit names and journal fields (``\\n``, ``\\t``, ``\\x1b`` ...), so the text stays readable and
 unambiguous, and :func:`clip` cuts the escaped text, so a cut can never leave an escape open.
 The same escaping is what every other text paneward puts before a terminal goes through: the
-tmux status-line message and the OSC 9 / 777 notification of :mod:`actors.core.notify` (tmux
+tmux status-line message and the OSC 9 / 777 notification of :mod:`actors.core.views.notify` (tmux
 hands an OSC in passthrough to the outer terminal byte for byte, where a C1 ``ST`` U+009C
 would end it and a C1 ``OSC`` U+009D start another, e.g. a clipboard write).
 

@@ -1,4 +1,4 @@
-"""The harness catalog: every harness package's :class:`~actors.core.harness.HarnessSpec`.
+"""The harness catalog: every harness package's :class:`~actors.core.session.harness.HarnessSpec`.
 
 Adding a harness is one package under ``actors/harnesses/<name>/`` (its ``SPEC``) and one
 line in :data:`_PACKAGES`; everything that lists or wires harnesses reads the catalog when it
@@ -28,15 +28,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, get_args
 
-from actors.core.harness import (
+from actors.core.session.harness import (
     HarnessSpec,
     HookIngress,
     ProcessBinder,
     ProcessBinders,
     ProofTable,
 )
-from actors.core.hints import first_str, unmapped
-from actors.core.pane_map import Binding
+from actors.core.session.hints import first_str, unmapped
+from actors.core.session.pane_map import Binding
 from actors.harnesses import claude_code, codex, cursor, gemini, hermes, opencode, pi
 from messages.activity import Activity, Unmapped
 from messages.codec import Inbound
@@ -44,7 +44,7 @@ from messages.common import Harness, Source
 from messages.evidence import HookHint, NotifyHook
 
 if TYPE_CHECKING:  # its module is the installers' (imported with the first of them)
-    from actors.core.config_edit import Installer
+    from actors.core.install.config_edit import Installer
 
 __all__ = [
     "BINDERS",
@@ -83,7 +83,8 @@ _WRAP: dict[str, Harness] = {}
 #: Every harness with a package, by id (read-only; :func:`register` adds to it).
 SPECS: Final[Mapping[str, HarnessSpec]] = MappingProxyType(_SPECS)
 #: What each harness can prove (its package's ``PROOFS``), as the reducer is handed it
-#: (``actors.core.reducer.reduce(..., proof_table=PROOF_TABLE)``: the supervisor's default reducer).
+#: (``actors.core.session.reducer.reduce(..., proof_table=PROOF_TABLE)``: the supervisor's default
+#: reducer).
 PROOF_TABLE: Final[ProofTable] = MappingProxyType(_PROOF_TABLE)
 #: Harnesses that send hook payloads (``/hook/<id>`` over http, ``--harness`` of the hook client).
 HOOK_ROUTES: Final[Mapping[str, Harness]] = MappingProxyType(_HOOK_ROUTES)
@@ -114,7 +115,7 @@ INSTALLERS: Final[Mapping[str, Installer]] = _Installers()
 
 def home_env() -> tuple[str, ...]:
     """Every spec's ``home_env``, in catalog order: the variables ``install-service`` passes
-    into the unit besides paneward's own (:data:`actors.core.service.PASSED_ENV`)."""
+    into the unit besides paneward's own (:data:`actors.core.install.service.PASSED_ENV`)."""
     return tuple(name for spec in _SPECS.values() for name in spec.home_env)
 
 

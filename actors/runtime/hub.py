@@ -35,7 +35,7 @@ import anyio.lowlevel
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
-from actors.core.reducer import SessionState
+from actors.core.session.reducer import SessionState
 from messages import (
     Activity,
     MessageError,

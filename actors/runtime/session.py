@@ -2,7 +2,7 @@
 
 Spawned by the supervisor on the first evidence for a key; fed by the
 supervisor's router; it applies each message with
-:func:`actors.core.reducer.reduce` in order, one at a time, and hands every
+:func:`actors.core.session.reducer.reduce` in order, one at a time, and hands every
 step back to its host (the supervisor), which re-indexes and publishes. The
 state is only replaced after a step succeeded, so a crash restarts the actor
 from exactly its last state. An ended session (nothing for the user) lingers a
@@ -18,7 +18,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from actors.core.reducer import SessionState, Step, reduce, retirable
+from actors.core.session.reducer import SessionState, Step, reduce, retirable
 from actors.runtime.mailbox import Mailbox, RestartWindow
 from messages.codec import SessionMessage
 from messages.common import SessionKey

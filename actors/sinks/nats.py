@@ -4,11 +4,11 @@ Activity per session and the host's heartbeat into a KV bucket (docs/fleet.md, "
 Who calls what: the daemon starts one :class:`NatsPublisher` (``paneward run --nats URL``)
 under the supervisor (``Supervisor.start_actor``, not essential). Its intake task reads an
 ``all`` subscription of the hub and only appends to a bounded :class:`PublishBuffer`
-(:mod:`actors.core.nats`): it never waits for the server, so a slow, absent or stopped server
+(:mod:`actors.core.fleet.nats`): it never waits for the server, so a slow, absent or stopped server
 never reaches the hook path. Its sender task publishes the buffer in windows, each message with
 ``Nats-Msg-Id`` = daemon identity + seq, and forgets a window only once every message of it
 is acked; a window not acked within ``ack_timeout`` is sent again (the server drops the
-duplicates). The heartbeat task puts the host's :class:`~actors.core.nats.Heartbeat` every
+duplicates). The heartbeat task puts the host's :class:`~actors.core.fleet.nats.Heartbeat` every
 ``heartbeat_s``.
 
 Resume: on every connection, before sending, the publisher asks the stream for this host's last
@@ -39,7 +39,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 
 from actors.core.backoff import Backoff
-from actors.core.nats import (
+from actors.core.fleet.nats import (
     Heartbeat,
     NatsSettings,
     PublishBuffer,

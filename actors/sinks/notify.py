@@ -3,9 +3,9 @@
 Who sends and handles what:
 
 - :class:`Notifier` is one actor. It holds a ``latest`` subscription of the supervisor's
-  broadcast hub and feeds every item to :class:`~actors.core.notify.NotifyBook`, which decides
+  broadcast hub and feeds every item to :class:`~actors.core.views.notify.NotifyBook`, which decides
   which attention items opened (kind, per-session rate limit, redaction: all pure, in
-  :mod:`actors.core.notify`). It never re-decides an :class:`~messages.Activity`.
+  :mod:`actors.core.views.notify`). It never re-decides an :class:`~messages.Activity`.
 - For each alert it asks tmux, over the bridge's one control-mode client
   (:meth:`actors.sinks.tmux.TmuxBridge.run_batch`), which pane every attached client shows;
   when one shows the alert's pane the user is looking at it and nothing is sent. Otherwise
@@ -16,7 +16,7 @@ Who sends and handles what:
   library: the freedesktop notification service over D-Bus with ``dbus-fast`` on Linux,
   Notification Center on macOS). Before each desktop notification the server's
   capabilities are asked (``GetCapabilities``, on a D-Bus connection of its own): the body
-  is escaped where the server reads markup (:func:`~actors.core.notify.desktop_body`).
+  is escaped where the server reads markup (:func:`~actors.core.views.notify.desktop_body`).
 - Deciding runs in its own task, oldest alert first: a slow tmux or D-Bus never blocks the
   subscription. At most one alert per session waits to be decided: a newer edge of the same
   session takes its place (``superseded``: the older one's attention item is no longer the
@@ -27,7 +27,7 @@ Who sends and handles what:
   while a message shows, so their order matters) and ``desktop``. A decided alert is handed to
   each channel it goes to, and a channel that hangs (a session bus that accepts calls and
   never answers) delays only its own alerts: every send has a deadline, and a channel that
-  keeps timing out is paused with backoff (:class:`~actors.core.notify.ChannelHealth`; while
+  keeps timing out is paused with backoff (:class:`~actors.core.views.notify.ChannelHealth`; while
   paused its alerts are skipped, counted, and the pause shows in ``paneward status``). A
   channel's queue holds one alert per session (the newest) and at most :data:`CHANNEL_LIMIT`,
   the oldest dropped first, counted (``channels.<name>.dropped``).
@@ -45,7 +45,8 @@ import anyio
 import msgspec
 
 from actors.core.clock import now_ms
-from actors.core.notify import (
+from actors.core.tmux.protocol import Reply, TmuxError
+from actors.core.views.notify import (
     LIST_CLIENTS_COMMAND,
     Alert,
     ChannelHealth,
@@ -62,7 +63,6 @@ from actors.core.notify import (
     parse_clients,
     watched,
 )
-from actors.core.tmux_protocol import Reply, TmuxError
 from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import Host
 from messages import SessionKey

@@ -4,7 +4,7 @@ Who sends and handles what:
 
 - :class:`TmuxBridge` is one actor. It holds a ``latest`` subscription of the supervisor's
   broadcast hub (docs/design.md §7) and feeds each :class:`~messages.Snapshot` /
-  :class:`~messages.Transition` to a :class:`~actors.core.badges.BadgeBook`; the panes whose
+  :class:`~messages.Transition` to a :class:`~actors.core.tmux.badges.BadgeBook`; the panes whose
   options changed are written to tmux in one pipelined batch per tick through one
   :class:`~actors.sinks.tmux_client.ControlClient` (never a process per pane).
 - Over the same client it follows the server's panes (control-mode notifications plus one
@@ -12,7 +12,7 @@ Who sends and handles what:
   :class:`~messages.PaneOpened` / :class:`~messages.PaneClosed` / :class:`~messages.PaneFocused` /
   :class:`~messages.PtyExit` into the supervisor (``inject_nowait``), which routes them to the
   pane mapper and the sessions.
-- One daemon per server: after each attach it claims the server (:mod:`actors.core.tmux_owner`)
+- One daemon per server: after each attach it claims the server (:mod:`actors.core.tmux.hold`)
   before writing anything; while another live daemon holds it, it writes nothing there and
   retries with the backoff below (state ``refused``).
 - A lost connection (server killed, our session closed) is retried with the one retry rule
@@ -22,13 +22,13 @@ Who sends and handles what:
   subscription's snapshot is in the book), options we left on panes that are no longer bound
   are removed, and the pane listing is diffed again.
 - Window markers: each pane listing says which window each pane is in
-  (:class:`~actors.core.badges.WindowMarks`); ``@paneward_window`` on a window is the most
+  (:class:`~actors.core.tmux.badges.WindowMarks`); ``@paneward_window`` on a window is the most
   urgent badge of its panes, written in the same batch as the pane options that change it.
 - On shutdown (cancellation, or the end of the subscription) nothing is removed: the control
   client closes and the tmux hook installed at connect marks every badge and window marker
   stale and the summary ``paneward: down``, as it does when the daemon is killed; the next
   daemon replaces them.
-- Health (:mod:`actors.core.tmux_health`): while badges are shown, a probe round trip every
+- Health (:mod:`actors.core.tmux.health`): while badges are shown, a probe round trip every
   few seconds; a probe tmux leaves unanswered, or tmux closing every control client at once,
   makes the bridge ``stalled``: every badge shows ``? unknown`` and the summary says so (a
   one-shot ``tmux`` process writes them, where tmux still takes a command), until a connection
@@ -56,7 +56,8 @@ import anyio.lowlevel
 import msgspec
 
 from actors.core.backoff import Backoff
-from actors.core.badges import (
+from actors.core.clock import now_ms
+from actors.core.tmux.badges import (
     BADGE_OPTION,
     WINDOW_OPTION,
     BadgeBook,
@@ -67,8 +68,7 @@ from actors.core.badges import (
     summary_command,
     window_command,
 )
-from actors.core.clock import now_ms
-from actors.core.tmux_health import (
+from actors.core.tmux.health import (
     PROBE_COMMAND,
     PROBE_EVERY_S,
     STALL_AFTER_S,
@@ -78,7 +78,7 @@ from actors.core.tmux_health import (
     stalled_commands,
     stopped_commands,
 )
-from actors.core.tmux_owner import (
+from actors.core.tmux.hold import (
     CLIENT_NAME_COMMAND,
     Holder,
     TmuxRefused,
@@ -87,7 +87,7 @@ from actors.core.tmux_owner import (
     parse_holder,
     refusal,
 )
-from actors.core.tmux_panes import (
+from actors.core.tmux.panes import (
     LIST_PANES_COMMAND,
     REAP_COMMAND,
     SERVER_ID_COMMAND,
@@ -100,7 +100,7 @@ from actors.core.tmux_panes import (
     parse_pane_rows,
     viewed_pane,
 )
-from actors.core.tmux_protocol import (
+from actors.core.tmux.protocol import (
     Notification,
     Reply,
     TmuxConnectionLost,
@@ -155,8 +155,8 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     ``state`` is where the connection is: ``connecting`` (the first attempt has not ended),
     ``connected``, ``waiting`` (no connection yet: no server, no session), ``disconnected``
     (a connection ended and none is back yet), ``refused`` (another live daemon drives that
-    server: :mod:`actors.core.tmux_owner`), ``stalled`` (tmux left a probe unanswered or closes
-    every control client at once: :mod:`actors.core.tmux_health`; until a connection rewrote
+    server: :mod:`actors.core.tmux.hold`), ``stalled`` (tmux left a probe unanswered or closes
+    every control client at once: :mod:`actors.core.tmux.health`; until a connection rewrote
     every badge); ``last_error`` says why while it is not ``connected`` and is cleared when a
     connection is made. ``retry_delay`` is the wait before the latest retry.
     """
@@ -207,10 +207,10 @@ class TmuxBridge:
     the server of ``$TMUX``, else tmux's default). ``session`` picks the session the control
     client attaches to (default: tmux's choice); it only matters for which notifications
     arrive first — panes of every session are followed. ``full_text`` shows attention reasons
-    unredacted in ``@paneward_reason`` (default: redacted, :mod:`actors.core.redact`).
+    unredacted in ``@paneward_reason`` (default: redacted, :mod:`actors.core.views.redact`).
     ``owner`` names this daemon in another one's refusal (its state directory); the claim is
-    this process's pid and start token (:mod:`actors.core.tmux_owner`). ``probe_every`` and
-    ``stall_after`` are the health probe's period and deadline (:mod:`actors.core.tmux_health`).
+    this process's pid and start token (:mod:`actors.core.tmux.hold`). ``probe_every`` and
+    ``stall_after`` are the health probe's period and deadline (:mod:`actors.core.tmux.health`).
     """
 
     def __init__(
@@ -475,7 +475,7 @@ class TmuxBridge:
                 self._stats.stall_writes += 1
 
     async def _claim(self, client: ControlClient) -> None:
-        """Make this daemon the one that drives the server (:mod:`actors.core.tmux_owner`).
+        """Make this daemon the one that drives the server (:mod:`actors.core.tmux.hold`).
 
         :raises TmuxRefused: another live daemon holds it (nothing was written).
         :raises TmuxConnectionLost: the connection ended meanwhile.
@@ -672,7 +672,7 @@ class TmuxBridge:
             commands = [SERVER_ID_COMMAND, LIST_PANES_COMMAND, VIEWS_COMMAND]
             if reap:
                 # A dead pane without exit status: tmux may have lost its SIGCHLD (see
-                # actors.core.tmux_panes); make it reap, then list again in the same batch.
+                # actors.core.tmux.panes); make it reap, then list again in the same batch.
                 commands.insert(0, REAP_COMMAND)
                 self._stats.reap_requests += 1
             reap = False

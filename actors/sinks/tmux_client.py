@@ -8,7 +8,7 @@ that is waiting for it and every ``%`` notification to the ``on_notification`` c
 Why control mode: spawning ``tmux set-option`` costs ~2.4 ms and a fork+exec per update; one
 control-mode client takes a batch of 50 commands in one write for ~1.1 ms.
 
-The protocol and its parser are sans-IO in :mod:`actors.core.tmux_protocol`; this is the thin
+The protocol and its parser are sans-IO in :mod:`actors.core.tmux.protocol`; this is the thin
 I/O shell around them.
 """
 
@@ -25,8 +25,8 @@ import anyio.abc
 import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from actors.core.tmux_health import TmuxClosedAtOnce, TmuxNoAnswer, closed_at_once
-from actors.core.tmux_protocol import (
+from actors.core.tmux.health import TmuxClosedAtOnce, TmuxNoAnswer, closed_at_once
+from actors.core.tmux.protocol import (
     CLIENT_FLAGS,
     ControlParser,
     Event,
@@ -68,9 +68,9 @@ class ControlClient:
 
     Use as an async context manager (``async with ControlClient(target, ...) as client``); it
     spawns ``tmux -C attach-session``, waits until the attach succeeded (else raises
-    :class:`TmuxUnavailable`: :class:`~actors.core.tmux_health.TmuxClosedAtOnce` when the
+    :class:`TmuxUnavailable`: :class:`~actors.core.tmux.health.TmuxClosedAtOnce` when the
     server took the connection and closed it at once; or
-    :class:`~actors.core.tmux_health.TmuxNoAnswer` when tmux did not answer within
+    :class:`~actors.core.tmux.health.TmuxNoAnswer` when tmux did not answer within
     ``reply_timeout``) and runs its reader in its own task. :meth:`run_batch` is the only way
     to send commands: the whole batch goes out in one write.
 
@@ -297,7 +297,7 @@ class ControlClient:
         """Send ``commands`` (one per line) in a single write and return their replies in order.
 
         :raises TmuxConnectionLost: if the client ended before every reply arrived;
-            :class:`~actors.core.tmux_health.TmuxNoAnswer` if tmux did not answer within
+            :class:`~actors.core.tmux.health.TmuxNoAnswer` if tmux did not answer within
             ``answer_within`` seconds (default: ``reply_timeout``) -- the client is then closed, and
             every other batch waiting on it raises the same.
         """

@@ -1,7 +1,7 @@
 """Admission for a listening socket: the accept loop every listener of the daemon shares.
 
 Used by the hook listener (its Unix socket and its http port) and the control server. The
-rules are :mod:`actors.core.limits`; this is their I/O shell:
+rules are :mod:`actors.core.ingress.limits`; this is their I/O shell:
 
 - ``accept()`` errors never end the loop. ``EMFILE``/``ENFILE``/``ENOBUFS``/``ENOMEM`` are
   counted; the loop makes room by closing the unproven connection idle the longest (if any)
@@ -11,8 +11,8 @@ rules are :mod:`actors.core.limits`; this is their I/O shell:
   reopened: the libev/nginx trick), so the queue drains rather than every client hanging.
   ``ECONNABORTED`` and friends (the peer left while queued) are counted and skipped.
 - At most ``cap`` connections are open. At the cap the loop closes the unproven connection idle
-  the longest once it has been idle :data:`~actors.core.limits.EVICT_IDLE_S`; with nothing to
-  close it waits (new connections stay queued in the kernel) until a slot frees. Nothing is
+  the longest once it has been idle :data:`~actors.core.ingress.limits.EVICT_IDLE_S`; with nothing
+  to close it waits (new connections stay queued in the kernel) until a slot frees. Nothing is
   refused for being one too many.
 - Each connection gets a :class:`Connection` (its raw non-blocking socket); its handler calls
   :meth:`~Connection.prove` once it sent something valid, and reads under
@@ -42,7 +42,7 @@ from typing import Final
 import anyio
 import msgspec
 
-from actors.core.limits import (
+from actors.core.ingress.limits import (
     EVICT_IDLE_S,
     HEAD_DEADLINE_S,
     accept_backoff,

@@ -5,9 +5,9 @@ sends one JSON request line and reads JSON lines back:
 
 * ``{"op": "status", "all": false}`` -> one line ``{"seq": N, "activities": [Activity...],
   "panes": [PaneView...], "statistics": {...}, "table": "..."}`` (every counter of every
-  actor; ``panes``: which session each pane shows, :func:`actors.core.reducer.pane_views`; the
-  ``paneward status`` table rendered with :func:`actors.core.status_table.format_table`, each
-  pane's note below it; ``all`` also lists the sessions it hides). With ``"format"``:
+  actor; ``panes``: which session each pane shows, :func:`actors.core.session.reducer.pane_views`;
+  the ``paneward status`` table rendered with :func:`actors.core.views.status_table.format_table`,
+  each pane's note below it; ``all`` also lists the sessions it hides). With ``"format"``:
   ``"table"`` answers the table's text lines, ``"activities"`` the JSON list of activities,
   ``"panes"`` the JSON list of pane views, ``"counters"`` the counters as indented JSON (what
   ``paneward status``, ``--json``, ``--json --panes`` and ``--counters`` print as they are),
@@ -32,16 +32,16 @@ sends one JSON request line and reads JSON lines back:
   the journal after ``since`` up to that seq, the :class:`~messages.Snapshot` at that seq,
   then live: a follower applies the replay in order and then settles on the snapshot.
 
-Requests are parsed by the total, pure :mod:`actors.core.control_requests`: anything malformed
-(deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes nothing.
-Connections go through the same admission as the hook socket (:mod:`actors.sources.admission`):
-at most ``cap`` at once, a request line within 2 s; the socket is created, and removed, only
-through its verified directory (:mod:`actors.sources.files`), and only a stale *socket* is ever
-replaced. A watch request moves its connection out of the ``cap`` into the subscribers', much
-higher, ``watch_cap`` (:func:`actors.core.limits.watch_cap`): however many ``paneward wait``
-and ``watch`` clients are held open, ``status`` (``next``, ``pick``) finds a slot. Beyond
-``watch_cap`` a watch is answered ``{"error": ...}`` and counted (``watches_refused``). A
-subscriber whose peer hangs up (closed, killed) is closed at once
+Requests are parsed by the total, pure :mod:`actors.core.ingress.control_requests`: anything
+malformed (deep nesting included) is answered ``{"error": ...}``, counted by reason, and changes
+nothing. Connections go through the same admission as the hook socket
+(:mod:`actors.sources.admission`): at most ``cap`` at once, a request line within 2 s; the socket is
+created, and removed, only through its verified directory (:mod:`actors.sources.files`), and only a
+stale *socket* is ever replaced. A watch request moves its connection out of the ``cap`` into the
+subscribers', much higher, ``watch_cap`` (:func:`actors.core.ingress.limits.watch_cap`): however
+many ``paneward wait`` and ``watch`` clients are held open, ``status`` (``next``, ``pick``) finds a
+slot. Beyond ``watch_cap`` a watch is answered ``{"error": ...}`` and counted (``watches_refused``).
+A subscriber whose peer hangs up (closed, killed) is closed at once
 (:class:`~actors.sources.admission.HangupWatch`, counted in ``hangups``), not at the next
 transition written to it.
 
@@ -67,18 +67,18 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 import messages
-from actors.core.attention import attention_label, attention_queue
 from actors.core.clock import now_ms
-from actors.core.control_requests import (
+from actors.core.ingress.control_requests import (
     BadRequest,
     StatusRequest,
     parse_request,
     take_request,
 )
-from actors.core.limits import HEAD_DEADLINE_S, connection_caps, watch_cap
-from actors.core.reducer import pane_views
-from actors.core.status_table import actor_line, counter_line, format_table, host_line
+from actors.core.ingress.limits import HEAD_DEADLINE_S, connection_caps, watch_cap
+from actors.core.session.reducer import pane_views
 from actors.core.text import printable
+from actors.core.views.attention import attention_label, attention_queue
+from actors.core.views.status_table import actor_line, counter_line, format_table, host_line
 from actors.sources.admission import Admission, AdmissionStatistics, Connection, HangupWatch
 from actors.sources.files import (
     UnsafePath,
@@ -117,8 +117,8 @@ class ControlStatistics(msgspec.Struct, kw_only=True):
     """Counters of the control socket: one record it keeps, copied by ``statistics()``.
 
     ``bad_requests`` refused requests, by reason in ``rejected``
-    (:data:`~actors.core.control_requests.BadRequestReason`); ``admission`` the socket's caps,
-    timeouts and accept errors (subscribers are not in its ``open``: ``subscribers`` holds
+    (:data:`~actors.core.ingress.control_requests.BadRequestReason`); ``admission`` the socket's
+    caps, timeouts and accept errors (subscribers are not in its ``open``: ``subscribers`` holds
     them, at most ``watch_cap``); ``watches_refused`` watch requests beyond ``watch_cap``;
     ``hangups`` subscribers closed because their peer hung up.
     """

@@ -4,7 +4,7 @@
 remote session's shown :class:`~messages.Activity` (its key carries ``host``) and hands each
 change to the watchers as a :class:`~messages.Transition` line whose ``seq`` is the host's (the
 local seqs are the local daemon's alone). It knows a link only by the transport interface
-(:class:`actors.core.fleet_transport.Link`) and imports neither transport: the SSH link and the
+(:class:`actors.core.fleet.transport.Link`) and imports neither transport: the SSH link and the
 NATS link are made by the daemon's wiring (:mod:`actors.cli.daemon`), which hands them over.
 
 :meth:`FleetView.run` runs every link (one supervisor actor, ``fleet``); :meth:`FleetView.use`
@@ -29,8 +29,8 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 import messages
-from actors.core.fleet_follow import Change, Drop, HostKey, Upsert
-from actors.core.fleet_transport import Link
+from actors.core.fleet.follow import Change, Drop, HostKey, Upsert
+from actors.core.fleet.transport import Link
 from messages.activity import Activity, Transition
 from messages.common import SessionKey
 
@@ -154,7 +154,7 @@ class FleetView:
 
     def hosts(self) -> list[dict[str, Any]]:
         """Each host's health, as ``status --json`` shows it (``hosts``): every link's
-        :class:`~actors.core.fleet_transport.HostRow` items."""
+        :class:`~actors.core.fleet.transport.HostRow` items."""
         return [msgspec.to_builtins(row) for link in self.links for row in link.hosts()]
 
     def attach(self, activity: Activity) -> list[str] | None:

@@ -23,8 +23,8 @@ from typing import Final
 import anyio
 import msgspec
 
-from actors.core.fleet import Fleet, FleetFileError
-from actors.core.fleet_transport import Link
+from actors.core.fleet.hosts import Fleet, FleetFileError
+from actors.core.fleet.transport import Link
 from actors.sources import fswatch
 from actors.sources.fleet import FleetView
 

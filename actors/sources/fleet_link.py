@@ -1,18 +1,18 @@
 """One host's link over SSH: runs ``ssh HOST paneward watch --fleet --since SEQ``, for ever.
 
-One of the two implementations of the transport interface (:mod:`actors.core.fleet_transport`,
-docs/fleet.md): it owns the host's :class:`~actors.core.fleet_follow.Follower`, calls its
+One of the two implementations of the transport interface (:mod:`actors.core.fleet.transport`,
+docs/fleet.md): it owns the host's :class:`~actors.core.fleet.follow.Follower`, calls its
 ``connecting`` / ``feed`` / ``oversize`` / ``ended`` with the stream's lines, and hands every
-list of :data:`~actors.core.fleet_follow.Change` they return, with the host's name, to
+list of :data:`~actors.core.fleet.follow.Change` they return, with the host's name, to
 ``deliver(host, changes)``. :class:`SshLink` is the transport over the user's OpenSSH client
-(:func:`actors.core.fleet.ssh_argv`): one ``ssh`` process per host, which is also the host's
+(:func:`actors.core.fleet.hosts.ssh_argv`): one ``ssh`` process per host, which is also the host's
 ``ControlMaster`` (every other ssh to the host -- ``fleet check``, a jump -- rides on its
 connection).
 
-Lines are split by :class:`~actors.core.frames.FrameSplitter` at
-:data:`~actors.core.fleet_follow.MAX_LINE_BYTES` (a longer one is skipped, never buffered
+Lines are split by :class:`~actors.core.ingress.frames.FrameSplitter` at
+:data:`~actors.core.fleet.follow.MAX_LINE_BYTES` (a longer one is skipped, never buffered
 whole); ssh's stderr is kept to its last 4 KiB, for the reason an ended try gives
-(:func:`actors.core.fleet.unreachable_reason`). After a connection ends the link waits by the
+(:func:`actors.core.fleet.hosts.unreachable_reason`). After a connection ends the link waits by the
 one retry rule (:class:`actors.core.backoff.Backoff`) and connects again with ``--since`` the
 last seq applied.
 
@@ -33,12 +33,12 @@ import anyio
 import anyio.abc
 import msgspec
 
-from actors.core import fleet
 from actors.core.backoff import Backoff
 from actors.core.clock import now_ms
-from actors.core.fleet_follow import MAX_LINE_BYTES, Change, Follower
-from actors.core.fleet_transport import Deliver, HostRow, host_row
-from actors.core.frames import FrameSplitter, Oversize
+from actors.core.fleet import hosts as fleet
+from actors.core.fleet.follow import MAX_LINE_BYTES, Change, Follower
+from actors.core.fleet.transport import Deliver, HostRow, host_row
+from actors.core.ingress.frames import FrameSplitter, Oversize
 from messages.activity import Activity
 
 __all__ = ["SshLink", "SshLinkStatistics"]
@@ -108,7 +108,7 @@ class SshLink:
 
     def attach(self, activity: Activity) -> list[str] | None:
         """``ssh -t HOST tmux attach ...`` for a session of this host with a pane
-        (:func:`actors.core.fleet.attach_argv`)."""
+        (:func:`actors.core.fleet.hosts.attach_argv`)."""
         if activity.key.host != self.host.name or activity.pane is None:
             return None
         return fleet.attach_argv(self.host, self.control_dir, activity.pane,

@@ -9,24 +9,25 @@ Who sends what:
 - Claude Code ``http`` hooks ``POST /hook/<harness>`` to the optional loopback listener with the
   per-install token in ``X-Paneward-Token``; the body (the hook JSON) becomes a ``NotifyHook``.
 
-Every frame is decoded exactly once (:func:`actors.core.frames.check_frame`: decoding is the
+Every frame is decoded exactly once (:func:`actors.core.ingress.frames.check_frame`: decoding is the
 validation), restamped with ``observed_at_ms`` (now) and handed to ``host.deliver_nowait``,
 which routes it without validating it again; the supervisor owns normalization. Every refusal
 -- a peer of another uid, an oversize frame, invalid UTF-8, a NUL byte, nesting deeper than
-:data:`~actors.core.frames.MAX_DEPTH`, bad JSON, an unknown ``type``, wrong field types, a
+:data:`~actors.core.ingress.frames.MAX_DEPTH`, bad JSON, an unknown ``type``, wrong field types, a
 message the host refuses, a bad http request or token, a request not finished by its deadline
 -- is counted by reason and recorded (:meth:`HookListener.statistics`), and changes nothing
 else: the connection carries on at the next newline and later valid frames still go through.
 
-Admission (:mod:`actors.sources.admission`, rules in :mod:`actors.core.limits`): each socket has
-a cap derived from the file-descriptor limit (http, unauthenticated, the lowest); a connection
+Admission (:mod:`actors.sources.admission`, rules in :mod:`actors.core.ingress.limits`): each socket
+has a cap derived from the file-descriptor limit (http, unauthenticated, the lowest); a connection
 must send a valid frame (an authorized request) within 2 s of being accepted or it is closed;
 one that did (``paneward wrap``) may stay; at the cap the idlest unproven connection makes room,
 otherwise new connections wait in the kernel's queue, never refused; ``accept()`` running out
 of descriptors is counted and waited out, never a crash. So idle connections, of this uid or
 (http) any other, cannot switch hook intake off.
 
-The decisions are sans-IO in :mod:`actors.core.frames` and :mod:`actors.core.http` (HTTP/1.1 is
+The decisions are sans-IO in :mod:`actors.core.ingress.frames` and :mod:`actors.core.ingress.http`
+(HTTP/1.1 is
 :mod:`h11`'s); paths are opened through :mod:`actors.sources.files` (never through a link).
 """
 
@@ -50,7 +51,7 @@ import msgspec
 import messages
 from actors.core import paths
 from actors.core.clock import now_ms
-from actors.core.frames import (
+from actors.core.ingress.frames import (
     MAX_FRAME_BYTES,
     FrameSplitter,
     Oversize,
@@ -59,14 +60,14 @@ from actors.core.frames import (
     check_frame,
     restamp,
 )
-from actors.core.harness import HookIngress
-from actors.core.http import HttpHook, HttpHookProtocol, HttpRefusal, NeedData
-from actors.core.limits import (
+from actors.core.ingress.http import HttpHook, HttpHookProtocol, HttpRefusal, NeedData
+from actors.core.ingress.limits import (
     HEAD_DEADLINE_S,
     KEEPALIVE_IDLE_S,
     ConnectionCaps,
     connection_caps,
 )
+from actors.core.session.harness import HookIngress
 from actors.runtime.mailbox import EvidenceSink, IntakeGate
 from actors.sources.admission import Admission, AdmissionStatistics, Connection, Handler
 from actors.sources.files import (
@@ -183,9 +184,9 @@ class HookListener:
     http off (``0`` picks a free port: see :attr:`http_port` once :meth:`wait_listening`
     returned); the token is read from ``token_path`` (default
     :func:`actors.core.paths.http_token_path`) at start. ``caps`` (default: from the process's
-    file-descriptor limit, :func:`actors.core.limits.connection_caps`) bounds the connections
-    open at once on each socket; ``head_deadline`` is how long a connection may take to send
-    its first valid frame (request). ``gate`` (the daemon passes the store's backpressure)
+    file-descriptor limit, :func:`actors.core.ingress.limits.connection_caps`) bounds the
+    connections open at once on each socket; ``head_deadline`` is how long a connection may take to
+    send its first valid frame (request). ``gate`` (the daemon passes the store's backpressure)
     pauses reading while it is closed: frames wait in the kernel, nothing is refused.
     """
 

@@ -1,8 +1,8 @@
 """Every host on one NATS server, followed: the fleet's second transport.
 
-One of the two implementations of the transport interface (:mod:`actors.core.fleet_transport`,
+One of the two implementations of the transport interface (:mod:`actors.core.fleet.transport`,
 docs/fleet.md): what the publishers (``paneward run --nats``, :mod:`actors.sinks.nats`) put on
-the server is handed, host by host, to one :class:`~actors.core.fleet_follow.Follower` per
+the server is handed, host by host, to one :class:`~actors.core.fleet.follow.Follower` per
 host, whose changes go to ``deliver(host, changes)`` exactly as the SSH link's do.
 
 Per connection (:meth:`NatsLink.run` reconnects by the one retry rule,
@@ -21,8 +21,8 @@ Per connection (:meth:`NatsLink.run` reconnects by the one retry rule,
    the bucket, then its messages.
 3. **Heartbeats**: a watch of the bucket's ``h.*`` keys. A beat is a sign of life when it
    arrives (the reader's clock, never the publisher's); a host with no sign of life for
-   :data:`~actors.core.fleet_follow.STALE_AFTER_INTERVALS` of its heartbeat interval goes
-   stale (:meth:`~actors.core.fleet_follow.Follower.lapse`): its turn ``unknown``, presence
+   :data:`~actors.core.fleet.follow.STALE_AFTER_INTERVALS` of its heartbeat interval goes
+   stale (:meth:`~actors.core.fleet.follow.Follower.lapse`): its turn ``unknown``, presence
    and attention kept, never idle. The next beat makes it connected again.
 
 What this daemon publishes to the same server itself (the identity given as ``own``) is its
@@ -59,8 +59,7 @@ from nats.js import api
 
 from actors.core.backoff import Backoff
 from actors.core.clock import now_ms
-from actors.core.fleet import NatsEntry
-from actors.core.fleet_follow import (
+from actors.core.fleet.follow import (
     MAX_LINE_BYTES,
     STALE_AFTER_INTERVALS,
     Change,
@@ -69,8 +68,8 @@ from actors.core.fleet_follow import (
     HostKey,
     lapsed,
 )
-from actors.core.fleet_transport import Deliver, HostRow, host_row
-from actors.core.nats import (
+from actors.core.fleet.hosts import NatsEntry
+from actors.core.fleet.nats import (
     Heartbeat,
     escape_token,
     gap_subject,
@@ -79,6 +78,7 @@ from actors.core.nats import (
     session_subject,
     unescape_token,
 )
+from actors.core.fleet.transport import Deliver, HostRow, host_row
 from actors.sinks.nats import connect, describe_error
 from messages.activity import Activity, Daemon, Gap, Snapshot, Transition
 

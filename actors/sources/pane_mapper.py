@@ -1,13 +1,14 @@
 """The pane mapper: which session runs in which pane, proven from the process tree.
 
-The decision is pure in :mod:`actors.core.pane_map` (:class:`~actors.core.pane_map.PaneMap`);
-this is its I/O shell. :class:`PaneMapper` is a listener of the supervisor: the evidence that
-names owners and the pane messages (:attr:`PaneMapper.accepts`) are handed to it as they are
-routed; it reads the process tree in a worker thread and sends ``PaneBound`` / ``PaneUnbound``
-(and the ``ProcessSeen`` announcing a process bound to its own session) to the sink, which
-routes them to the sessions named. What a process proves by itself comes from its harness
-package, handed to the mapper as :class:`~actors.core.harness.ProcessBinders` (the daemon's wiring
-passes :data:`actors.harnesses.catalog.BINDERS`): the mapper itself knows no harness.
+The decision is pure in :mod:`actors.core.session.pane_map`
+(:class:`~actors.core.session.pane_map.PaneMap`); this is its I/O shell. :class:`PaneMapper` is a
+listener of the supervisor: the evidence that names owners and the pane messages
+(:attr:`PaneMapper.accepts`) are handed to it as they are routed; it reads the process tree in a
+worker thread and sends ``PaneBound`` / ``PaneUnbound`` (and the ``ProcessSeen`` announcing a
+process bound to its own session) to the sink, which routes them to the sessions named. What a
+process proves by itself comes from its harness package, handed to the mapper as
+:class:`~actors.core.session.harness.ProcessBinders` (the daemon's wiring passes
+:data:`actors.harnesses.catalog.BINDERS`): the mapper itself knows no harness.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import messages
 from actors.core.clock import now_ms
-from actors.core.harness import ProcessBinders
-from actors.core.pane_map import MAX_VISIT, OBSERVED, Binding, PaneChange, PaneMap
+from actors.core.session.harness import ProcessBinders
+from actors.core.session.pane_map import MAX_VISIT, OBSERVED, Binding, PaneChange, PaneMap
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 
@@ -38,7 +39,7 @@ class PaneMapperStatistics(msgspec.Struct, kw_only=True):
     """Counters of the pane mapper: one record it keeps, copied by ``statistics()``.
 
     ``panes`` / ``bound`` / ``owners`` are sizes now; ``ignored``, ``walks``, ``visited`` and
-    ``truncated_walks`` are kept by its :class:`~actors.core.pane_map.PaneMap` and filled in
+    ``truncated_walks`` are kept by its :class:`~actors.core.session.pane_map.PaneMap` and filled in
     by :meth:`PaneMapper.statistics`; all but the sizes are monotonic.
     """
 
@@ -111,7 +112,7 @@ class PaneMapper:
     disables it.
     """
 
-    #: What the mapper learns from: owners and panes (:data:`actors.core.pane_map.Observed`,
+    #: What the mapper learns from: owners and panes (:data:`actors.core.session.pane_map.Observed`,
     #: what :meth:`PaneMap.observe` has a case for); everything else is not its business.
     accepts: ClassVar[tuple[type[messages.Inbound], ...]] = OBSERVED
 

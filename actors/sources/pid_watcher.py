@@ -1,7 +1,7 @@
 """The pid watcher: proves that the owners of live sessions are still alive, and says when not.
 
-Functional core: :func:`actors.core.pids.plan` decides, from plain data, what one probe round
-means. Imperative shell: :class:`PidWatcher`, a listener of the supervisor: every inbound
+Functional core: :func:`actors.core.session.pids.plan` decides, from plain data, what one probe
+round means. Imperative shell: :class:`PidWatcher`, a listener of the supervisor: every inbound
 message that names an owner (``RegistryStatus``, ``RolloutOwned``, ``PtySpawned``, a
 ``ProcessSeen`` claiming a key, a ``HookHint`` with a pid, a ``ClientAttached`` client, a
 ``ThreadStatus`` naming its daemon) is handed to it as the supervisor routes it, and the
@@ -33,7 +33,7 @@ import msgspec
 
 import messages
 from actors.core.clock import now_ms
-from actors.core.pids import Ended, ProbeResult, plan
+from actors.core.session.pids import Ended, ProbeResult, plan
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 

@@ -23,7 +23,14 @@ import msgspec
 
 import messages
 from actors.core.clock import now_ms
-from actors.core.osc import PROBE_ANSWER, OscParser, OscStatistics, Probe, StatusRecord, Title
+from actors.core.ingress.osc import (
+    PROBE_ANSWER,
+    OscParser,
+    OscStatistics,
+    Probe,
+    StatusRecord,
+    Title,
+)
 
 __all__ = ["EvidenceSink", "PtyStatusFeed", "PtyStatusStatistics", "program_status"]
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import messages
 from actors.cli.hook_client import MAX_FRAME_BYTES
-from actors.core.frames import MAX_DEPTH
+from actors.core.ingress.frames import MAX_DEPTH
 from actors.harnesses import catalog
 from actors.harnesses.catalog import PROOF_TABLE, normalize
 from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition

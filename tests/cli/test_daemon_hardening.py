@@ -239,7 +239,7 @@ async def test_status_shows_every_actors_state(tmp_path: Path) -> None:
 
 
 def test_a_stopped_actor_leads_the_status_line_in_capitals() -> None:
-    from actors.core.status_table import actor_line
+    from actors.core.views.status_table import actor_line
 
     stats = {"supervisor": {"actor_states": {"tmux": "stopped", "control": "running",
                                              "hermes-ledger": "restarting"}}}
@@ -247,7 +247,7 @@ def test_a_stopped_actor_leads_the_status_line_in_capitals() -> None:
 
 
 def test_a_running_tmux_bridge_without_a_connection_shows_where_it_is_and_why() -> None:
-    from actors.core.status_table import actor_line
+    from actors.core.views.status_table import actor_line
 
     states = {"tmux": "running", "control": "running", "notify": "stopped"}
     for where, word in (("waiting", "WAITING"), ("disconnected", "DISCONNECTED"),

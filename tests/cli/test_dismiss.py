@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 import messages
-from actors.core.badges import BadgeBook
+from actors.core.tmux.badges import BadgeBook
 from messages import Forget, PtyExit, PtySpawned, SessionKey, Snapshot, Transition
 from supervisor import Supervisor
 from tests.support.daemon import PANEWARD, Daemon, poll_until, start_token, watching

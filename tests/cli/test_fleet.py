@@ -1,6 +1,6 @@
 """The fleet's hosts file, ``paneward fleet add|remove|list|check`` and ``watch --fleet``.
 
-The rules are pure (:mod:`actors.core.fleet`); ``check`` runs against real ``sshd`` servers
+The rules are pure (:mod:`actors.core.fleet.hosts`); ``check`` runs against real ``sshd`` servers
 on loopback (:mod:`tests.support.ssh`: throwaway host and client keys, never the system's
 sshd) in front of real daemons (:class:`tests.support.daemon.Daemon`), one reason per way a
 host can be out of reach.
@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 import messages
-from actors.core import fleet as core
+from actors.core.fleet import hosts as core
 from tests.support.daemon import PANEWARD, Daemon
 from tests.support.ssh import SshWorld
 

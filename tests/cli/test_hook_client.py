@@ -15,7 +15,7 @@ import pytest
 import messages
 from actors.cli import hook_client
 from actors.core import paths
-from actors.core.frames import check_frame
+from actors.core.ingress.frames import check_frame
 from actors.harnesses.catalog import HOOKS
 from actors.sources.hook_listener import HookListener
 from tests import support

@@ -22,8 +22,8 @@ import messages
 from actors.cli import hook_client
 from actors.cli import install as install_hooks
 from actors.cli import main as cli
-from actors.core.config_edit import HookTarget, InstallError, is_paneward_command
-from actors.core.harness import Normalizer
+from actors.core.install.config_edit import HookTarget, InstallError, is_paneward_command
+from actors.core.session.harness import Normalizer
 from actors.harnesses.catalog import HOOKS
 from actors.harnesses.claude_code import hooks as claude_hooks
 from actors.harnesses.claude_code import install as claude_install
@@ -1058,7 +1058,7 @@ def test_a_group_writable_config_dir_of_the_users_private_group_is_accepted(
 
 
 def test_the_shared_dir_rule() -> None:
-    from actors.core.config_edit import shared_dir_problem
+    from actors.core.install.config_edit import shared_dir_problem
 
     dir_mode = stat.S_IFDIR
     assert shared_dir_problem("/d", 1000, 1000, dir_mode | 0o755, 1000, 1000) is None

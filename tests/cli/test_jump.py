@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.core.tmux_protocol import TmuxTarget
+from actors.core.tmux.protocol import TmuxTarget
 from actors.sinks.tmux_client import ControlClient
 from actors.sources import procfs
 from tests import support

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.core import service
+from actors.core.install import service
 from tests.support.daemon import PANEWARD, daemon_env, poll_until, request
 from tests.support.tmux import TmuxServer
 

@@ -1,5 +1,5 @@
-"""``paneward top``: the pure model (``actors/core/top.py``: rows, order, filters, strips) on plain
-data, then the Textual view driven as a user drives it -- its pilot pressing keys -- against a
+"""``paneward top``: the pure model (``actors/core/views/top.py``: rows, order, filters, strips) on
+plain data, then the Textual view driven as a user drives it -- its pilot pressing keys -- against a
 real daemon (sessions injected through ``paneward inject``, their history read back from the
 journal through the control socket) and a real private tmux server with a real attached client
 to jump on.
@@ -20,7 +20,7 @@ import pytest
 
 import messages
 from actors.cli.main import build_parser
-from actors.core.top import (
+from actors.core.views.top import (
     STRIP_CELLS,
     Filter,
     TopModel,

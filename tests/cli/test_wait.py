@@ -12,7 +12,7 @@ import anyio
 import msgspec
 
 import messages
-from actors.core.attention import WaitTarget, parse_predicate
+from actors.core.views.attention import WaitTarget, parse_predicate
 from actors.sources.control_server import ControlServer
 from messages import Snapshot, Transition
 from supervisor import Supervisor

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from actors.core.backoff import HEALTHY_AFTER_S, Backoff, retry_delay
-from actors.core.limits import ACCEPT_BACKOFF_MAX_S, ACCEPT_BACKOFF_S, accept_backoff
+from actors.core.ingress.limits import ACCEPT_BACKOFF_MAX_S, ACCEPT_BACKOFF_S, accept_backoff
 
 
 def test_failures_in_a_row_double_the_wait_up_to_the_maximum() -> None:

@@ -13,8 +13,8 @@ import pytest
 import messages
 from actors.cli import main as cli
 from actors.cli import status as status_command
-from actors.core.harness import PROVABLE, axis_of
-from actors.core.reducer import UNLIMITED_SOURCES, initial_state, reduce
+from actors.core.session.harness import PROVABLE, axis_of
+from actors.core.session.reducer import UNLIMITED_SOURCES, initial_state, reduce
 from actors.harnesses import catalog
 from messages import HookHint, ProgramStatus, SessionKey
 from tests.support.captures import PID, TOKEN

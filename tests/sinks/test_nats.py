@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.core.nats import unescape_token
+from actors.core.fleet.nats import unescape_token
 from tests import support
 from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, raw_send, start_token
 from tests.support.nats import (

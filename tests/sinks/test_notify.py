@@ -19,7 +19,7 @@ import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 
 import messages
-from actors.core.notify import (
+from actors.core.views.notify import (
     PAUSE_AFTER_TIMEOUTS,
     PAUSE_FIRST_S,
     PAUSE_MAX_S,

@@ -28,7 +28,6 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 import messages as m
 from actors.cli.daemon import _probe_owners
-from actors.core.reducer import SessionState, from_activity, reprove
 from actors.core.seq_mark import (
     MARK_BYTES,
     SLOT_BYTES,
@@ -40,6 +39,7 @@ from actors.core.seq_mark import (
     resume,
     slot_offset,
 )
+from actors.core.session.reducer import SessionState, from_activity, reprove
 from actors.runtime.hub import StateSnapshot, StateTransition
 from actors.sinks.store import (
     APPLICATION_ID,
@@ -114,7 +114,8 @@ def stat_token(pid: int) -> str:
     return text[text.rindex(")") + 2 :].split()[19]
 
 
-# ----------------------------------------------- re-proof (pure: actors.core.reducer.reprove)
+# ----------------------------------------------- re-proof (pure:
+# actors.core.session.reducer.reprove)
 
 
 def state_of(a: m.Activity, owner: Owner | None) -> SessionState:

@@ -16,10 +16,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.core.badges import BADGES, OPTION_NAMES
-from actors.core.notify import NotifySettings
-from actors.core.tmux_panes import SUBSCRIPTION_NAME
-from actors.core.tmux_protocol import TmuxTarget
+from actors.core.tmux.badges import BADGES, OPTION_NAMES
+from actors.core.tmux.panes import SUBSCRIPTION_NAME
+from actors.core.tmux.protocol import TmuxTarget
+from actors.core.views.notify import NotifySettings
 from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge, tmux_config_snippet
 from actors.sinks.tmux_client import ControlClient

@@ -1,6 +1,6 @@
 """The tmux bridge's health: a stopped or wedged tmux is shown as such, never as stale truth.
 
-The stall decision (:mod:`actors.core.tmux_health`) alone, then the bridge against a real tmux
+The stall decision (:mod:`actors.core.tmux.health`) alone, then the bridge against a real tmux
 server on a private socket: stopped with SIGSTOP (nothing answers, nothing can be written) and
 resumed; made to close every control client at once by a hook of its own (plain commands
 still work there, so the stall is shown in tmux); and with no badge shown (no probe at all).
@@ -19,14 +19,14 @@ import anyio
 import pytest
 
 from actors.core.backoff import HEALTHY_AFTER_S
-from actors.core.status_table import actor_line
-from actors.core.tmux_health import (
+from actors.core.tmux.health import (
     PROBE_COMMAND,
     STALLED_SUMMARY,
     BridgeHealth,
     closed_at_once,
 )
-from actors.core.tmux_protocol import TmuxConnectionLost, TmuxTarget
+from actors.core.tmux.protocol import TmuxConnectionLost, TmuxTarget
+from actors.core.views.status_table import actor_line
 from actors.sinks.tmux import TmuxBridge, TmuxStatistics
 from actors.sinks.tmux_client import ControlClient
 from messages import Activity

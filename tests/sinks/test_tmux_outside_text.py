@@ -25,9 +25,9 @@ import pytest
 
 import messages
 from actors.cli.common import tmux
-from actors.core.notify import NotifySettings
 from actors.core.text import printable
-from actors.core.tmux_protocol import TmuxTarget
+from actors.core.tmux.protocol import TmuxTarget
+from actors.core.views.notify import NotifySettings
 from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge
 from actors.sinks.tmux_client import ControlClient

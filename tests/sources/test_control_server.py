@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.cli.control_client import request_lines
-from actors.core.control_requests import (
+from actors.core.ingress.control_requests import (
     MAX_REQUEST_BYTES,
     BadRequest,
     StatusRequest,

@@ -205,7 +205,7 @@ async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached
 
 
 def test_the_summary_counts_the_fleet_and_says_where() -> None:
-    from actors.core.badges import fleet_summary
+    from actors.core.tmux.badges import fleet_summary
 
     def remote(host: str, turn: str, kind: str | None = None) -> messages.Activity:
         attention = None if kind is None else messages.Attention(kind, "r", 1795995370911)  # type: ignore[arg-type]
@@ -222,7 +222,7 @@ def test_the_summary_counts_the_fleet_and_says_where() -> None:
 
 
 def test_top_shows_a_remote_session_live_on_its_host_and_never_as_a_local_pane() -> None:
-    from actors.core.top import TopModel
+    from actors.core.views.top import TopModel
 
     def activity(key: messages.SessionKey, turn: str) -> messages.Activity:
         return messages.Activity(key=key, presence="running", turn=turn,  # type: ignore[arg-type]
@@ -247,7 +247,7 @@ def test_top_shows_a_remote_session_live_on_its_host_and_never_as_a_local_pane()
 def test_picks_menu_takes_a_remote_item_to_its_host_and_never_to_a_local_pane() -> None:
     """A remote item's menu line says where it is (``gpu1 %3``, never the location of this
     machine's ``%3``) and runs ``next --host gpu1 --pane %3``."""
-    from actors.core.jump import menu_command
+    from actors.core.views.jump import menu_command
 
     def item(key: messages.SessionKey) -> messages.Activity:
         return messages.Activity(
@@ -266,7 +266,7 @@ def test_picks_menu_takes_a_remote_item_to_its_host_and_never_to_a_local_pane() 
 
 
 def test_the_attention_queue_tells_a_hosts_pane_from_this_machines_of_the_same_id() -> None:
-    from actors.core.attention import attention_queue
+    from actors.core.views.attention import attention_queue
 
     def asking(key: messages.SessionKey, at_ms: int) -> messages.Activity:
         return messages.Activity(

@@ -1,5 +1,5 @@
 """The SSH transport (:mod:`actors.sources.fleet_link`) and the follower
-(:mod:`actors.core.fleet_follow`).
+(:mod:`actors.core.fleet.follow`).
 
 Real everything: private ``sshd`` servers on loopback (:mod:`tests.support.ssh`) in front of real
 remote daemons, each with its own state and socket directory, fed real frames through their
@@ -26,8 +26,8 @@ import pytest
 
 import messages
 from actors.cli.fleet import prepare_control_dir
-from actors.core import fleet as core
-from actors.core.fleet_follow import Change, Drop, Follower, Health, HostKey, Upsert, shown
+from actors.core.fleet import hosts as core
+from actors.core.fleet.follow import Change, Drop, Follower, Health, HostKey, Upsert, shown
 from actors.sources import procfs
 from actors.sources.fleet_link import SshLink
 from tests.support.daemon import Daemon, raw_send, start_token

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import messages
-from actors.core.frames import (
+from actors.core.ingress.frames import (
     MAX_DEPTH,
     MAX_FRAME_BYTES,
     FrameSplitter,
@@ -35,7 +35,7 @@ from actors.core.frames import (
     nesting_depth,
     restamp,
 )
-from actors.core.http import (
+from actors.core.ingress.http import (
     Closed,
     HttpHook,
     HttpHookProtocol,
@@ -44,7 +44,7 @@ from actors.core.http import (
     RequestHead,
     check_http_request,
 )
-from actors.core.limits import ConnectionCaps
+from actors.core.ingress.limits import ConnectionCaps
 from actors.harnesses.catalog import HOOK_ROUTES, HOOKS
 from actors.sources.hook_listener import HookListener, HookListenerError, load_http_token
 from tests import support

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.core import fleet as core
+from actors.core.fleet import hosts as core
 from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send, start_token, watching
 from tests.support.nats import NatsServer, nats_server, nkey_pair, published, send_paced
 from tests.support.polling import poll_until

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 import messages
-from actors.core.pane_map import (
+from actors.core.session.pane_map import (
     EXITED_CLIENT,
     MAX_VISIT,
     Binding,

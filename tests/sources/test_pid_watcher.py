@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import messages
-from actors.core.pids import Ended, ProbeResult, Seen, plan
+from actors.core.session.pids import Ended, ProbeResult, Seen, plan
 from actors.sources import procfs
 from actors.sources.pid_watcher import PidWatcher
 from tests.support.polling import poll_until

@@ -1,6 +1,6 @@
 """paneward's in-process forwarders (the OpenCode plugin and the Pi extension, JavaScript written
-by :mod:`actors.core.forwarder_js`) run under the real ``node``, fed captured events, sending
-real frames to a real Unix socket the test listens on.
+by :mod:`actors.core.install.forwarder_js`) run under the real ``node``, fed captured events,
+sending real frames to a real Unix socket the test listens on.
 """
 
 from __future__ import annotations

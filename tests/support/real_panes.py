@@ -4,7 +4,7 @@ read back as a user sees them.
 :class:`Panes` holds the daemon, its lossless transition stream (``paneward watch``) and the
 panes' options: each pane's option is checked before a deadline; what the pane showed in between
 comes from the transition stream, through the same pane-winner rule the badges use
-(:func:`actors.core.reducer.pane_winners`).
+(:func:`actors.core.session.reducer.pane_winners`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from actors.core.redact import shown_reason
-from actors.core.reducer import pane_winners
+from actors.core.session.reducer import pane_winners
+from actors.core.views.redact import shown_reason
 from messages import Activity
 from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, watching
 from tests.support.polling import poll_until

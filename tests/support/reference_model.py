@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.core.causes import cause_of
-from actors.core.harness import ProofTable
-from actors.core.reducer import SessionState, initial_state, reduce
-from actors.core.routing import RoutingIndex
+from actors.core.session.causes import cause_of
+from actors.core.session.harness import ProofTable
+from actors.core.session.reducer import SessionState, initial_state, reduce
+from actors.core.session.routing import RoutingIndex
 from messages.activity import Activity, Transition, Unmapped
 from messages.codec import Inbound
 from messages.common import SessionKey

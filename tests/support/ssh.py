@@ -32,7 +32,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from actors.core import fleet as core
+from actors.core.fleet import hosts as core
 from tests.support.daemon import PANEWARD, Daemon, daemon_env
 from tests.support.polling import poll_until
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from actors.core.harness import Discovery, DiscoveryActor, HarnessSpec, Proof
+from actors.core.session.harness import Discovery, DiscoveryActor, HarnessSpec, Proof
 from actors.harnesses.claude_code import hooks
 
 if TYPE_CHECKING:
-    from actors.core.config_edit import Installer
+    from actors.core.install.config_edit import Installer
 
 __all__ = ["PROOFS", "SPEC"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from actors.core.hints import (
+from actors.core.session.hints import (
     NEEDS_INPUT_NOTIFICATIONS,
     first_str,
     fold_name,
@@ -109,7 +109,7 @@ INSTALLED_EVENTS: Final[tuple[str, ...]] = (*EVENT_HINTS, "Notification")
 
 # Claude's own permission and elicitation notifications arrive ~6 s after the dialog opened,
 # so they only open needs_input without better proof ("late"); the generic ones
-# (actors.core.hints.NEEDS_INPUT_NOTIFICATIONS) are immediate.
+# (actors.core.session.hints.NEEDS_INPUT_NOTIFICATIONS) are immediate.
 LATE_NOTIFICATIONS: Final = frozenset({"permissionprompt", "elicitationdialog"})
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from actors.core.config_edit import (
+from actors.core.install.config_edit import (
     COMMAND_TIMEOUT_S,
     TOKEN_HEADER_NAME,
     Edit,

@@ -20,11 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from actors.core.harness import Discovery, DiscoveryActor, HarnessSpec, Proof
+from actors.core.session.harness import Discovery, DiscoveryActor, HarnessSpec, Proof
 from actors.harnesses.codex import hooks, tui
 
 if TYPE_CHECKING:
-    from actors.core.config_edit import Installer
+    from actors.core.install.config_edit import Installer
 
 __all__ = ["PROOFS", "SPEC"]
 

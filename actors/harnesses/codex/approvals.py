@@ -10,7 +10,7 @@ hi.txt", ...}``, ``call_id``) and no ``function_call_output`` with that ``call_i
 message), and the status names no call: the rollout is where the command is.
 
 The reason must be the one the ``PermissionRequest`` hook gives for the same dialog
-(:func:`actors.core.hints.permission_reason` of the hook's ``tool_name`` and
+(:func:`actors.core.session.hints.permission_reason` of the hook's ``tool_name`` and
 ``tool_input.command``). Codex names its tools for hooks apart from the model's names
 (``codex-rs/core/src/tools/hook_names.rs``): the shell tools (``exec_command``, whose hook
 command is its ``cmd``, checked live; ``shell_command``, whose hook command is its

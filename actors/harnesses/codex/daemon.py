@@ -57,7 +57,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 import messages
 from actors.core.backoff import Backoff
 from actors.core.clock import now_ms
-from actors.core.hints import permission_reason
+from actors.core.session.hints import permission_reason
 from actors.harnesses.codex import approvals, paths
 from actors.harnesses.codex.jsonrpc import (
     Answer,

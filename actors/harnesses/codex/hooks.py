@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.core.hints import first_str, fold_name, permission_reason, text, unmapped
+from actors.core.session.hints import first_str, fold_name, permission_reason, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook

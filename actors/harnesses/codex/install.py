@@ -38,7 +38,7 @@ from typing import Any, Final
 import tomlkit
 from tomlkit.items import Table
 
-from actors.core.config_edit import (
+from actors.core.install.config_edit import (
     COMMAND_TIMEOUT_S,
     Edit,
     HookTarget,

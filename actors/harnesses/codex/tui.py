@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 import messages
-from actors.core.pane_map import Binding
+from actors.core.session.pane_map import Binding
 from messages.activity import Activity
 from messages.common import MAX_ID_LEN
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from actors.core.config_edit import (
+from actors.core.install.config_edit import (
     Edit,
     HookTarget,
     Installer,

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors.core.harness import HarnessSpec, Proof
+from actors.core.session.harness import HarnessSpec, Proof
 from actors.harnesses.gemini import hooks
 
 if TYPE_CHECKING:
-    from actors.core.config_edit import Installer
+    from actors.core.install.config_edit import Installer
 
 __all__ = ["PROOFS", "SPEC"]
 

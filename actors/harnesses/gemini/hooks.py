@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from actors.core import hints
-from actors.core.hints import first_str, fold_name, text, unmapped
+from actors.core.session import hints
+from actors.core.session.hints import first_str, fold_name, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -78,7 +78,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
 
 def permission_reason(payload: dict[str, Any]) -> str:
     """The reason of a ``ToolPermission`` notification, in the one spelling of every harness
-    (:func:`actors.core.hints.permission_reason`): ``permission: run_shell_command: rm -rf
+    (:func:`actors.core.session.hints.permission_reason`): ``permission: run_shell_command: rm -rf
     ./junkdir`` for a shell command (``details.type: "exec"``); an MCP tool by its name
     (``details.toolName``); another confirmation by its type, with the file or prompt it
     names; ``permission`` without details."""

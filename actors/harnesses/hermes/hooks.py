@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from actors.core import hints
-from actors.core.hints import first_str, text, unmapped
+from actors.core.session import hints
+from actors.core.session.hints import first_str, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -88,7 +88,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
 
 def permission_reason(payload: dict[str, Any], extra: dict[str, Any]) -> str:
     """The reason of a ``pre_approval_request``, in the one spelling of every harness
-    (:func:`actors.core.hints.permission_reason`): ``permission: terminal: rm -rf
+    (:func:`actors.core.session.hints.permission_reason`): ``permission: terminal: rm -rf
     ./junkdir`` -- the command (``extra.command``; else the pattern Hermes matched,
     ``extra.description``, e.g. ``recursive delete``)."""
     tool = first_str(payload, "tool_name", limit=200) or APPROVED_TOOL

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import yaml
 
-from actors.core.config_edit import (
+from actors.core.install.config_edit import (
     COMMAND_TIMEOUT_S,
     Edit,
     HookTarget,

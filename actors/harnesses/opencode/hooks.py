@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from actors.core import hints
-from actors.core.forwarder_js import serial
-from actors.core.hints import first_str, unmapped
+from actors.core.install.forwarder_js import serial
+from actors.core.session import hints
+from actors.core.session.hints import first_str, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook
@@ -81,7 +81,7 @@ def normalize(hook: NotifyHook) -> HookHint | Unmapped:
 
 def permission_reason(payload: dict[str, Any]) -> str:
     """The reason of a ``permission.asked``, in the one spelling of every harness
-    (:func:`actors.core.hints.permission_reason`): ``permission: bash: echo hi`` -- the
+    (:func:`actors.core.session.hints.permission_reason`): ``permission: bash: echo hi`` -- the
     permission OpenCode asks for (its tool: ``bash``, ``edit``, ``webfetch`` ...) and the
     patterns it asks about."""
     patterns = payload.get("patterns")

@@ -1,8 +1,8 @@
 """``paneward install-hooks opencode``: paneward's plugin in ``<config>/plugin/paneward.js``.
 
 OpenCode has no hook commands: a plugin runs inside the opencode process and receives every
-bus event. paneward's plugin (the shared forwarder of :mod:`actors.core.forwarder_js` plus the
-event handling below) forwards the events of :data:`.hooks.INSTALLED_EVENTS` to paneward's hook
+bus event. paneward's plugin (the shared forwarder of :mod:`actors.core.install.forwarder_js` plus
+the event handling below) forwards the events of :data:`.hooks.INSTALLED_EVENTS` to paneward's hook
 socket without blocking OpenCode, each stamped with the plugin's own pid (``process.pid`` =
 ``$OPENCODE_PID``) and start token. The file is paneward's alone: written whole, deleted by
 ``--uninstall``; the user's own plugins and ``opencode.json`` are never touched.
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from actors.core import forwarder_js
-from actors.core.config_edit import Edit, HookTarget, Installer, own_file_edit
+from actors.core.install import forwarder_js
+from actors.core.install.config_edit import Edit, HookTarget, Installer, own_file_edit
 from actors.harnesses.opencode import paths
 from actors.harnesses.opencode.hooks import INSTALLED_EVENTS
 

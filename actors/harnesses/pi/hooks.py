@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.core.forwarder_js import serial
-from actors.core.hints import first_str, text, unmapped
+from actors.core.install.forwarder_js import serial
+from actors.core.session.hints import first_str, text, unmapped
 from messages.activity import Unmapped
 from messages.common import SessionKey
 from messages.evidence import HintKind, HookHint, NotifyHook

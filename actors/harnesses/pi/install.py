@@ -2,7 +2,7 @@
 
 Pi has no hook commands and emits no OSC 7501: an extension runs inside the pi process
 (``pi.on(event, handler)``). paneward's extension (the shared forwarder of
-:mod:`actors.core.forwarder_js` plus the handlers below) forwards the events of
+:mod:`actors.core.install.forwarder_js` plus the handlers below) forwards the events of
 :data:`.hooks.INSTALLED_EVENTS` to paneward's hook socket without blocking Pi (each handler
 returns at once; only ``session_shutdown`` returns a promise, settled within 0.5 s, so the last
 frame leaves before Pi exits), stamped with ``process.pid`` and its start token. The file is
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from actors.core import forwarder_js
-from actors.core.config_edit import Edit, HookTarget, Installer, own_file_edit
+from actors.core.install import forwarder_js
+from actors.core.install.config_edit import Edit, HookTarget, Installer, own_file_edit
 from actors.harnesses.pi import paths
 from actors.harnesses.pi.hooks import INSTALLED_EVENTS
 

@@ -22,9 +22,9 @@ Who talks to it:
   restart restores the whole state, not a reconstruction); a snapshot upserts catalog rows
   only; an :class:`messages.Overflow` is written to the ``gaps`` log and counted.
 * On start the daemon calls :meth:`Store.load`; the supervisor re-proves every restored state
-  with :func:`actors.core.reducer.reprove` *before* anything is published (docs/design.md §4,
-  "Restart of paneward"); sessions that ended long ago (:func:`actors.core.reducer.settled`)
-  are forgotten by ``load``.
+  with :func:`actors.core.session.reducer.reprove` *before* anything is published
+  (docs/design.md §4, "Restart of paneward"); sessions that ended long ago
+  (:func:`actors.core.session.reducer.settled`) are forgotten by ``load``.
 * ``paneward watch --since SEQ`` reads :meth:`Store.journal_since`; ``paneward top`` finds where
   its last hour starts with :meth:`Store.seq_before`.
 

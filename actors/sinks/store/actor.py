@@ -23,7 +23,7 @@ import anyio
 import msgspec
 
 from actors.core.clock import now_ms
-from actors.core.reducer import SessionState
+from actors.core.session.reducer import SessionState
 from actors.runtime.hub import (
     StateItem,
     StateSnapshot,
@@ -396,8 +396,8 @@ class Store:
 
         Called by the daemon once at start, before any actor publishes; the supervisor
         re-proves the states (:meth:`supervisor.Supervisor.restore`). Rows of sessions that
-        settled (:func:`actors.core.reducer.settled`) more than ``ended_retention_ms`` ago are
-        deleted instead (their seq still counts).
+        settled (:func:`actors.core.session.reducer.settled`) more than ``ended_retention_ms`` ago
+        are deleted instead (their seq still counts).
         """
         self._check_open("load()")
         await self.flush()

@@ -20,7 +20,7 @@ import aiosqlite
 import msgspec
 
 import messages
-from actors.core.reducer import ENDED_RETENTION_MS, SessionState, from_activity, settled
+from actors.core.session.reducer import ENDED_RETENTION_MS, SessionState, from_activity, settled
 from actors.sinks.store.records import Restored, StoreStatistics
 from actors.sinks.store.rows import GapRow
 from messages import Activity, Gap, MessageError, Transition
@@ -40,8 +40,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: Catalog rows of settled sessions (ended, nothing to act on: actors.core.reducer.settled) not
-#: seen for this long are deleted at the next start rather than restored.
+#: Catalog rows of settled sessions (ended, nothing to act on: actors.core.session.reducer.settled)
+#: not seen for this long are deleted at the next start rather than restored.
 DEFAULT_ENDED_RETENTION_MS: Final = ENDED_RETENTION_MS
 #: Default upper bound on ``journal_since`` results.
 DEFAULT_JOURNAL_LIMIT: Final = 10_000
@@ -64,7 +64,7 @@ async def read_catalog(
     path: Path,
 ) -> Restored:
     """Every session of the catalog (:meth:`actors.sinks.store.Store.load`); rows of sessions
-    that settled (:func:`actors.core.reducer.settled`) and were last seen before
+    that settled (:func:`actors.core.session.reducer.settled`) and were last seen before
     ``ended_before`` are deleted instead (their seq still counts, as does ``floor``: what the
     last run reserved)."""
     rows = await db.execute_fetchall(

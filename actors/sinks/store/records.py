@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 import msgspec
 
-from actors.core.reducer import SessionState
+from actors.core.session.reducer import SessionState
 from messages import Activity, PanewardError, SessionKey
 
 __all__ = ["Owner", "Restored", "StoreError", "StoreStatistics"]
@@ -101,7 +101,7 @@ class Restored:
 
     states: tuple[SessionState, ...]
     """The reducer state of every session kept (rows written before schema 3 are rebuilt from
-    their activity, :func:`actors.core.reducer.from_activity`)."""
+    their activity, :func:`actors.core.session.reducer.from_activity`)."""
     last_seq: int
     """Max of the journal's and the catalog's seq and of the seq mark (what the last run
     reserved, :mod:`actors.core.seq_mark`): number new transitions after it."""

@@ -14,7 +14,7 @@ from typing import Final
 
 import msgspec
 
-from actors.core.reducer import SessionState
+from actors.core.session.reducer import SessionState
 from actors.sinks.store.records import Owner
 from actors.sinks.store.schema import (
     CATALOG_DELETE,

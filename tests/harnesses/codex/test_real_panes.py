@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from actors.core.clock import now_ms
-from actors.core.status_table import format_table
+from actors.core.views.status_table import format_table
 from messages import Activity
 from tests.support.agents import CODEX_CONFIG, agent, stop_codex_leftovers
 from tests.support.mock_apis import MockServer

@@ -70,7 +70,7 @@ def test_hermes_install_merges_into_the_users_hooks_and_round_trips(
 
 
 def test_hermes_install_without_hooks_and_refusals(home: Path) -> None:
-    from actors.core.config_edit import HookTarget, InstallError
+    from actors.core.install.config_edit import HookTarget, InstallError
 
     t = HookTarget(EXE)
     text, _ = hermes_install.install_config("model: {default: m}\n", t)

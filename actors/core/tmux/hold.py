@@ -1,0 +1,162 @@
+"""Which daemon drives a tmux server, and what tmux itself does when that daemon goes (pure).
+
+Who uses what: :class:`actors.sinks.tmux.TmuxBridge`, right after its control client attached
+and before it writes anything:
+
+1. **One daemon per server.** It takes hold of the server option :data:`DAEMON_OPTION` (``<pid>
+   <start token>`` of the daemon's process) with :func:`claim_commands`, a compare-and-swap that
+   tmux runs as one command (``set-option -F``: no other client's command runs in between), and
+   reads back who holds it (:func:`parse_holder`). The hold is taken when the option is unset
+   or names a process that is gone (its pid dead, or reused: the start token differs, which the
+   bridge checks); when it names another live process the bridge writes nothing to that server
+   and says why (:func:`refusal`), naming the holder's pid and state directory
+   (:data:`DAEMON_STATE_OPTION`).
+2. **A dead daemon is visible.** It installs a ``client-detached`` hook (:func:`down_hook_commands`)
+   that fires when *its* control client goes -- a ``kill -9`` of the daemon closes the client's
+   stdin, so tmux sees the client leave at once -- and then, inside tmux: sets the status-line
+   summary to :data:`DOWN_SUMMARY`, marks every badge stale (:data:`STALE_SUFFIX` appended to
+   each pane's ``@paneward_badge`` and each window's ``@paneward_window``, once), releases the
+   hold and removes itself. The daemon's graceful shutdown ends the same way (it only closes
+   the client), so a restart never blanks the badges: the next daemon's first write replaces
+   each stale one with what it re-proved.
+
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+from actors.core.tmux.badges import BADGE_OPTION, SUMMARY_OPTION, WINDOW_OPTION
+from actors.core.tmux.protocol import TmuxError, quote
+
+__all__ = [
+    "CLIENT_NAME_COMMAND",
+    "DAEMON_OPTION",
+    "DAEMON_STATE_OPTION",
+    "DOWN_HOOK",
+    "DOWN_SUMMARY",
+    "STALE_SUFFIX",
+    "Holder",
+    "TmuxRefused",
+    "claim_commands",
+    "down_hook_commands",
+    "format_literal",
+    "parse_holder",
+    "refusal",
+]
+
+#: Server option: ``<pid> <start token>`` of the daemon that drives this server's badges.
+DAEMON_OPTION: Final = "@paneward_daemon"
+#: Server option: that daemon's state directory (for the refusal's text only).
+DAEMON_STATE_OPTION: Final = "@paneward_daemon_state"
+#: What ``@paneward_summary`` says once the daemon is gone.
+DOWN_SUMMARY: Final = "paneward: down"
+#: Appended to each pane's ``@paneward_badge`` once the daemon is gone: ``✔ done (stale)``.
+STALE_SUFFIX: Final = " (stale)"
+#: The hook slot paneward uses (an array index of its own, so the user's hooks stay as they are).
+DOWN_HOOK: Final = "client-detached[7501]"
+#: The name of the client that runs it: over the control connection, paneward's own client.
+CLIENT_NAME_COMMAND: Final = f"display-message -p {quote('#{client_name}')}"
+
+
+
+class TmuxRefused(TmuxError):
+    """Another live daemon drives the server (:func:`refusal` says which); nothing was written."""
+
+
+class Holder(NamedTuple):
+    """Who holds :data:`DAEMON_OPTION`: a process incarnation."""
+
+    pid: int
+    token: str
+
+    def value(self) -> str:
+        return f"{self.pid} {self.token}"
+
+
+def format_literal(text: str) -> str:
+    """``text`` as literal text inside a tmux format (``#``, ``,`` and ``}`` escaped), so that
+    expanding the format yields ``text`` unchanged."""
+    return text.replace("#", "##").replace(",", "#,").replace("}", "#}")
+
+
+def parse_holder(text: str) -> Holder | None:
+    """:data:`DAEMON_OPTION`'s value (``None``: unset or not ours to read -- taken over)."""
+    pid, _, token = text.strip().partition(" ")
+    if not pid.isdigit() or not 0 < int(pid) <= 2**31 - 1 or not token or " " in token:
+        return None
+    return Holder(int(pid), token)
+
+
+def claim_commands(mine: Holder, expected: str) -> list[str]:
+    """Set :data:`DAEMON_OPTION` to ``mine`` if it still reads ``expected`` (``""``: unset),
+    then read back who holds it (the second reply's first line) and that holder's state
+    directory (the third's)."""
+    # One command, so nothing runs between the comparison and the write; and no `if-shell`,
+    # whose branch would answer with a reply block of its own.
+    held = f"#{{{DAEMON_OPTION}}}"
+    condition = f"#{{==:{held},{format_literal(expected)}}}"
+    value = f"#{{?{condition},{format_literal(mine.value())},{held}}}"
+    return [
+        f"set-option -s -F {DAEMON_OPTION} {quote(value)}",
+        f"show-options -sqv {DAEMON_OPTION}",
+        f"show-options -sqv {DAEMON_STATE_OPTION}",
+    ]
+
+
+def refusal(where: str, holder: Holder, state_dir: str) -> str:
+    """Why a second daemon leaves the server alone."""
+    dir_text = f", state dir {state_dir}" if state_dir else ""
+    return (
+        f"{where} is driven by another paneward daemon (pid {holder.pid}{dir_text}); "
+        "leaving it alone"
+    )
+
+
+def _stale_command(scope: str, target: str, option: str) -> str:
+    """The loop body that marks ``option`` of one pane or window stale: literal text around the
+    live ``target`` format; the new value is itself a format (expanded by ``set-option -F`` when
+    it runs) that appends :data:`STALE_SUFFIX` only to a value that lacks it."""
+    value = f"#{{{option}}}"
+    stale = f"#{{?#{{m:*{STALE_SUFFIX},{value}}},{value},{value}{STALE_SUFFIX}}}"
+    return (
+        format_literal(f"set-option {scope} -F -t ")
+        + target
+        + format_literal(f" {option} {quote(stale)} ; ")
+    )
+
+
+def down_hook_commands(client: str, state_dir: str, *, badges: bool) -> list[str]:
+    """Record ``state_dir`` with the hold and install :data:`DOWN_HOOK` for the control
+    client named ``client`` (it replaces the hook of an earlier connection or daemon).
+
+    When the client goes, tmux runs (only for that client): the summary becomes
+    :data:`DOWN_SUMMARY` and every badge and window marker gets :data:`STALE_SUFFIX` (with
+    ``badges``), the hold is released, the hook removes itself. They are found by a format loop
+    over every window and pane of every session, expanded when the hook runs (``run-shell
+    -C``), so the hook never needs rewriting as panes come and go; a window linked into two
+    sessions is seen twice, so each new value appends the suffix only once.
+    """
+    actions: list[str] = []
+    if badges:
+        actions.append(f"set-option -g {SUMMARY_OPTION} {quote(DOWN_SUMMARY)}")
+        panes = _stale_command("-p", "#{pane_id}", BADGE_OPTION)
+        windows = _stale_command("-w", "#{window_id}", WINDOW_OPTION)
+        loop = (
+            f"#{{S:#{{W:#{{?{WINDOW_OPTION},{windows},}}"
+            f"#{{P:#{{?{BADGE_OPTION},{panes},}}}}}}}}"
+        )
+        # Expanded to nothing when nothing is marked: an empty `run-shell -C` does nothing.
+        actions.append(f"run-shell -C {quote(loop)}")
+    actions.append(f"set-option -su {DAEMON_OPTION}")
+    actions.append(f"set-option -su {DAEMON_STATE_OPTION}")
+    actions.append(f"set-hook -gu {quote(DOWN_HOOK)}")
+    condition = f"#{{==:#{{hook_client}},{format_literal(client)}}}"
+    body = f"if-shell -F {quote(condition)} {quote(' ; '.join(actions))}"
+    return [
+        f"set-option -s {DAEMON_STATE_OPTION} {quote(state_dir)}",
+        f"set-hook -g {quote(DOWN_HOOK)} {quote(body)}",
+    ]
+
+
