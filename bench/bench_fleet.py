@@ -6,7 +6,8 @@ Run: ``.venv/bin/python bench/bench_fleet.py [--hosts 4] [--sessions 25] [--edge
 The world (as the tests build it, :mod:`tests.support.ssh`): ``--hosts`` private ``sshd``
 servers on loopback, each in front of a real remote daemon with ``--sessions`` sessions; a
 local daemon following all of them through the user's ``ssh`` (``$PANEWARD_SSH``), and a local
-``paneward watch --json`` reading its stream. Per run, a fresh world:
+``paneward watch --json`` reading its stream; every daemon with discovery on, as a user runs it
+(its harness homes empty). Per run, a fresh world:
 
 1. latency: ``--edges`` edges, one at a time, round-robin over hosts and sessions: a frame
    written to a remote daemon's hook socket (its real intake) -> the line of that transition
@@ -90,12 +91,13 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="pwb", dir="/tmp") as name:
         root = Path(name)
         result: dict[str, object] = {"run": run}
-        async with ssh_fleet(root, args.hosts, keepalive_s=args.keepalive) as made:
+        async with ssh_fleet(root, args.hosts, keepalive_s=args.keepalive,
+                             discovery=True) as made:
             world, remotes, env = made.world, made.remotes, made.env
             for remote in remotes:
                 await raw_send(remote.hook_socket, b"".join(
                     _frames(f"s{j}", "working", j) for j in range(args.sessions)))
-            async with Daemon(made.local_state, env=env) as local:
+            async with Daemon(made.local_state, env=env, discovery=True) as local:
                 want = args.hosts * args.sessions
 
                 async def merged() -> bool:

@@ -3,7 +3,8 @@
 Run: ``.venv/bin/python bench/bench_nats.py [--events 4000] [--idle-s 30] [--runs 3]``
 
 A real ``nats-server -js`` on loopback (tests/support/nats.py) and real daemons
-(``paneward run --no-discovery``, tests/support/daemon.py), each run fresh:
+(``paneward run`` with discovery on, its harness homes empty, tests/support/daemon.py),
+each run fresh:
 
 - **Publish cost.** The same ``--events`` Claude hooks (each one transition) go over one
   connection to a daemon with ``--nats`` and to one without, in turn. Cost = the daemon's CPU
@@ -94,7 +95,8 @@ async def publish_cost(root: Path, events: int) -> tuple[float, float, float, fl
     with nats_server(root / "nats") as server:
         for nats in (True, False):
             extra = ["--nats", server.url, "--nats-host", "bench"] if nats else []
-            async with Daemon(root / f"d-{nats}" / "state", extra_args=extra) as daemon:
+            async with Daemon(root / f"d-{nats}" / "state", extra_args=extra,
+                              discovery=True) as daemon:
                 if nats:
                     await _wait_connected(daemon)
                 assert server.process is not None
@@ -119,8 +121,9 @@ async def _wait_connected(daemon: Daemon) -> None:
 async def idle_cpu(root: Path, seconds: float) -> tuple[float, float]:
     """(% of a core idle with NATS connected, without), measured over the same window."""
     with nats_server(root / "nats") as server:
-        on = Daemon(root / "on" / "state", extra_args=["--nats", server.url, "--nats-host", "i"])
-        off = Daemon(root / "off" / "state")
+        on = Daemon(root / "on" / "state", extra_args=["--nats", server.url, "--nats-host", "i"],
+                    discovery=True)
+        off = Daemon(root / "off" / "state", discovery=True)
         async with on, off:
             await _wait_connected(on)
             await anyio.sleep(2.0)  # start-up's work done (measuring, not synchronising)

@@ -6,7 +6,8 @@ Run: ``.venv/bin/python bench/bench_nats_fleet.py [--daemons 10] [--sessions 20]
 The world, fresh each run: a real ``nats-server -js`` 2.9.10 on loopback
 (tests/support/nats.py); ``--daemons`` real publishing daemons (``paneward run --nats URL
 --nats-host dN``), each with ``--sessions`` sessions; one follower daemon whose hosts file has
-one ``[[nats]]`` entry for that server, and a ``paneward watch --json`` on the follower.
+one ``[[nats]]`` entry for that server, and a ``paneward watch --json`` on the follower; every
+daemon with discovery on, as a user runs it (its harness homes empty).
 
 1. **Latency.** ``--edges`` edges, one at a time, round-robin over daemons and sessions: a
    frame written to a publishing daemon's hook socket (its real intake, what ``paneward hook``
@@ -51,7 +52,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
         with nats_server(root / "nats") as server:
             publishers = [
                 Daemon(root / f"d{i}" / "state",
-                       extra_args=["--nats", server.url, "--nats-host", f"d{i}"])
+                       extra_args=["--nats", server.url, "--nats-host", f"d{i}"], discovery=True)
                 for i in range(args.daemons)
             ]
             config = root / "config" / "paneward"
@@ -60,7 +61,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
                 core.render_fleet(core.Fleet(nats=(core.NatsEntry(server.url),))))
             follower_state = root / "follower" / "state"
             follower = Daemon(follower_state, env=daemon_env(
-                follower_state, XDG_CONFIG_HOME=os.fspath(root / "config")))
+                follower_state, XDG_CONFIG_HOME=os.fspath(root / "config")), discovery=True)
             try:
                 for daemon in publishers:
                     await daemon.start()

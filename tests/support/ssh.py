@@ -221,11 +221,12 @@ class SshFleet:
 
 @asynccontextmanager
 async def ssh_fleet(
-    root: Path, count: int, *, keepalive_s: int = 2, tmux: str = "tmux"
+    root: Path, count: int, *, keepalive_s: int = 2, tmux: str = "tmux", discovery: bool = False
 ) -> AsyncIterator[SshFleet]:
-    """``count`` hosts behind private sshd servers, each with a started daemon, and the hosts
-    file for a local daemon to follow them (started by the caller, on ``local_state`` with
-    ``env``). Everything it started is stopped on the way out."""
+    """``count`` hosts behind private sshd servers, each with a started daemon (``discovery``
+    on or off, its harness homes empty either way), and the hosts file for a local daemon to
+    follow them (started by the caller, on ``local_state`` with ``env``). Everything it started
+    is stopped on the way out."""
     world = SshWorld(root / "ssh")
     made = SshFleet(world, hosts=core.Fleet(keepalive_s=keepalive_s))
     try:
@@ -234,7 +235,7 @@ async def ssh_fleet(
             await world.add_server(name)
             state = root / f"{name}-state"
             state.mkdir(mode=0o700)
-            remote = Daemon(state)
+            remote = Daemon(state, discovery=discovery)
             await remote.start()
             made.remotes.append(remote)
             made.hosts = core.add_host(made.hosts, core.Host(
