@@ -39,7 +39,10 @@ follows it (``CSI c``) in the same chunk: tmux answers DA1 itself while parsing 
 before any control client sees the probe, and Claude decides "no reply" when the DA1 answer
 comes back before a 7501 answer.
 
-Baseline: ``--no-answer`` runs the same starts and audit without answering, so what Claude
+``--answer paste`` answers before the probe, when Claude turns bracketed paste on (its first
+output after it set raw mode; the exit variants act at that moment instead).
+
+Baseline: ``--answer never`` runs the same starts and audit without answering, so what Claude
 and tmux do anyway (tmux's own replies to Claude's other queries, keys Claude drops while it
 starts) is told apart from what the answer causes. The figures are counts (docs/tmux.md,
 bench/RESULTS.md).
@@ -90,6 +93,8 @@ STEP_S: Final = 60.0
 REPLY_HEX: Final = " ".join(f"{b:02x}" for b in PROBE_ANSWER)
 #: Bytes of the reply whose appearance as text means it leaked.
 LEAK_MARK: Final = b"7501"
+#: Bracketed paste on: Claude's first output once its terminal is in raw mode.
+PASTE_ON: Final = b"\x1b[?2004h"
 
 _OCTAL: Final = re.compile(rb"\\([0-7]{3})")
 
@@ -130,6 +135,7 @@ class PaneState:
     probes: int = 0
     probe_with_da1: bool = False
     answered_at: float | None = None
+    acted_at: float | None = None
     claude_pid: int | None = None
     records: list[tuple[float, str, str | None]] = field(default_factory=list)
 
@@ -156,6 +162,8 @@ class StartResult:
     shell_reply_bytes: int = 0
     shell_other_bytes: int = 0
     sibling_reply_bytes: int = 0
+    #: The screen lines and output-stream excerpts where the reply's text showed.
+    leaks: list[str] = field(default_factory=list)
     exit_line: str = ""
     seconds: float = 0.0
     hung: bool = False
@@ -177,7 +185,9 @@ class Control:
     """
 
     def __init__(self, argv: list[str], env: dict[str, str], session: str, *,
-                 answer: bool = True) -> None:
+                 answer: str = "probe") -> None:
+        #: ``probe``: answer the probe when it is seen; ``paste``: answer before it, when
+        #: Claude turns bracketed paste on (its first output after raw mode); ``never``.
         self.answer = answer
         self.proc = subprocess.Popen(
             [*argv, "-C", "attach-session", "-t", session], stdin=subprocess.PIPE,
@@ -260,19 +270,25 @@ class Control:
         state.output += data
         _, events = state.parser.feed(data)
         with self.changed:
+            if self.answer == "paste" and state.acted_at is None \
+                    and PASTE_ON in state.output[-len(data) - len(PASTE_ON):]:
+                self._act(state)
             for event in events:
                 if isinstance(event, Probe):
                     state.probes += 1
-                    if state.probe_at is None:
+                    if state.probe_at is None:  # Claude probes once
                         state.probe_at = now
                         state.probe_with_da1 = b"\x1b]7501;?" in data and b"\x1b[c" in \
                             data[data.index(b"\x1b]7501;?"):]
-                        self._on_probe(state)
+                        if state.acted_at is None:
+                            self._act(state)
                 elif isinstance(event, StatusRecord):
                     state.records.append((now, event.state, event.child_id))
             self.changed.notify_all()
 
-    def _on_probe(self, state: PaneState) -> None:
+    def _act(self, state: PaneState) -> None:
+        """The moment of the answer: the exit variants' kill or Enter, then the answer."""
+        state.acted_at = time.monotonic()
         state.claude_pid = _child(state.shell_pid)
         if state.variant in ("exit-term", "exit-kill") and state.claude_pid is not None:
             sig = signal.SIGTERM if state.variant == "exit-term" else signal.SIGKILL
@@ -280,7 +296,7 @@ class Control:
                 os.kill(state.claude_pid, sig)
         if state.variant == "exit-decline":
             self.send(f"send-keys -t {state.pane} Enter")
-        if self.answer:
+        if self.answer != "never":
             self.send(f"send-keys -t {state.pane} -H {REPLY_HEX}")
             state.answered_at = time.monotonic()
 
@@ -295,7 +311,7 @@ def _child(pid: int) -> int | None:
 
 
 class Bench:
-    def __init__(self, base: Path, mock: MockServer, claude: Path, *, answer: bool) -> None:
+    def __init__(self, base: Path, mock: MockServer, claude: Path, *, answer: str) -> None:
         self.base = base
         self.mock = mock
         self.claude = claude
@@ -377,7 +393,9 @@ class Bench:
                 for ch in TYPED:
                     self.ctl.send(f"send-keys -t {pane} -l {quote(ch)}")
                     time.sleep(0.025)
-            self.ctl.wait(lambda: state.probe_at is not None, STEP_S)
+            # A Claude killed before it probes (``--answer paste``) never will.
+            self.ctl.wait(lambda: state.probe_at is not None or (
+                state.acted_at is not None and variant in ("exit-term", "exit-kill")), STEP_S)
             result.probed = state.probe_at is not None
             if variant in INTERACTIVE:
                 self._interactive(state, result)
@@ -394,7 +412,9 @@ class Bench:
                 if variant == "copy-mode" and self._value(pane, "#{pane_in_mode}") == "1":
                     self.ctl.run(f"send-keys -t {pane} -X cancel")
                     self.ctl.wait(lambda: False, 0.5)
-                result.screen_leak += self._screen(pane).count(LEAK_MARK)
+                screen = self._screen(pane)
+                result.screen_leak += screen.count(LEAK_MARK)
+                result.leaks += _leak_lines(screen)
                 if state.claude_pid is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(state.claude_pid, signal.SIGTERM)
@@ -407,6 +427,7 @@ class Bench:
                 self._wait_dead(pane)
             history = self._screen(pane)
             result.screen_leak += history.count(LEAK_MARK)
+            result.leaks += _leak_lines(history)
             found = re.search(rb"\[exit (\d+)\]", history)
             result.exit_line = found[0].decode() if found else ""
         except (TimeoutError, RuntimeError) as exc:
@@ -431,6 +452,7 @@ class Bench:
         self._wait_screen(pane, text, 10.0)
         screen = self._screen(pane)
         result.screen_leak += screen.count(LEAK_MARK)
+        result.leaks += _leak_lines(screen)
         result.typed_intact = text.encode() in screen
         if not result.typed_intact:
             result.input_line = " | ".join(
@@ -444,7 +466,9 @@ class Bench:
                 break
         if state.records:
             self.ctl.wait(lambda: any(s == "done" for _, s, _ in state.records), 10.0)
-        result.screen_leak += self._screen(pane).count(LEAK_MARK)
+        screen = self._screen(pane)
+        result.screen_leak += screen.count(LEAK_MARK)
+        result.leaks += _leak_lines(screen)
         self.ctl.run(f"send-keys -t {pane} -l /exit")
         self._wait_screen(pane, "/exit")
         for _ in range(10):
@@ -489,11 +513,22 @@ class Bench:
         result.clear_at_exit = bool(result.states) and result.states[-1] == "clear"
         out = bytes(state.output)
         result.stream_leak = out.count(LEAK_MARK) - out.count(b"\x1b]" + LEAK_MARK)
+        if result.stream_leak:
+            plain = out.replace(b"\x1b]" + LEAK_MARK, b"")
+            at = plain.find(LEAK_MARK)
+            result.leaks.append("stream: " + repr(plain[max(0, at - 40):at + 20]))
         data = shell.read_bytes() if shell.exists() else b""
+        if _reply_bytes(data):
+            result.leaks.append("shell: " + repr(data[:80]))
         result.shell_reply_bytes = _reply_bytes(data)
         result.shell_other_bytes = len(data) - result.shell_reply_bytes
         if sibling is not None and sibling.exists():
             result.sibling_reply_bytes = _reply_bytes(sibling.read_bytes())
+
+
+def _leak_lines(screen: bytes) -> list[str]:
+    return ["screen: " + line.decode(errors="replace").strip()
+            for line in screen.split(b"\n") if LEAK_MARK in line]
 
 
 def _reply_bytes(data: bytes) -> int:
@@ -577,8 +612,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--extras", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--no-answer", action="store_true",
-                        help="the baseline: the same starts, the probe never answered")
+    parser.add_argument("--answer", choices=["probe", "paste", "never"], default="probe",
+                        help="when to answer: when the probe is seen (default), before it "
+                             "(Claude's bracketed-paste-on), never (the baseline)")
     parser.add_argument("--only", choices=[v for v, _ in MIX] + list(EXTRAS), default=None,
                         help="run --starts starts of this variant only")
     args = parser.parse_args()
@@ -588,7 +624,7 @@ def main() -> int:
     while LEAK_MARK.decode() in str(base):
         base = Path(tempfile.mkdtemp(prefix="pw-probe-"))
     mock = anthropic_server()
-    bench = Bench(base, mock, claude, answer=not args.no_answer)
+    bench = Bench(base, mock, claude, answer=args.answer)
     results: list[StartResult] = []
     todo = deque(enumerate(plan))
     lock = threading.Lock()
@@ -608,7 +644,9 @@ def main() -> int:
                           f"{time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
 
     try:
-        threads = [threading.Thread(target=worker) for _ in range(args.jobs)]
+        # SIGTERM ends the run through the same cleanup (the tmux server, the mock, the files).
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(args.jobs)]
         for t in threads:
             t.start()
         for t in threads:
@@ -621,7 +659,7 @@ def main() -> int:
     print(f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()},"
           f" {claude.resolve()}, {len(results)} starts in "
           f"{time.monotonic() - began:.0f} s, {args.jobs} at a time, "
-          f"{'probe NOT answered (baseline), ' if args.no_answer else ''}"
+          f"answer on {args.answer}, "
           f"control-client errors {bench.ctl.errors}")
     for row in summarize(results):
         print(row)
