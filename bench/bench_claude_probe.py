@@ -8,11 +8,11 @@ records only if the terminal answers it. Inside tmux nothing answers. This bench
 the one answer a tmux bridge could give: a control client (``tmux -C``, attached to the session
 whose windows run Claude) sees the probe in ``%output`` and at once writes
 ``send-keys -t <pane> -H 1b 5d 37 35 30 31 3b 3f 07`` (the reply Claude accepts,
-``actors.core.osc.PROBE_ANSWER``).
+``actors.core.ingress.osc.PROBE_ANSWER``).
 
 Each start is a new window of one private tmux server (``tmux -L pw-probe-<random>``) running
 the real Claude (``$PANEWARD_AGENT_PREFIX/node_modules/.bin/claude``) against the loopback
-Anthropic mock (tests/mock_apis/servers.py), in a fresh ``HOME``. After Claude exits, the
+Anthropic mock (tests/support/mock_apis.py), in a fresh ``HOME``. After Claude exits, the
 pane's shell runs a reader that puts the terminal in raw mode (without flushing, as a shell's
 line editor does) and keeps every byte that reaches it for :data:`SHELL_READ_S`. Variants
 (``--starts`` is split among the first five in :data:`MIX`):
@@ -72,9 +72,9 @@ from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.core.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
-from actors.core.tmux_protocol import quote
-from tests.mock_apis.servers import MockServer, anthropic_server
+from actors.core.ingress.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
+from actors.core.tmux.protocol import quote
+from tests.support.mock_apis import MockServer, anthropic_server
 
 API_KEY: Final = "sk-ant-dummy-key-for-mock-0123456789"
 #: Counted variants and their share of ``--starts``.
@@ -87,7 +87,7 @@ SHELL_READ_S: Final = 1.0
 #: What a user types during start (``typing``) and the prompt of ``normal``.
 TYPED: Final = "hello from a fast typist"
 PROMPT: Final = "hello there"
-#: The mock's answer to any other prompt (tests/mock_apis/servers.py).
+#: The mock's answer to any other prompt (tests/support/mock_apis.py).
 ANSWER_TEXT: Final = "Hello from the mock"
 STEP_S: Final = 60.0
 REPLY_HEX: Final = " ".join(f"{b:02x}" for b in PROBE_ANSWER)
