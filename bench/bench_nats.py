@@ -14,8 +14,8 @@ each run fresh:
 - **Reader.** ``paneward watch --json --nats URL --since 0`` reads those transitions back from
   the stream: its CPU from its first line to its last, per message (its start-up not counted).
 - **Idle CPU.** A daemon connected to the server (default heartbeat, 5 s), nothing happening:
-  its CPU over ``--idle-s`` (``/proc/<pid>/task/*/schedstat``, every thread), beside the same
-  daemon without NATS in the same run. Budget: <= 0.2 % of a core.
+  its CPU over ``--idle-s`` (every thread, exited ones too: ``bench.world.process_cpu_ns``),
+  beside the same daemon without NATS in the same run. Budget: <= 0.2 % of a core.
 
 The nats-server's own CPU is reported, not counted: it is the server's, on its own machine in a
 real fleet.
@@ -36,7 +36,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
-from bench.world import process_cpu, threads_cpu_ns  # noqa: E402
+from bench.world import process_cpu, process_cpu_ns  # noqa: E402
 from tests.support.daemon import Daemon, raw_send, start_token  # noqa: E402
 from tests.support.nats import nats_server  # noqa: E402
 from tests.support.polling import poll_until  # noqa: E402
@@ -127,9 +127,9 @@ async def idle_cpu(root: Path, seconds: float) -> tuple[float, float]:
         async with on, off:
             await _wait_connected(on)
             await anyio.sleep(2.0)  # start-up's work done (measuring, not synchronising)
-            a0, b0, t0 = threads_cpu_ns(on.pid), threads_cpu_ns(off.pid), time.monotonic()
+            a0, b0, t0 = process_cpu_ns(on.pid), process_cpu_ns(off.pid), time.monotonic()
             await anyio.sleep(seconds)
-            a1, b1, t1 = threads_cpu_ns(on.pid), threads_cpu_ns(off.pid), time.monotonic()
+            a1, b1, t1 = process_cpu_ns(on.pid), process_cpu_ns(off.pid), time.monotonic()
             wall = (t1 - t0) * 1e9
             return (a1 - a0) / wall * 100, (b1 - b0) / wall * 100
 

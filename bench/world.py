@@ -82,8 +82,30 @@ def thread_cpu(pid: int) -> dict[int, ThreadSample]:
 
 def threads_cpu_ns(pid: int) -> int:
     """CPU time of every live thread of ``pid`` (schedstat), ns: finer than
-    :func:`process_cpu` for a process that is nearly idle."""
+    :func:`process_cpu` for a process that is nearly idle. A thread that exits takes its time
+    with it: for a process whose threads come and go use :func:`process_cpu_ns`."""
     return sum(sample.cpu_ns for sample in thread_cpu(pid).values())
+
+
+def _ticks(stat: str) -> int:
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def process_cpu_ns(pid: int) -> int:
+    """CPU time of the whole process, ns, exited threads included: the live threads' schedstat
+    (ns) plus what the process's utime + stime holds beyond the live threads' own (the exited
+    threads', at the 10 ms tick resolution of stat). anyio's worker threads exit after 10 s
+    idle, so an idle daemon's live threads alone can lose time between two samples."""
+    live_ns = live_ticks = 0
+    for name in os.listdir(f"/proc/{pid}/task"):
+        try:
+            live_ns += int(Path(f"/proc/{pid}/task/{name}/schedstat").read_text().split()[0])
+            live_ticks += _ticks(Path(f"/proc/{pid}/task/{name}/stat").read_text())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited between the listing and the read: counted in the process's
+    total_ticks = _ticks(Path(f"/proc/{pid}/stat").read_text())
+    return live_ns + max(0, total_ticks - live_ticks) * 1_000_000_000 // CLK_TCK
 
 
 @dataclass
