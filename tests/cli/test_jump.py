@@ -16,7 +16,6 @@ real client attached in a PTY the test holds, as a user's terminal would run it.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 from collections.abc import AsyncIterator
@@ -32,7 +31,13 @@ from actors.sinks.tmux_client import ControlClient
 from actors.sources import procfs
 from tests import support
 from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until
-from tests.support.tmux import AttachedClient, TmuxServer, attached_client, eventually
+from tests.support.tmux import (
+    AttachedClient,
+    TmuxServer,
+    attached_client,
+    drawn_text,
+    eventually,
+)
 
 FAKE_CLAUDE = support.FIXTURES / "claude_registry" / "fake_claude.py"
 
@@ -216,7 +221,7 @@ async def test_next_pick_and_notifications_on_a_real_server(
             def menu_text(out: bytes) -> str:
                 # what was drawn from the menu's title on (status-line messages about the
                 # same panes may come before it)
-                drawn = _text(out[mark:])
+                drawn = drawn_text(out[mark:])
                 title = drawn.find("paneward:attention")
                 return drawn[title:] if title >= 0 else ""
 
@@ -249,16 +254,6 @@ async def test_next_pick_and_notifications_on_a_real_server(
         assert await daemon.stop() == 0
     assert notify["tmux_errors"] == 0 and notify["osc_failures"] == 0, notify
     assert notify["tmux_messages"] >= 3 and notify["osc_writes"] >= 3, notify
-
-
-_CSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|\x1b\][^\x07]*\x07|\x0e|\x0f")
-
-
-def _text(out: bytes) -> str:
-    """The characters tmux drew, escape sequences and blanks removed (a menu line is drawn
-    left to right, one line after the other, so its items appear in order; tmux may move the
-    cursor over blanks instead of drawing them)."""
-    return "".join(_CSI.sub(b"", out).decode("utf-8", "replace").split())
 
 
 async def test_next_and_pick_without_a_daemon_or_a_queue(

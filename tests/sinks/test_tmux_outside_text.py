@@ -40,6 +40,7 @@ from tests.support.tmux import (
     TransitionSource,
     activity,
     attached_client,
+    drawn_text,
     eventually,
 )
 
@@ -138,9 +139,7 @@ async def wait_menu(
 
 
 def _menu_drawn(user: AttachedClient, mark: int, text: str) -> bool:
-    from tests.cli.test_jump import _text
-
-    drawn = _text(bytes(user.output[mark:]))
+    drawn = drawn_text(bytes(user.output[mark:]))
     title = drawn.find("paneward:attention")
     return title >= 0 and "".join(text.split()) in drawn[title:]
 
