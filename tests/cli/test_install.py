@@ -43,6 +43,8 @@ from actors.sources.hook_listener import HookListener
 from messages.common import Harness
 from messages.evidence import HookHint, NotifyHook
 from tests import support
+from tests.support import agents
+from tests.support.install import EXE, files, run_install
 from tests.support.sinks import ListSink
 
 CLAUDE_EVENTS = claude_hooks.INSTALLED_EVENTS
@@ -52,7 +54,6 @@ install_claude_settings = claude_install.install_settings
 install_codex_config = codex_install.install_config
 
 FIXTURES = support.FIXTURES / "hooks"
-EXE = "/opt/pw bin/paneward"  # a space: the command must be shell-quoted
 
 USER_SETTINGS = """{
     "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
@@ -78,10 +79,6 @@ def ours(entries: list[Any]) -> list[Any]:
 
 def snapshot(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
-
-
-def run_cli(*args: str) -> int:
-    return cli.main(["install-hooks", *args, "--executable", EXE])
 
 
 @pytest.fixture
@@ -112,7 +109,7 @@ def test_claude_install_preserves_user_content_is_idempotent_and_reversible(
     settings.write_text(USER_SETTINGS)
     settings.chmod(0o640)
 
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     installed = json.loads(settings.read_text())
     user = json.loads(USER_SETTINGS)
     for key in ("permissions", "env", "model"):
@@ -136,11 +133,11 @@ def test_claude_install_preserves_user_content_is_idempotent_and_reversible(
     assert "merged paneward's hooks into it (backup:" in out
 
     before_second = snapshot(settings.parent)
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     assert snapshot(settings.parent) == before_second  # no write, no new backup
     assert "already installed; nothing to do" in capsys.readouterr().out
 
-    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_install("claude-code", "--uninstall") == 0
     assert settings.read_text() == USER_SETTINGS  # byte for byte, odd formatting and all
     assert "original bytes restored from backup" in capsys.readouterr().out
 
@@ -149,11 +146,11 @@ def test_claude_uninstall_after_user_edit_keeps_their_edit(homes: dict[str, Path
     settings = homes["claude"] / "settings.json"
     settings.parent.mkdir()
     settings.write_text(USER_SETTINGS)
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     edited = json.loads(settings.read_text())
     edited["model"] = "sonnet"  # Claude or the user changed something since
     settings.write_text(json.dumps(edited, indent=2) + "\n")
-    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_install("claude-code", "--uninstall") == 0
     expected = json.loads(USER_SETTINGS)
     expected["model"] = "sonnet"
     assert json.loads(settings.read_text()) == expected
@@ -161,9 +158,9 @@ def test_claude_uninstall_after_user_edit_keeps_their_edit(homes: dict[str, Path
 
 def test_claude_absent_file_is_created_then_removed(homes: dict[str, Path]) -> None:
     settings = homes["claude"] / "settings.json"
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     assert set(json.loads(settings.read_text())["hooks"]) == set(CLAUDE_EVENTS)
-    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_install("claude-code", "--uninstall") == 0
     assert not settings.exists()
 
 
@@ -171,7 +168,7 @@ def test_claude_http_keeps_session_start_a_command_and_creates_token(
     homes: dict[str, Path],
 ) -> None:
     settings = homes["claude"] / "settings.json"
-    assert run_cli("claude-code", "--http", "--http-port", "47999") == 0
+    assert run_install("claude-code", "--http", "--http-port", "47999") == 0
     token_path = homes["state"] / "http-token"
     token = token_path.read_text().strip()
     assert len(token) >= 40
@@ -189,18 +186,18 @@ def test_claude_http_keeps_session_start_a_command_and_creates_token(
             }
         ]
     # Switching back to command hooks rewrites ours in place (no duplicates).
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     hooks = json.loads(settings.read_text())["hooks"]
     assert all(len(ours(hooks[e])) == 1 and ours(hooks[e])[0]["type"] == "command" for e in hooks)
     # The same token is reused by a later --http install.
-    assert run_cli("claude-code", "--http", "--http-port", "47999") == 0
+    assert run_install("claude-code", "--http", "--http-port", "47999") == 0
     assert token_path.read_text().strip() == token
 
 
 async def test_http_token_written_by_install_is_accepted_by_the_listener(
     homes: dict[str, Path],
 ) -> None:
-    assert run_cli("claude-code", "--http") == 0
+    assert run_install("claude-code", "--http") == 0
     listener = HookListener(HOOKS, socket_path=homes["state"] / "rt" / "hook.sock", http_port=0)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -217,7 +214,7 @@ def test_invalid_json_is_refused_untouched(
     settings = homes["claude"] / "settings.json"
     settings.parent.mkdir()
     settings.write_text('{"hooks": {,}}')
-    assert run_cli("claude-code") == 1
+    assert run_install("claude-code") == 1
     assert settings.read_text() == '{"hooks": {,}}'
     assert "is not valid JSON" in capsys.readouterr().err
     assert list(settings.parent.iterdir()) == [settings]
@@ -238,10 +235,10 @@ def test_symlinked_settings_stay_a_symlink(homes: dict[str, Path]) -> None:
     homes["claude"].mkdir()
     link = homes["claude"] / "settings.json"
     link.symlink_to(real)
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     assert link.is_symlink()
     assert "hooks" in json.loads(real.read_text())
-    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_install("claude-code", "--uninstall") == 0
     assert link.is_symlink() and real.read_text() == USER_SETTINGS
 
 
@@ -249,14 +246,14 @@ def test_dry_run_writes_nothing(homes: dict[str, Path], capsys: pytest.CaptureFi
     settings = homes["claude"] / "settings.json"
     settings.parent.mkdir()
     settings.write_text(USER_SETTINGS)
-    assert run_cli("claude-code", "--dry-run") == 0
+    assert run_install("claude-code", "--dry-run") == 0
     assert snapshot(settings.parent) == {"settings.json": USER_SETTINGS.encode()}
     out = capsys.readouterr().out
     assert "would change" in out and "+" in out and "hook --harness claude-code" in out
 
 
 def test_events_option_limits_the_install(homes: dict[str, Path]) -> None:
-    assert run_cli("claude-code", "--events", "SessionStart,Stop") == 0
+    assert run_install("claude-code", "--events", "SessionStart,Stop") == 0
     hooks = json.loads((homes["claude"] / "settings.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", "Stop"}
 
@@ -274,7 +271,7 @@ def test_codex_chains_the_users_notify_and_restores_it_exactly(
     config.write_text(original)
     user_notify = tomllib.loads(original)["notify"]
 
-    assert run_cli("codex") == 0
+    assert run_install("codex") == 0
     text = config.read_text()
     data = tomllib.loads(text)
     assert data["notify"] == [
@@ -298,10 +295,10 @@ def test_codex_chains_the_users_notify_and_restores_it_exactly(
     assert set(hooks) == set(CODEX_EVENTS)
 
     first = snapshot(homes["codex"])
-    assert run_cli("codex") == 0
+    assert run_install("codex") == 0
     assert snapshot(homes["codex"]) == first
 
-    assert run_cli("codex", "--uninstall") == 0
+    assert run_install("codex", "--uninstall") == 0
     assert config.read_text() == original
     assert not (homes["codex"] / "hooks.json").exists()
 
@@ -339,11 +336,11 @@ def test_codex_hooks_json_keeps_user_hooks(homes: dict[str, Path]) -> None:
     hooks_json = homes["codex"] / "hooks.json"
     original = (FIXTURES / "hooks.json").read_text()
     hooks_json.write_text(original)
-    assert run_cli("codex") == 0
+    assert run_install("codex") == 0
     merged = json.loads(hooks_json.read_text())["hooks"]
     for event, groups in json.loads(original)["hooks"].items():
         assert merged[event][: len(groups)] == groups
-    assert run_cli("codex", "--uninstall") == 0
+    assert run_install("codex", "--uninstall") == 0
     assert hooks_json.read_text() == original
 
 
@@ -391,21 +388,7 @@ async def test_installed_codex_notify_runs_end_to_end(
 # The agent's own edits between install and uninstall: kept. Each harness rewrites its own
 # file as the real CLI does it (the real CLI where it can run here).
 
-CACHE = Path.home() / ".cache"
-
-
-def _real_cli(*parts: str) -> Path:
-    """A real agent CLI installed under ``~/.cache`` (README.md, Reference > Running the tests
-    on a fresh machine); skipped without it, a failure under ``CI=true``."""
-    binary = CACHE.joinpath(*parts)
-    if not binary.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{binary} not installed")
-        pytest.skip(f"{binary} not installed")
-    return binary
-
-
-def _run_agent(argv: list[str | Path], env: dict[str, str]) -> str:
+def run_agent(argv: list[str | Path], env: dict[str, str]) -> str:
     done = subprocess.run(  # a short local command of the real CLI (no model, no network)
         [os.fspath(a) for a in argv], env={"PATH": os.environ["PATH"], **env},
         capture_output=True, text=True, timeout=60, check=False,
@@ -437,18 +420,18 @@ def _as_begin_end_block(installed: str) -> str:
 def test_codex_uninstall_keeps_the_tables_the_real_codex_wrote_among_paneward_trust(
     homes: dict[str, Path], form: str
 ) -> None:
-    codex = _real_cli("paneward-npm", "node_modules", ".bin", "codex")
+    codex = agents.agent("codex")
     homes["codex"].mkdir()
     config = homes["codex"] / "config.toml"
     config.write_text(CODEX_USER)
-    assert run_cli("codex", "--trust") == 0
+    assert run_install("codex", "--trust") == 0
     if form == "begin-end block":
         config.write_text(_as_begin_end_block(config.read_text()))
     env = {"HOME": os.fspath(homes["home"]), "CODEX_HOME": os.fspath(homes["codex"])}
     # The real Codex writes its config.toml (toml_edit): a new table goes at the end of the
     # file -- after paneward's trust tables, inside a begin/end block -- as the TUI's own
     # [tui.model_availability_nux] does.
-    _run_agent([codex, "mcp", "add", "pw-probe", "--", "/bin/echo", "hi"], env)
+    run_agent([codex, "mcp", "add", "pw-probe", "--", "/bin/echo", "hi"], env)
     written = config.read_text()
     assert written.index("[mcp_servers.pw-probe]") > written.rindex("[hooks.state.")
     if form == "begin-end block":
@@ -456,17 +439,17 @@ def test_codex_uninstall_keeps_the_tables_the_real_codex_wrote_among_paneward_tr
     mine = tomllib.loads(CODEX_USER) | {
         "mcp_servers": {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}}
     }
-    assert run_cli("codex", "--uninstall") == 0
+    assert run_install("codex", "--uninstall") == 0
     text = config.read_text()
     assert tomllib.loads(text) == mine
     assert "paneward" not in text and "# mine" in text
     # Installed again over Codex's table: a re-run of --trust keeps it, --uninstall too.
-    assert run_cli("codex", "--trust") == 0
-    assert run_cli("codex", "--trust") == 0
+    assert run_install("codex", "--trust") == 0
+    assert run_install("codex", "--trust") == 0
     assert tomllib.loads(config.read_text())["mcp_servers"] == mine["mcp_servers"]
-    assert run_cli("codex", "--uninstall") == 0
+    assert run_install("codex", "--uninstall") == 0
     assert config.read_text() == text
-    listed = json.loads(_run_agent([codex, "mcp", "list", "--json"], env))
+    listed = json.loads(run_agent([codex, "mcp", "list", "--json"], env))
     assert [server["name"] for server in listed] == ["pw-probe"]
 
 
@@ -479,7 +462,7 @@ def test_codex_uninstall_keeps_codexs_own_hook_state_and_tui_tables_in_a_begin_e
     homes["codex"].mkdir()
     config = homes["codex"] / "config.toml"
     config.write_text(CODEX_USER)
-    assert run_cli("codex", "--trust") == 0
+    assert run_install("codex", "--trust") == 0
     block = _as_begin_end_block(config.read_text())
     codexs = (
         '[hooks.state."/elsewhere/hooks.json:stop:0:0"]\ntrusted_hash = "sha256:0000"\n\n'
@@ -487,28 +470,17 @@ def test_codex_uninstall_keeps_codexs_own_hook_state_and_tui_tables_in_a_begin_e
     )
     end = block.index(codex_install.TRUST_END)
     config.write_text(block[:end] + "\n" + codexs + block[end:].rstrip("\n"))
-    assert run_cli("codex", "--uninstall") == 0
+    assert run_install("codex", "--uninstall") == 0
     text = config.read_text()
     assert "paneward" not in text
     assert tomllib.loads(text) == tomllib.loads(CODEX_USER + codexs)
 
 
-def _files_of(directory: Path) -> dict[str, bytes]:
-    """Every file under ``directory`` but the backups (and an agent's ``node_modules``), by
-    relative path."""
-    return {
-        os.fspath(p.relative_to(directory)): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and ".paneward-backup-" not in p.name
-        and "node_modules" not in p.relative_to(directory).parts
-    }
-
-
-def _no_paneward_left(directory: Path) -> dict[str, bytes]:
-    """:func:`_files_of`; none of them mentions paneward any more."""
-    files = _files_of(directory)
-    assert not [name for name, data in files.items() if b"paneward" in data]
-    return files
+def no_paneward_left(directory: Path) -> dict[str, bytes]:
+    """:func:`~tests.support.install.files`; none of them mentions paneward any more."""
+    found = files(directory)
+    assert not [name for name, data in found.items() if b"paneward" in data]
+    return found
 
 
 def test_claude_uninstall_keeps_the_settings_claude_wrote_since(homes: dict[str, Path]) -> None:
@@ -516,7 +488,7 @@ def test_claude_uninstall_keeps_the_settings_claude_wrote_since(homes: dict[str,
     config.mkdir()
     settings = config / "settings.json"
     settings.write_text(USER_SETTINGS)
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     # Simulated (the real Claude Code writes settings.json from its TUI only: /model, an
     # "always allow" answer): Claude rewrites the whole file, JSON.stringify(settings, null, 2).
     data = json.loads(settings.read_text())
@@ -524,35 +496,35 @@ def test_claude_uninstall_keeps_the_settings_claude_wrote_since(homes: dict[str,
     data["permissions"]["allow"].append("Bash(echo hi)")
     data["enabledPlugins"] = {"pw-probe@local": True}
     settings.write_text(json.dumps(data, indent=2))
-    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_install("claude-code", "--uninstall") == 0
     expected = json.loads(USER_SETTINGS)
     expected["model"] = "sonnet"
     expected["permissions"]["allow"].append("Bash(echo hi)")
     expected["enabledPlugins"] = {"pw-probe@local": True}
     assert json.loads(settings.read_text()) == expected
-    _no_paneward_left(config)
+    no_paneward_left(config)
 
 
 @pytest.mark.timeout(120)
 def test_gemini_uninstall_keeps_the_settings_the_real_gemini_wrote_since(
     homes: dict[str, Path],
 ) -> None:
-    gemini = _real_cli("paneward-gemini", "node_modules", ".bin", "gemini")
+    gemini = agents.cli("gemini")
     config = homes["home"] / ".gemini"
     config.mkdir(parents=True)
     settings = config / "settings.json"
     settings.write_text('{\n  "ui": {"theme": "GitHub"}\n}\n')
-    assert run_cli("gemini") == 0
+    assert run_install("gemini") == 0
     env = {"HOME": os.fspath(homes["home"])}
-    _run_agent([gemini, "mcp", "add", "-s", "user", "pw-probe", "/bin/echo", "hi"], env)
+    run_agent([gemini, "mcp", "add", "-s", "user", "pw-probe", "/bin/echo", "hi"], env)
     written = json.loads(settings.read_text())
     assert written["mcpServers"] == {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}}
-    assert run_cli("gemini", "--uninstall") == 0
+    assert run_install("gemini", "--uninstall") == 0
     assert json.loads(settings.read_text()) == {
         "ui": {"theme": "GitHub"},
         "mcpServers": {"pw-probe": {"command": "/bin/echo", "args": ["hi"]}},
     }
-    _no_paneward_left(config)
+    no_paneward_left(config)
 
 
 # A pipx-style path: Hermes's YAML dump folds a command this long over two lines.
@@ -566,7 +538,7 @@ def test_hermes_uninstall_keeps_the_settings_the_real_hermes_wrote_since(
 ) -> None:
     import yaml
 
-    hermes = _real_cli("paneward-hermes", "bin", "hermes")
+    hermes = agents.cli("hermes")
     config = homes["hermes"] / "config.yaml"
     config.parent.mkdir()
     mine = "model:\n  default: gpt-mock\n"
@@ -577,7 +549,7 @@ def test_hermes_uninstall_keeps_the_settings_the_real_hermes_wrote_since(
     # The real Hermes rewrites the whole file (a YAML dump: paneward's marker comment is gone,
     # a long command is folded).
     env = {"HOME": os.fspath(homes["home"]), "HERMES_HOME": os.fspath(homes["hermes"])}
-    _run_agent([hermes, "config", "set", "display.compact", "true"], env)
+    run_agent([hermes, "config", "set", "display.compact", "true"], env)
     assert "# added by paneward" not in config.read_text()
     assert yaml.safe_load(config.read_text())["display"] == {"compact": True}
     rewritten = config.read_bytes()
@@ -585,7 +557,7 @@ def test_hermes_uninstall_keeps_the_settings_the_real_hermes_wrote_since(
     # A re-run finds its entries in Hermes's layout: nothing to change.
     assert cli.main(["install-hooks", "hermes", "--executable", exe]) == 0
     assert config.read_bytes() == rewritten
-    assert run_cli("hermes", "--uninstall") == 0
+    assert run_install("hermes", "--uninstall") == 0
     assert yaml.safe_load(config.read_text()) == yaml.safe_load(mine) | {
         "display": {"compact": True}
     }
@@ -632,9 +604,9 @@ def test_a_comment_written_since_the_install_is_kept_by_uninstall(
     config = homes["hermes" if harness == "hermes" else "codex"] / name
     config.parent.mkdir()
     config.write_text(mine)
-    assert run_cli(harness, *(["--trust"] if harness == "codex" else [])) == 0
+    assert run_install(harness, *(["--trust"] if harness == "codex" else [])) == 0
     config.write_text("# my note, written after the install\n" + config.read_text())
-    assert run_cli(harness, "--uninstall") == 0
+    assert run_install(harness, "--uninstall") == 0
     assert config.read_text() == "# my note, written after the install\n" + mine
 
 
@@ -642,31 +614,31 @@ def test_a_comment_written_since_the_install_is_kept_by_uninstall(
 def test_opencode_uninstall_keeps_the_files_the_real_opencode_wrote_since(
     homes: dict[str, Path],
 ) -> None:
-    opencode = _real_cli("paneward-opencode", "node_modules", ".bin", "opencode")
+    opencode = agents.cli("opencode")
     config = homes["home"] / ".config" / "opencode"
-    assert run_cli("opencode") == 0
+    assert run_install("opencode") == 0
     env = {"HOME": os.fspath(homes["home"])}
-    _run_agent([opencode, "mcp", "add", "pw-probe", "--url", "http://127.0.0.1:9/mcp"], env)
-    wrote = {name: data for name, data in _files_of(config).items() if b"paneward" not in data}
+    run_agent([opencode, "mcp", "add", "pw-probe", "--url", "http://127.0.0.1:9/mcp"], env)
+    wrote = {name: data for name, data in files(config).items() if b"paneward" not in data}
     assert "opencode.jsonc" in wrote
-    assert run_cli("opencode", "--uninstall") == 0
-    assert _no_paneward_left(config) == wrote
+    assert run_install("opencode", "--uninstall") == 0
+    assert no_paneward_left(config) == wrote
 
 
 @pytest.mark.timeout(120)
 def test_pi_uninstall_keeps_the_settings_the_real_pi_wrote_since(
     homes: dict[str, Path], tmp_path: Path
 ) -> None:
-    pi = _real_cli("paneward-pi", "node_modules", ".bin", "pi")
+    pi = agents.cli("pi")
     config = homes["home"] / ".pi" / "agent"
-    assert run_cli("pi") == 0
+    assert run_install("pi") == 0
     extension = tmp_path / "mine.ts"
     extension.write_text("export default function (pi) {}\n")
-    _run_agent([pi, "install", extension], {"HOME": os.fspath(homes["home"])})
-    wrote = {name: data for name, data in _files_of(config).items() if b"paneward" not in data}
+    run_agent([pi, "install", extension], {"HOME": os.fspath(homes["home"])})
+    wrote = {name: data for name, data in files(config).items() if b"paneward" not in data}
     assert json.loads(wrote["settings.json"])["packages"]
-    assert run_cli("pi", "--uninstall") == 0
-    assert _no_paneward_left(config) == wrote
+    assert run_install("pi", "--uninstall") == 0
+    assert no_paneward_left(config) == wrote
 
 
 def test_cursor_uninstall_keeps_hooks_added_since_and_deletes_a_file_it_created(
@@ -674,15 +646,15 @@ def test_cursor_uninstall_keeps_hooks_added_since_and_deletes_a_file_it_created(
 ) -> None:
     cursor = homes["home"] / ".cursor"
     hooks_json = cursor / "hooks.json"
-    assert run_cli("cursor") == 0
-    assert run_cli("cursor", "--uninstall") == 0
+    assert run_install("cursor") == 0
+    assert run_install("cursor", "--uninstall") == 0
     assert not hooks_json.exists()  # paneward created it: nothing else was in it
-    assert run_cli("cursor") == 0
+    assert run_install("cursor") == 0
     # Simulated (Cursor adds a hook the user writes in its settings): the file rewritten whole.
     data = json.loads(hooks_json.read_text())
     data["hooks"]["stop"].append({"command": "./mine.sh"})
     hooks_json.write_text(json.dumps(data, indent=2) + "\n")
-    assert run_cli("cursor", "--uninstall") == 0
+    assert run_install("cursor", "--uninstall") == 0
     assert json.loads(hooks_json.read_text()) == {
         "version": 1, "hooks": {"stop": [{"command": "./mine.sh"}]}
     }
@@ -699,7 +671,7 @@ def test_cursor_hooks(homes: dict[str, Path]) -> None:
     original = json.dumps({"version": 1, "hooks": {"stop": [{"command": "./mine.sh"}]}}, indent=2)
     original += "\n"
     hooks_json.write_text(original)
-    assert run_cli("cursor") == 0
+    assert run_install("cursor") == 0
     data = json.loads(hooks_json.read_text())
     assert data["hooks"]["stop"] == [
         {"command": "./mine.sh"},
@@ -707,14 +679,14 @@ def test_cursor_hooks(homes: dict[str, Path]) -> None:
     ]
     assert set(data["hooks"]) == set(CURSOR_EVENTS)
     first = snapshot(cursor)
-    assert run_cli("cursor") == 0
+    assert run_install("cursor") == 0
     assert snapshot(cursor) == first
-    assert run_cli("cursor", "--uninstall") == 0
+    assert run_install("cursor", "--uninstall") == 0
     assert hooks_json.read_text() == original
 
 
 def test_http_is_claude_only(capsys: pytest.CaptureFixture[str], homes: dict[str, Path]) -> None:
-    assert run_cli("codex", "--http") == 1
+    assert run_install("codex", "--http") == 1
     assert "--http is only for Claude Code" in capsys.readouterr().err
 
 
@@ -730,20 +702,20 @@ def _owner_of(command: str) -> str:
 
 
 def test_each_harness_command_carries_its_owner_rule(homes: dict[str, Path]) -> None:
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     claude = json.loads((homes["claude"] / "settings.json").read_text())["hooks"]
     for event in CLAUDE_EVENTS:
         (entry,) = ours(claude[event])
         assert entry["command"].endswith(" --owner env:CLAUDE_PID"), event
         assert _owner_of(entry["command"]) == "env:CLAUDE_PID"
 
-    assert run_cli("codex") == 0
+    assert run_install("codex") == 0
     notify = tomllib.loads((homes["codex"] / "config.toml").read_text())["notify"]
     assert notify[4:] == ["--owner", "parent"]
     codex = json.loads((homes["codex"] / "hooks.json").read_text())["hooks"]
     assert {_owner_of(h["command"]) for e in CODEX_EVENTS for h in ours(codex[e])} == {"parent"}
 
-    assert run_cli("cursor") == 0
+    assert run_install("cursor") == 0
     cursor = json.loads((homes["home"] / ".cursor" / "hooks.json").read_text())["hooks"]
     for event in CURSOR_EVENTS:
         (entry,) = cursor[event]
@@ -774,7 +746,7 @@ def test_old_entry_without_owner_is_rewritten_in_place_and_uninstalled(
             indent=2,
         )
     )
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
     hooks = json.loads(settings.read_text())["hooks"]
     new = {
         "type": "command",
@@ -786,14 +758,14 @@ def test_old_entry_without_owner_is_rewritten_in_place_and_uninstalled(
     assert hooks["SessionStart"] == [{"hooks": [new]}]
     assert all(ours(hooks[e]) == [new] for e in CLAUDE_EVENTS)
 
-    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_install("claude-code", "--uninstall") == 0
     assert json.loads(settings.read_text()) == {
         "model": "opus",
         "hooks": {"Stop": [{"matcher": "", "hooks": [user_stop]}]},
     }
     # An old entry alone (no re-run since the upgrade) is removed by --uninstall as well.
     settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [old]}]}, "model": "x"}))
-    assert run_cli("claude-code", "--uninstall") == 0
+    assert run_install("claude-code", "--uninstall") == 0
     assert json.loads(settings.read_text()) == {"model": "x"}
 
 
@@ -813,7 +785,7 @@ def test_old_codex_notify_and_hooks_without_owner_are_upgraded_and_removed(
     old_hook = {"type": "command", "command": "/old/paneward hook --harness codex", "timeout": 10}
     hooks_json.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [old_hook]}]}}))
 
-    assert run_cli("codex") == 0
+    assert run_install("codex") == 0
     assert tomllib.loads(config.read_text())["notify"] == [
         *[EXE, "hook", "--harness", "codex", "--owner", "parent"],
         *["--forward-json", json.dumps(user)],
@@ -830,7 +802,7 @@ def test_old_codex_notify_and_hooks_without_owner_are_upgraded_and_removed(
             ]
         }
     ]
-    assert run_cli("codex", "--uninstall") == 0
+    assert run_install("codex", "--uninstall") == 0
     assert config.read_text() == f'model = "m"\nnotify = {json.dumps(user)}\n'
     assert "hooks" not in json.loads(hooks_json.read_text())
 
@@ -841,13 +813,13 @@ def test_old_cursor_entry_without_owner_is_rewritten_in_place(homes: dict[str, P
     hooks_json = cursor / "hooks.json"
     old = {"command": "/old/paneward hook --harness cursor"}
     hooks_json.write_text(json.dumps({"version": 1, "hooks": {"stop": [old, {"command": "x"}]}}))
-    assert run_cli("cursor") == 0
+    assert run_install("cursor") == 0
     stop = json.loads(hooks_json.read_text())["hooks"]["stop"]
     assert stop == [
         {"command": "'/opt/pw bin/paneward' hook --harness cursor --owner none"},
         {"command": "x"},
     ]
-    assert run_cli("cursor", "--uninstall") == 0
+    assert run_install("cursor", "--uninstall") == 0
     remaining = json.loads(hooks_json.read_text())
     assert remaining == {"version": 1, "hooks": {"stop": [{"command": "x"}]}}
 
@@ -909,7 +881,7 @@ def test_installed_events_are_exactly_the_mapped_ones_and_all_normalize(
     normalize: Normalizer,
     mapped: dict[str, Any],
 ) -> None:
-    assert run_cli(harness) == 0
+    assert run_install(harness) == 0
     installed = _installed(harness, homes)
     # A fresh file: the same events, in the same order, and exactly the ones the hooks module
     # maps (an event it maps but does not install would be dead code; the reverse, a cost).
@@ -985,9 +957,9 @@ def test_links_planted_at_predictable_names_are_never_written_through(
     victim = elsewhere / "victim"
     victim.write_text("the attacker's inode\n")
     planted = _planted(config, kind, victim)
-    assert run_cli("claude-code") == 0
-    assert run_cli("claude-code", "--uninstall") == 0
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
+    assert run_install("claude-code", "--uninstall") == 0
+    assert run_install("claude-code") == 0
     # Nothing was written through a planted name, and settings.json is a new inode of ours.
     assert victim.read_text() == "the attacker's inode\n"
     assert sorted(p.name for p in elsewhere.iterdir()) == ["victim"]
@@ -1019,7 +991,7 @@ def test_a_config_dir_other_users_can_write_is_refused_with_the_reason(
         os.chown(config, -1, gid)
     config.chmod(mode)
     before = snapshot(config)
-    assert run_cli("claude-code") == 1
+    assert run_install("claude-code") == 1
     err = capsys.readouterr().err
     assert err.startswith(f"paneward install-hooks: {config} {why}")
     assert "refusing to write in it" in err and err.count("\n") == 1
@@ -1036,7 +1008,7 @@ def test_a_config_dir_of_another_user_is_refused(
     config = homes["claude"]
     config.mkdir()
     os.chown(config, 54321, -1)
-    assert run_cli("claude-code") == 1
+    assert run_install("claude-code") == 1
     assert capsys.readouterr().err == (
         f"paneward install-hooks: {config} belongs to uid 54321, not to you (uid 0): that user "
         "could replace the files paneward writes there; refusing to write in it\n"
@@ -1054,7 +1026,7 @@ def test_a_group_writable_config_dir_of_the_users_private_group_is_accepted(
     config.mkdir()
     os.chown(config, -1, private)
     config.chmod(0o775)
-    assert run_cli("claude-code") == 0
+    assert run_install("claude-code") == 0
 
 
 def test_the_shared_dir_rule() -> None:
@@ -1084,9 +1056,9 @@ def test_repeated_runs_keep_two_backups_per_file_at_most(homes: dict[str, Path])
     settings = config / "settings.json"
     settings.write_text(USER_SETTINGS)
     for n in range(4):
-        assert run_cli("claude-code", "--executable", f"/opt/pw{n}/paneward") == 0
+        assert run_install("claude-code", "--executable", f"/opt/pw{n}/paneward") == 0
         assert len(_backup_names(config)) <= 2
-        assert run_cli("claude-code", "--uninstall") == 0
+        assert run_install("claude-code", "--uninstall") == 0
         assert len(_backup_names(config)) <= 2
         assert settings.read_text() == USER_SETTINGS  # the original bytes, every time
     kept = _backup_names(config)
@@ -1104,7 +1076,7 @@ def test_the_output_names_each_file_once_and_no_trust_advice_with_trust(
     files = [homes["codex"] / "hooks.json", homes["codex"] / "config.toml"]
     for args in (["--dry-run"], [], ["--uninstall"], ["--dry-run", "--trust"], ["--trust"],
                  ["--trust"], ["--uninstall"]):
-        assert run_cli("codex", *args) == 0
+        assert run_install("codex", *args) == 0
         out = capsys.readouterr().out
         said = [line for line in out.splitlines() if not line.startswith(("+", "-", " ", "@"))]
         for path in files:

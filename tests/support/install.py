@@ -17,9 +17,11 @@ def run_install(*args: str) -> int:
 
 
 def files(directory: Path) -> dict[str, bytes]:
-    """Every file under ``directory`` (its backups left out) and its bytes."""
+    """Every file under ``directory`` and its bytes, by relative path (its backups and an
+    agent's ``node_modules`` left out)."""
     return {
         os.fspath(p.relative_to(directory)): p.read_bytes()
         for p in sorted(directory.rglob("*"))
         if p.is_file() and ".paneward-backup-" not in p.name
+        and "node_modules" not in p.relative_to(directory).parts
     }
