@@ -90,6 +90,22 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
+@pytest.fixture
+def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    claude = tmp_path / "claude-config"
+    codex = tmp_path / "codex-home"
+    state = tmp_path / "state"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", os.fspath(claude))
+    monkeypatch.setenv("CODEX_HOME", os.fspath(codex))
+    monkeypatch.setenv("PANEWARD_STATE_DIR", os.fspath(state))
+    monkeypatch.setenv("HOME", os.fspath(tmp_path / "home"))
+    monkeypatch.setenv("HERMES_HOME", os.fspath(tmp_path / "hermes-home"))
+    for name in ("GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return {"claude": claude, "codex": codex, "state": state, "home": tmp_path / "home",
+            "hermes": tmp_path / "hermes-home"}
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
