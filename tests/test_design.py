@@ -783,9 +783,11 @@ def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
 
 def _prose_files(root: Path) -> list[Path]:
     """The code and docs whose prose is checked: every Python file of the packages, the tests
-    and the benchmarks, the README and docs/. bench/RESULTS.md is a dated results log, and the
-    fixtures are captures of what agents write, not prose."""
+    and the benchmarks, the README, docs/ and bench/RESULTS.md (one section per subject, its
+    latest figures with their dates). The fixtures are captures of what agents write, not
+    prose."""
     files = [root / "README.md", root / "supervisor.py", *sorted((root / "docs").glob("*.md"))]
+    files.append(root / "bench" / "RESULTS.md")
     for folder in ("actors", "messages", "tests", "bench"):
         files += sorted(
             p for p in (root / folder).rglob("*.py") if "fixtures" not in p.relative_to(root).parts
