@@ -17,7 +17,7 @@ from tests.support.mock_apis import (
     openai_server,
 )
 from tests.support.tmux import TmuxServer
-from tests.support.wrap import Tmux
+from tests.support.wrap import AgentTmuxServer
 
 
 @pytest.fixture
@@ -37,10 +37,10 @@ def server() -> Iterator[TmuxServer]:
 
 
 @pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
+def tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
     """A private tmux server for the real-CLI tests, started by the test's first pane; only it
     is killed."""
-    srv = Tmux(tmp_path)
+    srv = AgentTmuxServer(tmp_path)
     try:
         yield srv
     finally:

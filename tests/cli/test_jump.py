@@ -30,7 +30,7 @@ from actors.core.tmux.protocol import TmuxTarget
 from actors.sinks.tmux_client import ControlClient
 from actors.sources import procfs
 from tests import support
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, poll_until
 from tests.support.tmux import (
     AttachedClient,
     TmuxServer,
@@ -120,7 +120,7 @@ async def test_next_pick_and_notifications_on_a_real_server(
         await server.arun("set-option", "-g", "allow-passthrough", "on")
         # tmux logs every command too: keep enough of the log for the messages to stay in it.
         await server.arun("set-option", "-g", "message-limit", "100000")
-        daemon = Daemon(
+        daemon = DaemonProcess(
             state, discovery=True, env=env,
             extra_args=["--tmux", "-L", server.name, "--notify-via", "tmux,osc9",
                         "--notify-interval", "0"],
@@ -264,7 +264,7 @@ async def test_next_and_pick_without_a_daemon_or_a_queue(
     with anyio.fail_after(60):
         code, _, err = await paneward(env, "next", "-L", server.name)
         assert code == 2 and "no daemon" in err
-        async with Daemon(state, env=env), attached_client(server, "main") as user:
+        async with DaemonProcess(state, env=env), attached_client(server, "main") as user:
             code, _, err = await paneward(env, "next", "-L", server.name, "-q", "--client",
                                           user.name)
             assert code == 1 and err == ""  # quiet: told on the client instead
@@ -278,7 +278,7 @@ async def test_next_and_pick_without_a_daemon_or_a_queue(
             assert code == 1 and "nothing needs you" in err
     # never starts a server: a named server that does not exist stays absent
     missing = TmuxServer()
-    async with Daemon(tmp_path / "state2") as daemon:
+    async with DaemonProcess(tmp_path / "state2") as daemon:
         code, _, err = await paneward(daemon.env, "next", "-L", missing.name)
         assert code == 1
         assert "the tmux server does not exist" in err and "nothing needs you" not in err

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 import messages
-from tests.support.daemon import PANEWARD, Daemon, raw_send
+from tests.support.daemon import PANEWARD, DaemonProcess, raw_send
 from tests.support.polling import poll_until
 from tests.support.sessions import spawned_frame, status_frame
 from tests.support.ssh import ssh_fleet
@@ -36,8 +36,8 @@ def short_dir() -> Iterator[Path]:
 @asynccontextmanager
 async def fleet(
     root: Path, count: int, *, tmux: str = "tmux", extra_args: tuple[str, ...] = ()
-) -> AsyncIterator[tuple[Daemon, list[Daemon], dict[str, str]]]:
-    async with ssh_fleet(root, count, keepalive_s=2, tmux=tmux) as made, Daemon(
+) -> AsyncIterator[tuple[DaemonProcess, list[DaemonProcess], dict[str, str]]]:
+    async with ssh_fleet(root, count, keepalive_s=2, tmux=tmux) as made, DaemonProcess(
         made.local_state, env=made.env, extra_args=extra_args
     ) as local:
         yield local, made.remotes, made.env
@@ -125,7 +125,7 @@ async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) 
             assert mine == by_host[None]
 
 
-def _subscribed(daemon: Daemon) -> Callable[[], Awaitable[bool]]:
+def _subscribed(daemon: DaemonProcess) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return int((await daemon.counters())["control"]["subscribers"]) >= 1
 

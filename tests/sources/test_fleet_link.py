@@ -30,7 +30,7 @@ from actors.core.fleet import hosts as core
 from actors.core.fleet.follow import Change, Drop, Follower, Health, HostKey, Upsert, shown
 from actors.sources import procfs
 from actors.sources.fleet_link import SshLink
-from tests.support.daemon import Daemon, raw_send
+from tests.support.daemon import DaemonProcess, raw_send
 from tests.support.polling import poll_until
 from tests.support.sessions import spawned_frame, status_frame
 from tests.support.ssh import Sshd, SshWorld
@@ -42,7 +42,7 @@ T0 = 1795995370911
 class Remote:
     name: str
     sshd: Sshd
-    daemon: Daemon
+    daemon: DaemonProcess
     host: core.Host
 
 
@@ -83,7 +83,7 @@ async def remotes(root: Path, count: int) -> AsyncIterator[tuple[SshWorld, list[
             sshd = await world.add_server(name)
             state = root / f"{name}-state"
             state.mkdir(mode=0o700)
-            daemon = Daemon(state)
+            daemon = DaemonProcess(state)
             await daemon.start()
             host = core.Host(name, world.remote_command(name, state))
             started.append(Remote(name, sshd, daemon, host))

@@ -256,7 +256,7 @@ async def test_installed_codex_notify_runs_end_to_end(
     received: list[object] = []
     done = anyio.Event()
 
-    class Sink(ListSink):
+    class SignallingSink(ListSink):
         def deliver_nowait(self, message: messages.Inbound) -> None:
             received.append(message)
             done.set()
@@ -264,7 +264,7 @@ async def test_installed_codex_notify_runs_end_to_end(
     with anyio.fail_after(30):
         listener = HookListener(HOOKS, socket_path=sock)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(listener.run, Sink())
+            tg.start_soon(listener.run, SignallingSink())
             await listener.wait_listening()
             result = await anyio.run_process(
                 [*notify, payload_arg],
