@@ -8,18 +8,22 @@ This is paneward's public entry point for hosts::
             async for item in sub:  # a Snapshot, then Transitions
                 ...
 
-One session actor per session key is spawned on the first evidence for it; each
-has a bounded mailbox, and a task in the supervisor's task group only while its
-session must wait for something (see :class:`actors.runtime.session.SessionActor`:
-otherwise its messages are applied by the task that delivers them), and is a thin
-shell around the pure reducer (:mod:`actors.core.session.reducer`). An actor that
-raises is restarted one_for_one from its last state; the message that crashed it
-is dropped and counted; too many crashes within the restart window stop it and
-publish attention ``failed`` for its session (decided by
-:func:`actors.core.session.reducer.crashed`). Long-running actors (discovery, listeners,
-sinks) are started with :meth:`Supervisor.start_actor` / :meth:`Supervisor.start_listener`
-under the same policy, supervised by :class:`actors.runtime.children.Children`. Shutdown
-stops those producers first, drains every session mailbox, then ends every subscription.
+One session actor per session key is spawned on the first evidence for it
+(:class:`actors.runtime.sessions.Sessions` keeps them, with the rules for a new one, their
+crashes and their retirement); each has a bounded mailbox, and a task in the supervisor's
+task group only while its session must wait for something (see
+:class:`actors.runtime.session.SessionActor`: otherwise its messages are applied by the task
+that delivers them), and is a thin shell around the pure reducer
+(:mod:`actors.core.session.reducer`). An actor that raises is restarted one_for_one from its
+last state; the message that crashed it is dropped and counted; too many crashes within the
+restart window stop it and publish attention ``failed`` for its session. Long-running actors
+(discovery, listeners, sinks) are started with :meth:`Supervisor.start_actor` /
+:meth:`Supervisor.start_listener` under the same policy, supervised by
+:class:`actors.runtime.children.Children`. Shutdown stops those producers first, drains every
+session mailbox, then ends every subscription.
+
+This module is the wiring: ingress, routing, the per-message path to a session actor and
+from its step to the hub, and the counters.
 
 Wiring (the one mechanism, :mod:`actors.runtime.mailbox`): messages come in through
 :meth:`inject` / :meth:`inject_nowait` (built in Python: validated as objects) or
@@ -46,15 +50,7 @@ from anyio.abc import TaskGroup
 from actors.core.clock import now_ms
 from actors.core.install.forwarder_js import ForwarderDrops
 from actors.core.session.causes import cause_of
-from actors.core.session.reducer import (
-    SessionState,
-    Step,
-    crashed,
-    initial_state,
-    reduce,
-    reprove,
-    restored,
-)
+from actors.core.session.reducer import SessionState, Step, initial_state, reduce, reprove, restored
 from actors.core.session.routing import Delivery, RoutingIndex
 from actors.harnesses.catalog import PROOF_TABLE, normalize
 from actors.runtime.children import ActorState, Children, EssentialActorStopped
@@ -66,12 +62,13 @@ from actors.runtime.hub import (
     StateItem,
     Subscription,
 )
-from actors.runtime.mailbox import Actor, Listener, MailboxClosed, MailboxFull, RestartWindow
+from actors.runtime.mailbox import Actor, Listener, MailboxClosed, MailboxFull
 from actors.runtime.session import Reducer, SessionActor
+from actors.runtime.sessions import Sessions
 from messages.activity import Activity, Rejected, Transition, Unmapped
 from messages.codec import Inbound, SessionMessage, decode_inbound, revalidate
 from messages.common import SessionKey
-from messages.control import Acknowledge, Forget
+from messages.control import Forget
 from messages.errors import MessageError, PanewardError
 from messages.evidence import NotifyHook
 
@@ -174,19 +171,19 @@ class Supervisor:
             raise ValueError(f"mailbox_size must be at least 1, got {mailbox_size}")
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
-        self._max_sessions = max_sessions
         self._mailbox_size = mailbox_size
-        self._max_restarts = max_restarts
-        self._restart_window = restart_window
-        self._linger = linger
         self._grace = grace
-        self._reducer = reducer
-        self._clock = clock
         self._wall_ms = wall_ms
         self._hub = BroadcastHub()
         self._index = RoutingIndex()
-        self._sessions: dict[SessionKey, SessionActor] = {}
-        self._stopped: set[SessionKey] = set()
+        self._sessions = Sessions(
+            hub=self._hub, index=self._index, reject=self._reject, publish=self._publish,
+            reducer=reducer, mailbox_size=mailbox_size, max_sessions=max_sessions,
+            max_restarts=max_restarts, restart_window=restart_window, linger=linger,
+            clock=clock, wall_ms=wall_ms,
+        )
+        # The same dict: every delivery looks its actor up here, without a call.
+        self._actors = self._sessions.actors
         self._listeners: dict[type[Inbound], list[Listener]] = {}
         self._children = Children(
             max_restarts=max_restarts, restart_window=restart_window, clock=clock
@@ -231,14 +228,9 @@ class Supervisor:
         # 1. Stop the producers (discovery, listeners, sinks) so nothing new arrives.
         self._children.cancel()
         # 2. Drain: closing the send side lets each actor finish its mailbox, then stop.
-        actors = list(self._sessions.values())
-        for actor in actors:
-            actor.close(self)
-        with anyio.move_on_after(self._grace if graceful else 0):
-            for actor in actors:
-                await actor.done.wait()
+        drained = await self._sessions.drain(self, self._grace if graceful else 0)
         # 3. Whatever did not drain in time is cancelled with the task group.
-        if any(not actor.done.is_set() for actor in actors) and self._tg is not None:
+        if not drained and self._tg is not None:
             self._tg.cancel_scope.cancel()
         self._hub.close()
 
@@ -386,55 +378,8 @@ class Supervisor:
         logger.warning("rejected message: %s", reason)
 
     def _actor_for(self, delivery: Delivery) -> SessionActor | None:
-        key = delivery.key
-        actor = self._sessions.get(key)
-        if actor is not None:
-            return actor
-        message = delivery.message
-        if isinstance(message, Forget) and self._hub.current(key) is None:
-            # Nothing to forget: never a session made for it; said and counted.
-            self._reject(f"forget {key}: no such session", "routing", str(key))
-            return None
-        if key in self._stopped:
-            if isinstance(message, Acknowledge | Forget):
-                # The user acknowledged (or dismissed) the failure: a fresh actor takes it.
-                self._stopped.discard(key)
-            else:
-                self._stats.drops += 1
-                return None
-        if not delivery.spawn and not isinstance(message, Acknowledge | Forget):
-            return None
-        if len(self._sessions) >= self._max_sessions:
-            # Memory follows live sessions: a flood of new ones (2,000 failed sessions waiting
-            # for an acknowledgement) must not grow it without bound. Refused, counted, said.
-            self._stats.sessions_refused += 1
-            self._stats.drops += 1
-            if self._stats.sessions_refused == 1 or self._stats.sessions_refused % 1000 == 0:
-                self._reject(
-                    f"{self._max_sessions} live sessions already: {key} refused "
-                    f"({self._stats.sessions_refused} so far)",
-                    "routing",
-                    key.session_id,
-                )
-            return None
-        # A session coming back resumes from its whole last state (kept by the hub).
-        return self._spawn(key, self._hub.state_of(key) or initial_state(key))
-
-    def _spawn(self, key: SessionKey, state: SessionState) -> SessionActor:
-        assert self._tg is not None
-        actor = SessionActor(
-            key,
-            state,
-            mailbox_size=self._mailbox_size,
-            reducer=self._reducer,
-            linger=self._linger,
-            restarts=RestartWindow(self._max_restarts, self._restart_window),
-        )
-        self._sessions[key] = actor
-        self._index.update(None, state)
-        # No task: the message it is spawned for is applied inline by its caller, which starts
-        # the task only if the session must then wait for something (SessionActor.wants_task).
-        return actor
+        actor = self._actors.get(delivery.key)
+        return actor if actor is not None else self._sessions.spawn_for(delivery)
 
     # ------------------------------------------------------------------ SessionHost
 
@@ -467,12 +412,8 @@ class Supervisor:
 
     def session_ended(self, actor: SessionActor, undelivered: int) -> None:
         """Called by a session actor as it stops: forget it (the hub keeps its state)."""
-        self._stats.drops += undelivered
         self._queued -= undelivered
-        if self._sessions.get(actor.key) is actor:
-            del self._sessions[actor.key]
-            self._index.forget(actor.state)
-            self._hub.keep(actor.state)
+        self._sessions.ended(actor, undelivered)
 
     def _publish(self, step: Step, cause: str) -> Transition | None:
         assert step.publish is not None
@@ -484,26 +425,10 @@ class Supervisor:
             return None
 
     def session_crashed(self, actor: SessionActor, message: SessionMessage, exc: Exception) -> bool:
-        """Called when the reducer raised: count it, drop the message, decide restart.
-
-        Returns False when the actor must stop (too many crashes in the window): the
-        session then shows attention ``failed`` (:func:`actors.core.session.reducer.crashed`) and
-        its later messages are dropped (counted) until the user acknowledges it.
-        """
-        self._stats.drops += 1
+        """Called when the reducer raised: the message is dropped (counted); False when the
+        actor must stop (:meth:`actors.runtime.sessions.Sessions.crashed` decides)."""
         self._queued -= 1
-        logger.error("session %s crashed on %s: %r", actor.key, type(message).__name__, exc)
-        if actor.restarts.crash(self._clock()):
-            self._stats.restarts += 1  # restarted from its last state (the reducer is pure)
-            return True
-        # Too many crashes: stop this actor and tell the user, leave the siblings be.
-        self._stopped.add(actor.key)
-        reason = f"session actor stopped after {actor.restarts.recent} crashes: {exc!r}"
-        step = crashed(actor.state, reason, self._wall_ms())
-        actor.state = step.state
-        if step.publish is not None:
-            self._publish(step, "Supervisor:stopped")
-        return False
+        return self._sessions.crashed(actor, message, exc)
 
     # ------------------------------------------------------------------ other actors
 
@@ -576,7 +501,7 @@ class Supervisor:
                 live.append(state)
         self._hub.restore(seeded, seq)
         for state in live:
-            actor = self._spawn(state.key, state)
+            actor = self._sessions.spawn(state.key, state)
             if actor.wants_task(self):
                 assert self._tg is not None
                 actor.start(self._tg, self)
@@ -653,11 +578,13 @@ class Supervisor:
         return msgspec.structs.replace(
             self._stats,
             transitions=hub.published,
+            drops=self._stats.drops + self._sessions.drops,
             overflows=self._mailbox_overflows + hub.overflows,
-            sessions=len(self._sessions),
-            stopped=len(self._stopped),
+            sessions=len(self._actors),
+            stopped=len(self._sessions.stopped),
+            sessions_refused=self._sessions.refused,
             forwarder_dropped=self._forwarder_drops.total,
-            restarts=self._stats.restarts + self._children.restarts,
+            restarts=self._sessions.restarts + self._children.restarts,
             actors=self._children.running,
             actor_states=dict(self._children.states),
             failed=self._children.failed,

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import messages
 from messages import ProgramStatus, PtySpawned, SessionKey
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, start_token
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, start_token
 from tests.support.dbus import notification_server, session_bus
 from tests.support.tmux import TmuxServer
 
@@ -85,7 +85,7 @@ async def notification_latency(events: int) -> tuple[list[float], list[float]]:
             env = daemon_env(state, DBUS_SESSION_BUS_ADDRESS=address)
             args = ["--notify-via", "desktop", "--notify-interval", "0"]
             measured: list[float] = []
-            async with Daemon(state, env=env, extra_args=args) as daemon:
+            async with DaemonProcess(state, env=env, extra_args=args) as daemon:
                 _send(daemon.hook_socket, _spawned())
                 for i in range(events):
                     begin = time.perf_counter()
@@ -113,7 +113,7 @@ async def next_wall_time(runs: int) -> tuple[list[float], list[float]]:
         with tempfile.TemporaryDirectory() as tmp:
             state = Path(tmp) / "state"
             env = {k: v for k, v in daemon_env(state).items() if k not in ("TMUX", "TMUX_PANE")}
-            async with Daemon(state, env=env) as daemon:
+            async with DaemonProcess(state, env=env) as daemon:
                 _send(daemon.hook_socket, _spawned("%0") + _status("blocked"))
                 await anyio.sleep(0.2)
                 nxt = [os.fspath(PANEWARD), "next", "-L", server.name, "-q"]

@@ -65,9 +65,9 @@ from actors.harnesses.codex.jsonrpc import Answer, Opened, RpcClient, RpcEvent
 from actors.sinks.tmux_client import ControlClient
 from actors.sources import fswatch
 from tests.support.agents import CODEX_CONFIG, stop_codex_leftovers
-from tests.support.daemon import Daemon, daemon_env
+from tests.support.daemon import DaemonProcess, daemon_env
 from tests.support.mock_apis import openai_server
-from tests.support.wrap import Tmux, base_env
+from tests.support.wrap import AgentTmuxServer, base_env
 
 LAUNCH_WITHOUT_SOURCE = """
 import sys
@@ -141,14 +141,14 @@ async def run(rounds: int, idle_s: float) -> dict[str, Any]:
     for d in (home / ".codex", work, tmp / "tmp"):
         d.mkdir(parents=True)
     mock = openai_server()
-    tmux = Tmux(tmp)
+    tmux = AgentTmuxServer(tmp)
     out: dict[str, Any] = {}
     try:
         (home / ".codex" / "config.toml").write_text(CODEX_CONFIG.format(url=mock.url, cwd=work))
         tmux.start(["sh", "-c", "exec sleep 3600"], {"PATH": "/usr/bin:/bin"})
         env = daemon_env(state, HOME=str(home), CODEX_HOME=str(home / ".codex"))
         args = ["--tmux", "-L", tmux.name]
-        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon, \
+        async with DaemonProcess(state, discovery=True, env=env, extra_args=args) as daemon, \
                 ControlClient(TmuxTarget(tmux.name)) as reader:
             agent_env = base_env(daemon.hook_socket) | {
                 "HOME": str(home), "TMPDIR": str(tmp / "tmp"), "MOCK_OPENAI_API_KEY": "dummy"}
@@ -220,7 +220,7 @@ async def run(rounds: int, idle_s: float) -> dict[str, Any]:
     return out
 
 
-async def _until_edge(tmux: Tmux, pane: str, edges: Edges, mark: int, want: str,
+async def _until_edge(tmux: AgentTmuxServer, pane: str, edges: Edges, mark: int, want: str,
                       wait_turn: Callable[..., Awaitable[float]]) -> float:
     """Press Enter until the turn starts, then time ``want``'s daemon edge -> pane option."""
     for _ in range(10):
@@ -234,7 +234,8 @@ async def _until_edge(tmux: Tmux, pane: str, edges: Edges, mark: int, want: str,
 
 
 async def _approve(
-    tmux: Tmux, pane: str, edges: Edges, mark: int, wait_turn: Callable[..., Awaitable[float]]
+    tmux: AgentTmuxServer, pane: str, edges: Edges, mark: int,
+    wait_turn: Callable[..., Awaitable[float]],
 ) -> float:
     for _ in range(10):
         tmux.run("send-keys", "-t", pane, "y")
@@ -365,13 +366,13 @@ async def first_daemons(homes: int) -> list[FirstDaemon]:
                 d.mkdir(parents=True)
             (home / ".codex" / "config.toml").write_text(
                 CODEX_CONFIG.format(url=mock.url, cwd=work))
-            tmux = Tmux(tmp)
+            tmux = AgentTmuxServer(tmp)
             bare = BareClient(home / ".codex")
             try:
                 tmux.start(["sh", "-c", "exec sleep 3600"], {"PATH": "/usr/bin:/bin"})
                 env = daemon_env(state, HOME=str(home), CODEX_HOME=str(home / ".codex"))
-                async with Daemon(state, discovery=True, env=env,
-                                  extra_args=["--tmux", "-L", tmux.name]) as daemon:
+                async with DaemonProcess(state, discovery=True, env=env,
+                                         extra_args=["--tmux", "-L", tmux.name]) as daemon:
                     with anyio.fail_after(30):
                         while True:  # the source's first look, then its wait
                             if (await daemon.counters())["codex_daemon"]["connect_failures"]:

@@ -65,7 +65,9 @@ def hold(files: list[Path]) -> subprocess.Popen[bytes]:
     return p
 
 
-class Sink:
+class ArrivalSink:
+    """When a lifecycle boundary of each turn reached the sink (``perf_counter``), by turn id."""
+
     def __init__(self) -> None:
         self.arrivals: dict[str, float] = {}
         self.event = anyio.Event()
@@ -85,7 +87,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def bench_idle(home: Path) -> dict[str, float]:
     actor = CodexRolloutDiscovery(home, watch=False)
-    sink = Sink()
+    sink = ArrivalSink()
     await actor.sample_now(sink)
     assert actor.statistics().owned_rollouts == 50, actor.statistics()
     lateness: list[float] = []
@@ -130,7 +132,7 @@ async def bench_idle(home: Path) -> dict[str, float]:
 
 async def bench_latency(home: Path, rollout: Path, watch: bool) -> dict[str, float]:
     actor = CodexRolloutDiscovery(home, watch=watch, sample_interval=3600)
-    sink = Sink()
+    sink = ArrivalSink()
     latencies: list[float] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(actor.run, sink)

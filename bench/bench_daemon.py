@@ -38,7 +38,7 @@ sys.path.insert(0, os.fspath(ROOT))
 import messages  # noqa: E402 - after the sys.path line above
 from tests.support.daemon import (  # noqa: E402
     PANEWARD,
-    Daemon,
+    DaemonProcess,
     claude_hook_payload,
     daemon_env,
     owner,
@@ -121,7 +121,7 @@ async def latency(events: int, tmp: Path) -> dict[str, list[float]]:
         port = s.getsockname()[1]
     out: dict[str, list[float]] = {"command hook": [], "http hook": []}
     async with (
-        Daemon(state, discovery=True, extra_args=["--http-port", str(port)]) as daemon,
+        DaemonProcess(state, discovery=True, extra_args=["--http-port", str(port)]) as daemon,
         owner() as agent,
     ):
         env = daemon_env(state, CLAUDE_PID=str(agent.pid))
@@ -169,7 +169,7 @@ async def wrap_latency(records: int, tmp: Path) -> list[float]:
     state = tmp / "wrap-state"
     state.mkdir(mode=0o700, parents=True)
     out: list[float] = []
-    async with Daemon(state, discovery=True) as daemon, watching(daemon) as watcher:
+    async with DaemonProcess(state, discovery=True) as daemon, watching(daemon) as watcher:
         argv = [
             os.fspath(PANEWARD),
             "wrap",
@@ -211,7 +211,7 @@ async def amain(args: argparse.Namespace) -> None:
         installed = installed_venv(tmp / "venv")
         none = startup(args.runs, env)
         none_installed = startup(args.runs, env, installed)
-        async with Daemon(tmp / "s1", discovery=True) as daemon:
+        async with DaemonProcess(tmp / "s1", discovery=True) as daemon:
             listening = startup(args.runs, daemon.env)
             listening_installed = startup(args.runs, daemon.env, installed)
         for label, result in (

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from actors.sources import procfs  # noqa: E402
-from tests.support.daemon import PANEWARD, Daemon, raw_send, start_token  # noqa: E402
+from tests.support.daemon import PANEWARD, DaemonProcess, raw_send, start_token  # noqa: E402
 from tests.support.polling import poll_until  # noqa: E402
 from tests.support.ssh import ssh_fleet  # noqa: E402
 
@@ -97,7 +97,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
             for remote in remotes:
                 await raw_send(remote.hook_socket, b"".join(
                     _frames(f"s{j}", "working", j) for j in range(args.sessions)))
-            async with Daemon(made.local_state, env=env, discovery=True) as local:
+            async with DaemonProcess(made.local_state, env=env, discovery=True) as local:
                 want = args.hosts * args.sessions
 
                 async def merged() -> bool:

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 import messages  # noqa: E402 - after the sys.path line above
-from tests.support.daemon import HOLDER_SCRIPT, Daemon, start_token  # noqa: E402
+from tests.support.daemon import HOLDER_SCRIPT, DaemonProcess, start_token  # noqa: E402
 
 ME = os.getpid()
 TOKEN = start_token(ME)
@@ -116,7 +116,8 @@ async def post_one(port: int, data: bytes) -> None:
 
 
 async def intake(
-    daemon: Daemon, hooks: int, session: str, interval: float, http: tuple[int, str] | None = None
+    daemon: DaemonProcess, hooks: int, session: str, interval: float,
+    http: tuple[int, str] | None = None,
 ) -> tuple[list[float], int]:
     """Latencies (ms) of ``hooks`` hooks, one every ``interval`` s (on the Unix socket, or as
     http hooks to ``http`` = (port, token)), and how many never showed up."""
@@ -181,7 +182,7 @@ async def run_intake(args: argparse.Namespace, tmp: Path, run: int) -> dict[str,
         port = probe.getsockname()[1]
     result: dict[str, Any] = {}
     every = args.interval
-    async with Daemon(state, extra_args=["--http-port", str(port)]) as daemon:
+    async with DaemonProcess(state, extra_args=["--http-port", str(port)]) as daemon:
         await intake(daemon, 20, "warm-up", 0)
         result["unloaded"] = await intake(daemon, args.hooks, "unloaded", every)
         result["http unloaded"] = await intake(daemon, args.hooks, "http", every, (port, token))
@@ -227,7 +228,7 @@ async def run_kill(args: argparse.Namespace, tmp: Path, run: int) -> dict[str, A
     data = b"".join(frame(sessions[n % 4], n // 4) for n in range(args.burst))
     windows: list[int] = []
     last_committed = 0
-    async with Daemon(state) as daemon, anyio.create_task_group() as tg:
+    async with DaemonProcess(state) as daemon, anyio.create_task_group() as tg:
         tg.start_soon(anyio.to_thread.run_sync, burst_sender, daemon.hook_socket, data)
         kill_after = args.burst * (0.35 + 0.1 * run)  # a different point each run
         while True:

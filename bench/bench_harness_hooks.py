@@ -49,7 +49,7 @@ from actors.harnesses.pi.install import extension_text
 from actors.sinks.tmux_client import ControlClient
 from actors.sources.hook_listener import HookListener
 from messages import Inbound
-from tests.support.daemon import PANEWARD, Daemon, claude_hook_payload, daemon_env
+from tests.support.daemon import PANEWARD, DaemonProcess, claude_hook_payload, daemon_env
 from tests.support.tmux import TmuxServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
@@ -208,7 +208,7 @@ async def hook_to_pane(server: TmuxServer, harness: str, events: int) -> list[fl
         )).strip()
         badges, inputs = _frames(harness, env)
         times: list[float] = []
-        async with Daemon(state, env=env, extra_args=["--tmux", "-L", server.name]), \
+        async with DaemonProcess(state, env=env, extra_args=["--tmux", "-L", server.name]), \
                 ControlClient(TmuxTarget(server.name)) as reader:
             show = f"show-options -p -q -v -t {quote(pane)} @paneward_badge"
 

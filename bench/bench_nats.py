@@ -37,13 +37,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from bench.world import process_cpu, process_cpu_ns  # noqa: E402
-from tests.support.daemon import Daemon, raw_send, start_token  # noqa: E402
+from tests.support.daemon import DaemonProcess, raw_send, start_token  # noqa: E402
 from tests.support.nats import nats_server  # noqa: E402
 from tests.support.polling import poll_until  # noqa: E402
 from tests.support.sessions import burst, frames  # noqa: E402
 
 
-async def _settled(daemon: Daemon, count: int, nats: bool) -> None:
+async def _settled(daemon: DaemonProcess, count: int, nats: bool) -> None:
     async def done() -> bool:
         status = await daemon.status()
         if int(status["seq"]) < count:
@@ -95,8 +95,8 @@ async def publish_cost(root: Path, events: int) -> tuple[float, float, float, fl
     with nats_server(root / "nats") as server:
         for nats in (True, False):
             extra = ["--nats", server.url, "--nats-host", "bench"] if nats else []
-            async with Daemon(root / f"d-{nats}" / "state", extra_args=extra,
-                              discovery=True) as daemon:
+            async with DaemonProcess(root / f"d-{nats}" / "state", extra_args=extra,
+                                     discovery=True) as daemon:
                 if nats:
                     await _wait_connected(daemon)
                 assert server.process is not None
@@ -111,7 +111,7 @@ async def publish_cost(root: Path, events: int) -> tuple[float, float, float, fl
     return out[True], out[False], server_us, reader_us
 
 
-async def _wait_connected(daemon: Daemon) -> None:
+async def _wait_connected(daemon: DaemonProcess) -> None:
     async def connected() -> bool:
         return bool((await daemon.counters())["nats"]["connected"])
 
@@ -121,9 +121,9 @@ async def _wait_connected(daemon: Daemon) -> None:
 async def idle_cpu(root: Path, seconds: float) -> tuple[float, float]:
     """(% of a core idle with NATS connected, without), measured over the same window."""
     with nats_server(root / "nats") as server:
-        on = Daemon(root / "on" / "state", extra_args=["--nats", server.url, "--nats-host", "i"],
-                    discovery=True)
-        off = Daemon(root / "off" / "state", discovery=True)
+        on = DaemonProcess(root / "on" / "state",
+                           extra_args=["--nats", server.url, "--nats-host", "i"], discovery=True)
+        off = DaemonProcess(root / "off" / "state", discovery=True)
         async with on, off:
             await _wait_connected(on)
             await anyio.sleep(2.0)  # start-up's work done (measuring, not synchronising)

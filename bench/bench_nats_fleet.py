@@ -40,7 +40,7 @@ sys.path.insert(0, os.fspath(ROOT))
 from actors.core.fleet import hosts as core  # noqa: E402
 from bench.bench_fleet import Lines, _frames  # noqa: E402
 from bench.world import process_cpu  # noqa: E402
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send  # noqa: E402
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, raw_send  # noqa: E402
 from tests.support.nats import nats_server  # noqa: E402
 from tests.support.polling import poll_until  # noqa: E402
 
@@ -51,8 +51,10 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
         root = Path(name)
         with nats_server(root / "nats") as server:
             publishers = [
-                Daemon(root / f"d{i}" / "state",
-                       extra_args=["--nats", server.url, "--nats-host", f"d{i}"], discovery=True)
+                DaemonProcess(
+                    root / f"d{i}" / "state",
+                    extra_args=["--nats", server.url, "--nats-host", f"d{i}"], discovery=True,
+                )
                 for i in range(args.daemons)
             ]
             config = root / "config" / "paneward"
@@ -60,7 +62,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
             (config / "fleet.toml").write_text(
                 core.render_fleet(core.Fleet(nats=(core.NatsEntry(server.url),))))
             follower_state = root / "follower" / "state"
-            follower = Daemon(follower_state, env=daemon_env(
+            follower = DaemonProcess(follower_state, env=daemon_env(
                 follower_state, XDG_CONFIG_HOME=os.fspath(root / "config")), discovery=True)
             try:
                 for daemon in publishers:

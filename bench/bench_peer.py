@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from bench.world import process_cpu  # noqa: E402
-from tests.support.daemon import PANEWARD, Daemon, poll_until  # noqa: E402
+from tests.support.daemon import PANEWARD, DaemonProcess, poll_until  # noqa: E402
 from tests.support.mock_apis import MockServer, anthropic_server  # noqa: E402
 
 API_KEY = "sk-ant-dummy-key-for-mock-0123456789"
@@ -74,7 +74,9 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-class Tmux:
+class PeerTmuxServer:
+    """The bench's private tmux server (``tmux -L pw-bench-peer-<random>``); only it is killed."""
+
     def __init__(self) -> None:
         self.name = f"pw-bench-peer-{secrets.token_hex(4)}"
 
@@ -88,8 +90,9 @@ class Tmux:
         subprocess.run(self.argv("kill-server"), capture_output=True, check=False)
 
 
-class World:
-    """HOME, a git repository with ``sessions`` worktrees, and the mock API."""
+class PeerHome:
+    """What both tools share: HOME, a git repository with ``sessions`` worktrees, and the mock
+    API."""
 
     def __init__(self, root: Path, sessions: int, mock: MockServer) -> None:
         self.root = root
@@ -154,7 +157,7 @@ async def poll(read: Reader, want: str, what: str, within: float = 60.0) -> floa
 OFFERS = ("Make auto mode your default permission mode?", "Switch your default effort to")
 
 
-async def dismiss_offers(tmux: Tmux, pane: str) -> bool:
+async def dismiss_offers(tmux: PeerTmuxServer, pane: str) -> bool:
     """Press Esc on an offer dialog Claude opened on its own; whether there was one."""
     screen = (await anyio.run_process(tmux.argv("capture-pane", "-p", "-t", pane))).stdout
     if any(offer.encode() in screen for offer in OFFERS):
@@ -164,16 +167,16 @@ async def dismiss_offers(tmux: Tmux, pane: str) -> bool:
     return False
 
 
-async def type_text(tmux: Tmux, pane: str, text: str) -> None:
+async def type_text(tmux: PeerTmuxServer, pane: str, text: str) -> None:
     await dismiss_offers(tmux, pane)
     await anyio.run_process(tmux.argv("send-keys", "-t", pane, "-l", text))
     await anyio.sleep(0.3)  # bench only: let the TUI take the text in before Enter
 
 
 async def paneward_side(
-    w: World, mock: MockServer, idle_s: float, events: int
+    w: PeerHome, mock: MockServer, idle_s: float, events: int
 ) -> dict[str, object]:
-    tmux = Tmux()
+    tmux = PeerTmuxServer()
     tmux.run("new-session", "-d", "-s", "main", "-x", "160", "-y", "45")
     try:
         panes = [
@@ -187,8 +190,8 @@ async def paneward_side(
         env["PATH"] = f"{PANEWARD.parent}:{env['PATH']}"
         for name in ("CODEX_HOME", "HERMES_HOME"):
             env[name] = str(w.root / name.lower())
-        async with Daemon(state, discovery=True, env=env,
-                          extra_args=["--tmux", "-L", tmux.name]) as daemon:
+        async with DaemonProcess(state, discovery=True, env=env,
+                                 extra_args=["--tmux", "-L", tmux.name]) as daemon:
 
             def turn_of(pane: str) -> Reader:
                 async def read() -> str:
@@ -227,7 +230,7 @@ async def paneward_side(
 
 
 async def latencies(
-    tmux: Tmux,
+    tmux: PeerTmuxServer,
     targets: Sequence[T],
     mock: MockServer,
     events: int,
@@ -283,9 +286,9 @@ async def latencies(
 
 
 async def ccmanager_side(
-    w: World, mock: MockServer, idle_s: float, events: int
+    w: PeerHome, mock: MockServer, idle_s: float, events: int
 ) -> dict[str, object]:
-    tmux = Tmux()
+    tmux = PeerTmuxServer()
     try:
         pane = tmux.run("new-session", "-d", "-P", "-F", "#{pane_id}", "-x", "160", "-y", "45",
                         "sh", "-c", w.shell(w.repo, str(CCMANAGER))).strip()
@@ -364,7 +367,7 @@ async def amain(args: argparse.Namespace) -> None:
                 with tempfile.TemporaryDirectory(
                     prefix="pw-bench-peer-", ignore_cleanup_errors=True
                 ) as raw:
-                    w = World(Path(raw), args.sessions, mock)
+                    w = PeerHome(Path(raw), args.sessions, mock)
                     r = await side(w, mock, args.idle_s, args.events)
             finally:
                 mock.close()

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from actors.sinks.store import DEFAULT_BATCH_MS  # noqa: E402
-from tests.support.daemon import Daemon, daemon_env  # noqa: E402
+from tests.support.daemon import DaemonProcess, daemon_env  # noqa: E402
 
 PAYLOAD = json.dumps({"type": "agent-turn-complete", "thread-id": "t", "cwd": "/w"})
 BASELINE = "python -c pass"
@@ -118,7 +118,7 @@ async def amain(runs: int) -> None:
         state = tmp / "state"
         for home in ("claude", "codex", "hermes"):
             (tmp / "homes" / home).mkdir(parents=True)
-        async with Daemon(state, discovery=True, env=daemon_env(state)) as daemon:
+        async with DaemonProcess(state, discovery=True, env=daemon_env(state)) as daemon:
             env = daemon.env
             variants = {
                 BASELINE: [python, "-c", "pass"],

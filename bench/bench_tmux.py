@@ -37,7 +37,7 @@ from actors.sinks.tmux import TmuxBridge
 from actors.sinks.tmux_client import ControlClient
 from messages import NotifyHook, Transition, encode
 from tests.support.daemon import (
-    Daemon,
+    DaemonProcess,
     claude_hook_payload,
     daemon_env,
     raw_send,
@@ -169,7 +169,7 @@ async def hook_to_tmux(server: TmuxServer, events: int) -> dict[str, list[float]
             port = s.getsockname()[1]
         env = daemon_env(state)
         args = ["--tmux", "-L", server.name, "--http-port", str(port)]
-        async with Daemon(state, env=env, extra_args=args), \
+        async with DaemonProcess(state, env=env, extra_args=args), \
                 ControlClient(TmuxTarget(server.name)) as reader:
             show = f"show-options -p -q -v -t {quote(pane)} @paneward_badge"
 

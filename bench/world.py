@@ -34,7 +34,7 @@ import anyio
 
 from actors.core.tmux.protocol import TmuxTarget, quote
 from actors.sinks.tmux_client import ControlClient
-from tests.support.daemon import Daemon, daemon_env, poll_until, start_token
+from tests.support.daemon import DaemonProcess, daemon_env, poll_until, start_token
 
 __all__ = [
     "CLK_TCK",
@@ -178,7 +178,7 @@ class World:
     env: dict[str, str]
     claude: list[ClaudeSession] = field(default_factory=list)
     codex: list[CodexSession] = field(default_factory=list)
-    daemon: Daemon | None = None
+    daemon: DaemonProcess | None = None
 
     def tmux_argv(self, *args: str) -> list[str]:
         return ["tmux", "-L", self.tmux_name, *args]
@@ -229,9 +229,9 @@ class World:
             pane, pid = self._new_pane(f"exec 3>>{quote(str(rollout))}; exec {codex} 1000000")
             self.codex.append(CodexSession(pane=pane, pid=pid, thread_id=thread, rollout=rollout))
 
-    async def start_daemon(self, *extra: str) -> Daemon:
+    async def start_daemon(self, *extra: str) -> DaemonProcess:
         state = self.root / "state"
-        daemon = Daemon(
+        daemon = DaemonProcess(
             state,
             discovery=True,
             env=self.env,

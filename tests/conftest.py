@@ -17,7 +17,7 @@ from tests.support.mock_apis import (
     openai_server,
 )
 from tests.support.tmux import TmuxServer
-from tests.support.wrap import Tmux
+from tests.support.wrap import AgentTmuxServer
 
 
 @pytest.fixture
@@ -37,10 +37,10 @@ def server() -> Iterator[TmuxServer]:
 
 
 @pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
+def tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
     """A private tmux server for the real-CLI tests, started by the test's first pane; only it
     is killed."""
-    srv = Tmux(tmp_path)
+    srv = AgentTmuxServer(tmp_path)
     try:
         yield srv
     finally:
@@ -88,6 +88,22 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "home").mkdir()
     return tmp_path / "home"
+
+
+@pytest.fixture
+def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    claude = tmp_path / "claude-config"
+    codex = tmp_path / "codex-home"
+    state = tmp_path / "state"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", os.fspath(claude))
+    monkeypatch.setenv("CODEX_HOME", os.fspath(codex))
+    monkeypatch.setenv("PANEWARD_STATE_DIR", os.fspath(state))
+    monkeypatch.setenv("HOME", os.fspath(tmp_path / "home"))
+    monkeypatch.setenv("HERMES_HOME", os.fspath(tmp_path / "hermes-home"))
+    for name in ("GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return {"claude": claude, "codex": codex, "state": state, "home": tmp_path / "home",
+            "hermes": tmp_path / "hermes-home"}
 
 
 @pytest.hookimpl(hookwrapper=True)

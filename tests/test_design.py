@@ -10,6 +10,8 @@
   has a case for every inbound type (else ``assert_never``), the pid watcher handles exactly
   what it ``accepts``.
 - Wide messages are keyword-only, so whoever builds one names its fields.
+- Tests and benchmarks share helpers through ``tests/support/`` only: no module of tests/ or
+  bench/ imports a test module.
 """
 
 from __future__ import annotations
@@ -781,9 +783,11 @@ def test_the_docs_tables_list_every_harness_of_the_catalog() -> None:
 
 def _prose_files(root: Path) -> list[Path]:
     """The code and docs whose prose is checked: every Python file of the packages, the tests
-    and the benchmarks, the README and docs/. bench/RESULTS.md is a dated results log, and the
-    fixtures are captures of what agents write, not prose."""
+    and the benchmarks, the README, docs/ and bench/RESULTS.md (one section per subject, its
+    latest figures with their dates). The fixtures are captures of what agents write, not
+    prose."""
     files = [root / "README.md", root / "supervisor.py", *sorted((root / "docs").glob("*.md"))]
+    files.append(root / "bench" / "RESULTS.md")
     for folder in ("actors", "messages", "tests", "bench"):
         files += sorted(
             p for p in (root / folder).rglob("*.py") if "fixtures" not in p.relative_to(root).parts
@@ -902,3 +906,88 @@ def test_a_package_docstring_names_what_the_package_holds(package: str) -> None:
     children, doc = _package_docstring_names(ROOT / package)
     missing = sorted(c for c in children if not re.search(rf"(?<![\w-]){re.escape(c)}\b", doc))
     assert not missing, f"{package}/__init__.py's docstring does not name {missing}"
+
+
+# --------------------------------------------------------------------------------------------
+# Tests and benchmarks share helpers through tests/support/ only
+
+#: What a test or bench module may import from tests/: the helpers and the shared fixtures.
+_SHARED_TEST_MODULES = ("tests.support", "tests.conftest")
+
+
+def _imported(where: Path, node: object) -> list[str]:
+    """The modules (or module attributes) an import statement of the file ``where`` names,
+    relative imports resolved against its package."""
+    import ast
+
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        package = where.parent.parts[: len(where.parent.parts) - node.level + 1]
+        base = ".".join((*package, base) if base else package)
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def _shared(module: str) -> bool:
+    return any(module == s or module.startswith(s + ".") for s in _SHARED_TEST_MODULES)
+
+
+def _test_module_imports(root: Path) -> list[str]:
+    """Every import, in a Python file of tests/ or bench/ (the fixtures aside: they are programs
+    the tests run), of a module under tests/ other than :data:`_SHARED_TEST_MODULES` and their
+    modules."""
+    import ast
+
+    found: list[str] = []
+    for folder in ("tests", "bench"):
+        for path in sorted((root / folder).rglob("*.py")):
+            where = path.relative_to(root)
+            if "fixtures" in where.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                found += [
+                    f"{where}:{getattr(node, 'lineno', 0)}: imports {name}"
+                    for name in _imported(where, node)
+                    if (name == "tests" or name.startswith("tests.")) and not _shared(name)
+                ]
+    return found
+
+
+def test_no_test_or_bench_module_imports_a_test_module() -> None:
+    """What two test modules, or a benchmark and a test, share lives in tests/support/ (or is a
+    fixture of tests/conftest.py): a test module is nobody's library."""
+    problems = _test_module_imports(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_test_import_check_finds_what_it_is_for(tmp_path: Path) -> None:
+    """The check is not vacuous: each way of importing a test module is found, the helpers and
+    the fixtures' programs pass."""
+    (tmp_path / "tests" / "cli").mkdir(parents=True)
+    (tmp_path / "tests" / "fixtures").mkdir()
+    (tmp_path / "bench").mkdir()
+    lines = [
+        "from tests.cli.test_jump import drawn",
+        "import tests.sources.test_fleet_link",
+        "from tests import test_design",
+        "from . import test_jump",
+        "from .test_jump import drawn",
+        "from tests.support.tmux import drawn_text",
+        "from tests import support",
+        "import tests.support.sessions",
+        "from tests.conftest import home",
+    ]
+    (tmp_path / "tests" / "cli" / "test_x.py").write_text("\n".join(lines) + "\n")
+    (tmp_path / "bench" / "bench_x.py").write_text("from tests.cli import test_jump\n")
+    (tmp_path / "tests" / "fixtures" / "fake.py").write_text("from tests.cli import test_jump\n")
+    assert _test_module_imports(tmp_path) == [
+        "tests/cli/test_x.py:1: imports tests.cli.test_jump.drawn",
+        "tests/cli/test_x.py:2: imports tests.sources.test_fleet_link",
+        "tests/cli/test_x.py:3: imports tests.test_design",
+        "tests/cli/test_x.py:4: imports tests.cli.test_jump",
+        "tests/cli/test_x.py:5: imports tests.cli.test_jump.drawn",
+        "bench/bench_x.py:1: imports tests.cli.test_jump",
+    ]

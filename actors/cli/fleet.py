@@ -156,8 +156,8 @@ def run_fleet(args: argparse.Namespace) -> int:
 
     def check(entry: core.Host | core.NatsEntry) -> tuple[bool, str]:
         if isinstance(entry, core.NatsEntry):
-            return check_nats(entry)
-        return check_host(entry, control, fleet.keepalive_s)
+            return probe_nats(entry)
+        return probe_host(entry, control, fleet.keepalive_s)
 
     with ThreadPoolExecutor(max_workers=min(len(entries), 16)) as pool:
         results = list(pool.map(check, entries))
@@ -185,7 +185,7 @@ def _chosen(fleet: core.Fleet, names: list[str]) -> list[core.Host | core.NatsEn
     return chosen
 
 
-def check_nats(entry: core.NatsEntry) -> tuple[bool, str]:
+def probe_nats(entry: core.NatsEntry) -> tuple[bool, str]:
     """Connect to a NATS entry with its credentials and read its heartbeats: ``(True, how many
     hosts publish there)`` or ``(False, why not)``. nats-py is imported here only."""
     try:
@@ -242,7 +242,7 @@ def check_nats(entry: core.NatsEntry) -> tuple[bool, str]:
         return False, describe_error(exc, settings)
 
 
-def check_host(host: core.Host, control: str, keepalive_s: int) -> tuple[bool, str]:
+def probe_host(host: core.Host, control: str, keepalive_s: int) -> tuple[bool, str]:
     """Run the stream's command on ``host`` and read its first line: ``(True, what answered)``
     or ``(False, why not)``. Bounded by the connect timeout plus a few seconds."""
     import messages

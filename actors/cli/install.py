@@ -66,7 +66,7 @@ __all__ = [
     "default_config_dir",
     "default_executable",
     "ensure_http_token",
-    "plan",
+    "install_plan",
     "run",
 ]
 
@@ -99,7 +99,7 @@ class FileChange:
 
 @dataclass(frozen=True, slots=True)
 class InstallPlan:
-    """What :func:`plan` found: the changes for :func:`apply_plan`, the notes to print."""
+    """What :func:`install_plan` found: the changes for :func:`apply_plan`, the notes to print."""
 
     changes: tuple[FileChange, ...]
     notes: tuple[str, ...]
@@ -178,7 +178,7 @@ def _restore_original(
     return after, False
 
 
-def plan(
+def install_plan(
     harness: str,
     *,
     target: HookTarget,
@@ -527,7 +527,7 @@ def run(args: argparse.Namespace) -> int:
             url = f"http://127.0.0.1:{args.http_port}/hook/{installer.harness}"
         events = [e for e in (args.events or "").split(",") if e] or None
         config_dir = args.config_dir or installer.default_dir()
-        result = plan(
+        result = install_plan(
             installer.harness,
             target=HookTarget(executable, url, token, trust=args.trust and not args.uninstall),
             config_dir=config_dir,

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"paneward install-service: cannot read {shown}: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    if existing is not None and not service.is_ours(existing):
+    if existing is not None and not service.is_paneward_unit(existing):
         print(f"paneward install-service: {shown} was not written by paneward: left as it is "
               "(remove or edit it yourself)", file=sys.stderr)
         return EXIT_REFUSED

@@ -6,8 +6,8 @@ More than ``max_restarts`` crashes within ``restart_window`` seconds
 (:class:`actors.runtime.mailbox.RestartWindow`) stop it: logged, counted, and its state
 ``stopped``. An *essential* child that stops fails the supervisor, as an OTP supervisor whose
 child exceeds its intensity does: :meth:`Children.wait_failed` returns
-:class:`EssentialActorStopped`. Session actors are not children: the supervisor spawns them on
-first evidence (:class:`actors.runtime.session.SessionActor`).
+:class:`EssentialActorStopped`. Session actors are not children: they are spawned on first
+evidence (:class:`actors.runtime.sessions.Sessions`).
 
 Who calls it: :class:`supervisor.Supervisor` (``start_actor`` / ``start_listener`` start a
 child, shutdown cancels them all first, ``statistics()`` reads the counters).

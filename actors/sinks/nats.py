@@ -44,12 +44,12 @@ from actors.core.fleet.nats import (
     NatsSettings,
     PublishBuffer,
     PublishStatistics,
+    activity_key,
     escape_token,
     gap_subject,
     heartbeat_key,
     last_per_session,
     msg_id,
-    session_key,
     session_subject,
 )
 from actors.runtime.mailbox import Host
@@ -445,7 +445,7 @@ class NatsPublisher:
                 latest = list(self._latest.values())
                 for start in range(0, len(latest), WINDOW):
                     self._kv_dirty |= not await self._acked(nc, acks, [
-                        (kv + session_key(s.host, a.key.harness, a.key.session_id),
+                        (kv + activity_key(s.host, a.key.harness, a.key.session_id),
                          encode(a), None)
                         for a in latest[start:start + WINDOW]
                     ])
@@ -470,7 +470,7 @@ class NatsPublisher:
                     ))
             for t in last_per_session(window):
                 k = t.key
-                key = kv + session_key(s.host, k.harness, k.session_id)
+                key = kv + activity_key(s.host, k.harness, k.session_id)
                 if t.forgets:
                     messages.append((key, b"", {"KV-Operation": "DEL"}))
                 else:

@@ -91,7 +91,7 @@ from actors.sources.watch_fanout import WatchFanout, WatchFanoutStatistics, Watc
 from messages.activity import Gap, Snapshot, Transition
 from messages.errors import PanewardError
 
-__all__ = ["ControlServer", "ControlServerError", "ControlStatistics"]
+__all__ = ["ControlServer", "ControlServerError", "ControlServerStatistics"]
 
 #: Transitions a watcher may lag behind before it is overflowed (and disconnected): 1.6 s of a
 #: daemon taking 10,000 events a second, for a watcher process the machine descheduled.
@@ -113,7 +113,7 @@ class _Host(WatchHost, Protocol):
     def snapshot(self) -> tuple[messages.Activity, ...]: ...
 
 
-class ControlStatistics(msgspec.Struct, kw_only=True):
+class ControlServerStatistics(msgspec.Struct, kw_only=True):
     """Counters of the control socket: one record it keeps, copied by ``statistics()``.
 
     ``bad_requests`` refused requests, by reason in ``rejected``
@@ -259,11 +259,11 @@ class ControlServer:
         self._hangups = HangupWatch()
         self._head_deadline = head_deadline
         self._listening = anyio.Event()
-        self._stats = ControlStatistics()
+        self._stats = ControlServerStatistics()
         self._fanout = WatchFanout(host, watch_buffer, WATCH_BATCH)
         self._admission: Admission | None = None
 
-    def statistics(self) -> ControlStatistics:
+    def statistics(self) -> ControlServerStatistics:
         """A point-in-time copy of the counters."""
         return msgspec.structs.replace(
             self._stats,

@@ -460,4 +460,4 @@ class HookListener:
                     reply = protocol.respond(200, {})
                 await connection.send(reply)
                 continue
-            return  # Closed
+            return  # HttpClosed

@@ -1,6 +1,6 @@
 """The pid watcher: proves that the owners of live sessions are still alive, and says when not.
 
-Functional core: :func:`actors.core.session.pids.plan` decides, from plain data, what one probe
+Functional core: :func:`actors.core.session.pids.pid_plan` decides, from plain data, what one probe
 round means. Imperative shell: :class:`PidWatcher`, a listener of the supervisor: every inbound
 message that names an owner (``RegistryStatus``, ``RolloutOwned``, ``PtySpawned``, a
 ``ProcessSeen`` claiming a key, a ``HookHint`` with a pid, a ``ClientAttached`` client, a
@@ -33,7 +33,7 @@ import msgspec
 
 import messages
 from actors.core.clock import now_ms
-from actors.core.session.pids import Ended, ProbeResult, plan
+from actors.core.session.pids import Ended, ProbeResult, pid_plan
 from actors.runtime.mailbox import EvidenceSink
 from actors.sources import procfs
 
@@ -242,7 +242,7 @@ class PidWatcher:
         if self._round_done is not None:
             self._round_done.set()
             self._round_done = None
-        decision = plan(candidates, self._seen, probes)
+        decision = pid_plan(candidates, self._seen, probes)
         now = now_ms()
         for pid in decision.forgotten:
             if pid not in self._candidates:

@@ -36,7 +36,7 @@ from messages import NotifyHook, RegistryRemoved, RegistryStatus, Transition
 from tests.support.daemon import (
     PANEWARD,
     AgentStandIn,
-    Daemon,
+    DaemonProcess,
     _raw_send_sync,
     daemon_env,
     owner,
@@ -145,7 +145,7 @@ async def test_real_captures_through_hook_processes_match_the_in_process_replay(
             owner() as interactive,
             owner() as print_mode,
             owner() as codex,
-            Daemon(tmp_path / "state") as daemon,
+            DaemonProcess(tmp_path / "state") as daemon,
         ):
             plan = list(
                 heapq.merge(
@@ -276,7 +276,7 @@ async def test_kill_9_during_a_burst_loses_at_most_one_batch(tmp_path: Path) -> 
     hooks = burst(sessions, 1250, me, token)[:10_000]
     assert len(hooks) == 10_000
     with anyio.fail_after(60):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             async with watching(daemon) as watcher, anyio.create_task_group() as tg:
                 tg.start_soon(anyio.to_thread.run_sync, _send_until_broken, daemon.hook_socket,
                               frames(hooks))
@@ -316,7 +316,7 @@ async def test_kill_9_during_a_burst_loses_at_most_one_batch(tmp_path: Path) -> 
         assert last < 9_999  # the kill really landed during the burst
         # restart on the same state dir: the seq goes on after every seq the watcher may have
         # seen (the store's seq mark), and what the journal lacks is a gap
-        async with Daemon(state) as again:
+        async with DaemonProcess(state) as again:
             status = await again.status()
             restarted = int(status["seq"])
             assert restarted >= max(seen)
@@ -341,7 +341,7 @@ async def test_second_daemon_refused_and_signals_shut_down_flushed(
     me, token = os.getpid(), start_token(os.getpid())
     hooks = burst(["s-a", "s-b"], 30, me, token)
     with anyio.fail_after(60):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             code, out, err = await cli(daemon.env, "run", "--state-dir", os.fspath(state),
                                        "--no-discovery")
             assert (code, out) == (1, "")
@@ -387,7 +387,7 @@ async def test_restart_reproves_live_owner_silently_and_buries_the_dead_one(
     with anyio.fail_after(60):
         async with owner() as alive:
             async with owner() as doomed:
-                async with Daemon(state) as daemon, watching(daemon) as watcher:
+                async with DaemonProcess(state) as daemon, watching(daemon) as watcher:
                     await raw_send(daemon.hook_socket, frames([]) + b"".join(
                         messages.encode(m) + b"\n"
                         for m in (registry("alive", alive, "busy", 1_800_000_000_000),
@@ -399,7 +399,7 @@ async def test_restart_reproves_live_owner_silently_and_buries_the_dead_one(
                 doomed_pid = doomed.pid
             # `doomed` is dead and reaped while no daemon runs
             assert not os.path.exists(f"/proc/{doomed_pid}")  # noqa: ASYNC240 - procfs, instant
-            async with Daemon(state) as daemon:
+            async with DaemonProcess(state) as daemon:
                 async with watching(daemon, since=last) as watcher:
                     await watcher.wait_for(lambda items: len(items) >= 1, "the correction")
                     # let the pid watcher prove the live owner, then a barrier transition
@@ -422,7 +422,7 @@ async def test_restart_reproves_live_owner_silently_and_buries_the_dead_one(
     ]
 
 
-async def poll_until_counter(daemon: Daemon, part: str, name: str, at_least: int) -> None:
+async def poll_until_counter(daemon: DaemonProcess, part: str, name: str, at_least: int) -> None:
     async def done() -> bool:
         return int((await daemon.counters())[part][name]) >= at_least
 
@@ -440,7 +440,7 @@ async def test_status_table_json_and_watch_since_without_gap_or_duplicate(
     me, token = os.getpid(), start_token(os.getpid())
     first = burst(["tbl-a", "tbl-b"], 5, me, token)  # 2 + 20 transitions
     with anyio.fail_after(60):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             async with watching(daemon) as watcher:
                 await raw_send(daemon.hook_socket, frames(first))
                 await watcher.wait_for(lambda items: len(items) >= 22, "22 transitions")
@@ -518,7 +518,7 @@ async def test_permissions_and_another_users_client_is_refused() -> None:
     status = json.dumps({"op": "status"})
     try:
         with anyio.fail_after(60):
-            async with Daemon(base / "state") as daemon:
+            async with DaemonProcess(base / "state") as daemon:
                 state = daemon.state_dir
                 modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (
                     state, daemon.hook_socket, daemon.control_socket, state / "paneward.db",
@@ -722,7 +722,7 @@ async def test_status_says_which_session_each_pane_shows_and_why(tmp_path: Path)
         messages.PaneBound(key=lone, pane="%8", at_ms=now + 5, proof="codex_tui_process"),
     ]
     with anyio.fail_after(60):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             for message in sent:
                 code, _, err = await cli(daemon.env, "inject", messages.encode(message).decode())
                 assert (code, err) == (0, "")

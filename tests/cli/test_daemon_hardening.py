@@ -33,7 +33,7 @@ import messages
 from tests.support.daemon import (
     HOLDER_SCRIPT,
     PANEWARD,
-    Daemon,
+    DaemonProcess,
     daemon_env,
     limited,
     poll_until,
@@ -126,8 +126,8 @@ async def test_another_user_cannot_switch_hook_intake_off(tmp_path: Path) -> Non
     port = free_port()
     # 256 descriptors, soft = hard: the daemon cannot raise it. Before, ~5 s of this flood
     # (600 connections, re-opened as fast as they are closed) crashed the listener for good.
-    daemon = Daemon(state, extra_args=["--http-port", str(port)],
-                    prefix=limited(RLIMIT_NOFILE=256))
+    daemon = DaemonProcess(state, extra_args=["--http-port", str(port)],
+                           prefix=limited(RLIMIT_NOFILE=256))
     with anyio.fail_after(120):
         async with daemon:
             async with await anyio.open_process(
@@ -174,7 +174,7 @@ async def test_the_soft_descriptor_limit_is_raised_to_the_hard_one(tmp_path: Pat
         "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096)); "
         "os.execv(sys.argv[1], sys.argv[1:])"
     )]
-    daemon = Daemon(state, extra_args=["--http-port", str(free_port())], prefix=limits)
+    daemon = DaemonProcess(state, extra_args=["--http-port", str(free_port())], prefix=limits)
     with anyio.fail_after(60):
         async with daemon:
             proc_limits = await anyio.Path(f"/proc/{daemon.pid}/limits").read_text()
@@ -225,7 +225,7 @@ async def test_an_essential_actor_that_stops_ends_the_daemon_loudly(tmp_path: Pa
 async def test_status_shows_every_actors_state(tmp_path: Path) -> None:
     state = tmp_path / "state"
     with anyio.fail_after(60):
-        async with Daemon(state, discovery=True) as daemon:
+        async with DaemonProcess(state, discovery=True) as daemon:
             code, out, err = await cli(daemon.env, "status")
             counters = await daemon.counters()
     assert code == 0, err
@@ -270,7 +270,7 @@ def test_a_running_tmux_bridge_without_a_connection_shows_where_it_is_and_why() 
 async def test_deeply_nested_control_requests_leave_status_working(tmp_path: Path) -> None:
     deep = b'{"op": "status", "x": ' + b"[" * 20_000 + b"]" * 20_000 + b"}\n"
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             for _ in range(5):
                 await anyio.to_thread.run_sync(_ask, daemon.control_socket, deep)
             code, _, err = await cli(daemon.env, "status")
@@ -357,7 +357,7 @@ async def test_one_daemon_per_runtime_dir_whatever_its_state_dir(tmp_path: Path)
     runtime = private(tmp_path / "runtime")
     sock = os.fspath(runtime / "hook.sock")
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "a", runtime_dir=runtime) as first:
+        async with DaemonProcess(tmp_path / "a", runtime_dir=runtime) as first:
             control = runtime / "control.sock"
             before = (control.stat().st_ino, (runtime / "hook.sock").stat().st_ino)
             env = daemon_env(tmp_path / "b")
@@ -395,7 +395,7 @@ async def test_a_fifo_beside_the_hermes_ledger_neither_blocks_nor_keeps_the_daem
     db.close()
     os.mkfifo(cron / "executions.db-shm")  # SQLite would open it, and block, forever
     with anyio.fail_after(60):
-        async with Daemon(state, env=env, discovery=True) as daemon:
+        async with DaemonProcess(state, env=env, discovery=True) as daemon:
 
             async def refused() -> bool:
                 return int((await daemon.counters())["hermes_ledger"]["db_errors"]) >= 1
@@ -413,7 +413,7 @@ async def test_a_fifo_beside_the_hermes_ledger_neither_blocks_nor_keeps_the_daem
 async def test_control_characters_in_ids_never_reach_the_terminal(tmp_path: Path) -> None:
     nasty = "\x1b]0;pwned\x07\x1b[2J\x9b31m"
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             await raw_send(daemon.hook_socket, hook_frame(nasty, "UserPromptSubmit", 1))
             nul = hook_frame("a\x00b", "UserPromptSubmit", 2)
             await raw_send(daemon.hook_socket, nul)
@@ -456,7 +456,7 @@ async def test_c1_controls_never_reach_the_terminal_from_json_output(tmp_path: P
 
     session = "s\x9b31m"
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             for message in (spawned(session), blocked(session, f"approve Bash: {C1_COMMAND}")):
                 code, _, err = await cli(daemon.env, "inject", messages.encode(message).decode())
                 assert code == 0, err
@@ -487,7 +487,7 @@ async def test_a_full_disk_shows_in_the_summary_and_as_a_gap_for_watch_since(
     state = tmp_path / "state"
     # Files of the daemon may not grow past 256 KiB: the WAL fills, writes fail (SQLITE_FULL),
     # the store retries, then drops the batch (counted, and a gap for watch --since).
-    daemon = Daemon(state, prefix=limited(RLIMIT_FSIZE=256 * 1024))
+    daemon = DaemonProcess(state, prefix=limited(RLIMIT_FSIZE=256 * 1024))
     with anyio.fail_after(120):
         async with daemon:
             sent = 0
@@ -557,7 +557,7 @@ async def test_many_waits_leave_status_a_slot_and_a_killed_wait_is_closed_at_onc
     waits: list[anyio.abc.Process] = []
     how_many = 70  # more than the control socket's 64 request slots
     with anyio.fail_after(120):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             try:
                 for n in range(how_many):
                     waits.append(await anyio.open_process(
@@ -613,7 +613,7 @@ async def test_many_waits_leave_status_a_slot_and_a_killed_wait_is_closed_at_onc
 # so seqs a watcher had seen live named new transitions, and `watch --since` found nothing
 
 
-async def _wait_flushed(daemon: Daemon, seq: int, *, marked: bool = False) -> None:
+async def _wait_flushed(daemon: DaemonProcess, seq: int, *, marked: bool = False) -> None:
     """Until the store has committed ``seq`` (and, with ``marked``, its seq mark says so)."""
 
     async def done() -> bool:
@@ -628,7 +628,7 @@ async def _wait_flushed(daemon: Daemon, seq: int, *, marked: bool = False) -> No
 async def test_seqs_a_watcher_saw_are_never_reused_after_a_kill_9(tmp_path: Path) -> None:
     state = tmp_path / "state"
     with anyio.fail_after(120):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             await raw_send(daemon.hook_socket, alternating("before", 4))
             await _wait_flushed(daemon, 4)
             async with watching(daemon) as watcher:
@@ -646,7 +646,7 @@ async def test_seqs_a_watcher_saw_are_never_reused_after_a_kill_9(tmp_path: Path
                     locker.close()
                 seen = watcher.seqs
         assert store["last_flushed_seq"] == 4 and seen == list(range(5, 11))
-        async with Daemon(state) as again:
+        async with DaemonProcess(state) as again:
             await raw_send(again.hook_socket, alternating("after", 1, 100))
             await again.wait_delivered(1)
             top = int((await again.status())["seq"])
@@ -686,7 +686,7 @@ async def test_committed_rows_a_damaged_wal_lost_show_in_status_and_as_a_gap(
 ) -> None:
     state = tmp_path / "state"
     with anyio.fail_after(120):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             for n in range(3):  # three batches at least: three transactions in the log
                 await raw_send(daemon.hook_socket, alternating(f"s{n}", 10, 10 * n))
                 await _wait_flushed(daemon, 10 * (n + 1))
@@ -695,7 +695,7 @@ async def test_committed_rows_a_damaged_wal_lost_show_in_status_and_as_a_gap(
         wal = state / "paneward.db-wal"
         assert wal.stat().st_size > 0
         _damage_wal(wal, where)
-        async with Daemon(state) as again:
+        async with DaemonProcess(state) as again:
             store = (await again.counters())["store"]
             code, table, _ = await cli(again.env, "status")
             await raw_send(again.hook_socket, alternating("after", 1, 100))

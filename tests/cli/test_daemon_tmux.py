@@ -23,7 +23,7 @@ import pytest
 
 from actors.sources import procfs
 from tests import support
-from tests.support.daemon import Daemon, daemon_env
+from tests.support.daemon import DaemonProcess, daemon_env
 from tests.support.tmux import TmuxServer, attached_client, eventually
 
 FAKE_CLAUDE = support.FIXTURES / "claude_registry" / "fake_claude.py"
@@ -83,7 +83,8 @@ async def test_fake_agents_in_panes_get_badges_through_the_daemon(
         codex = await server.new_pane(
             f"{python} {shlex.quote(str(FAKE_CODEX))} codex {shlex.quote(str(rollout))}"
         )
-        daemon = Daemon(state, discovery=True, env=env, extra_args=["--tmux", "-L", server.name])
+        daemon = DaemonProcess(state, discovery=True, env=env,
+                               extra_args=["--tmux", "-L", server.name])
         async with daemon:
             # The fake Claude wrote its first record (no status yet): running, turn unknown.
             await shows(claude, "? unknown", "unknown", "")
@@ -189,7 +190,7 @@ async def test_no_tmux_server_is_said_on_stderr_and_in_status_until_it_comes(
     state = tmp_path / "state"
     try:
         with anyio.fail_after(60):
-            daemon = Daemon(state, extra_args=["--tmux", "-L", srv.name])
+            daemon = DaemonProcess(state, extra_args=["--tmux", "-L", srv.name])
             async with daemon:
 
                 async def said(text: str) -> bool:
@@ -269,7 +270,7 @@ async def test_a_turn_done_in_the_pane_the_user_looks_at_opens_nothing_also_afte
     with anyio.fail_after(90):
         async with attached_client(server, "main"):
             args = ["--tmux", "-L", server.name, "--notify", "none"]
-            async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+            async with DaemonProcess(state, discovery=True, env=env, extra_args=args) as daemon:
                 # Split in front of the user (no -d): the new pane is the one they look at.
                 out = await server.arun("split-window", "-t", "main", "-P", "-F", "#{pane_id}",
                                         command)
@@ -288,7 +289,7 @@ async def test_a_turn_done_in_the_pane_the_user_looks_at_opens_nothing_also_afte
             # Another session nobody is attached to has an active pane too (a later id): it is
             # not where the user looks.
             await server.arun("new-session", "-d", "-s", "other")
-            async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+            async with DaemonProcess(state, discovery=True, env=env, extra_args=args) as daemon:
                 await turn(agent, "status busy", "working")
                 await turn(agent, "status idle", "idle")
                 assert await option(agent, "@paneward_attention") == ""
@@ -325,7 +326,7 @@ async def test_a_second_daemon_on_the_same_tmux_server_touches_nothing(
     args = ["--tmux", "-L", server.name, "--notify", "none"]
     with anyio.fail_after(90):
         agent = await _fake_claude_pane(server, env, "s-first")
-        first = Daemon(first_state, discovery=True, env=env, extra_args=args)
+        first = DaemonProcess(first_state, discovery=True, env=env, extra_args=args)
         async with first:
             await _type(server, agent, "waiting permission prompt")
 
@@ -333,7 +334,7 @@ async def test_a_second_daemon_on_the_same_tmux_server_touches_nothing(
                 return await server.show(agent, "@paneward_badge") == "▲ needs you"
 
             await eventually(needs_you, interval=0.02)
-            second = Daemon(second_state, extra_args=args)
+            second = DaemonProcess(second_state, extra_args=args)
             async with second:
 
                 async def refused() -> bool:
@@ -360,7 +361,7 @@ async def test_a_second_daemon_on_the_same_tmux_server_touches_nothing(
             # without that session in its store, removes the badge it cannot prove).
             assert await first.stop() == 0
         await server.wait_down({agent: "▲ needs you"})
-        async with Daemon(second_state, extra_args=args) as second:
+        async with DaemonProcess(second_state, extra_args=args) as second:
 
             async def cleared() -> bool:
                 return await server.pane_option_names(agent) == []
@@ -385,7 +386,7 @@ async def test_a_killed_daemon_shows_in_tmux_and_a_restart_replaces_the_stale_ba
         await server.arun("set-option", "-g", "status-interval", "0")
         await server.arun("set-option", "-g", "status-right",
                           "#{?@paneward_summary,#{@paneward_summary} | ,}%H:%M ")
-        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon, \
+        async with DaemonProcess(state, discovery=True, env=env, extra_args=args) as daemon, \
                 attached_client(server, "main") as user:
             await _type(server, agent, "waiting permission prompt")
 
@@ -409,7 +410,7 @@ async def test_a_killed_daemon_shows_in_tmux_and_a_restart_replaces_the_stale_ba
         assert await server.show(agent, "@paneward_attention") == "needs_input"
 
         seen: list[str | None] = []
-        async with Daemon(state, discovery=True, env=env, extra_args=args) as daemon:
+        async with DaemonProcess(state, discovery=True, env=env, extra_args=args) as daemon:
 
             async def replaced() -> bool:
                 seen.append(await server.show(agent, "@paneward_badge"))
@@ -441,7 +442,7 @@ async def test_a_killed_agents_pane_says_exited_and_is_a_plain_shell_once_seen(
     from tests.support.daemon import raw_send, start_token
 
     state = tmp_path / "state"
-    daemon = Daemon(state, extra_args=["--tmux", "-L", server.name])
+    daemon = DaemonProcess(state, extra_args=["--tmux", "-L", server.name])
 
     async def agent_pane() -> tuple[str, int]:
         # The shell stays when its agent dies (a user's shell would print its prompt).

@@ -19,7 +19,7 @@ import messages
 from actors.core.tmux.badges import BadgeBook
 from messages import Forget, PtyExit, PtySpawned, SessionKey, Snapshot, Transition
 from supervisor import Supervisor
-from tests.support.daemon import PANEWARD, Daemon, poll_until, start_token, watching
+from tests.support.daemon import PANEWARD, DaemonProcess, poll_until, start_token, watching
 
 ENDED = "7f3c2a91-b60a-4a14-ae51-321496e4fc8f"
 LIVE = "7f3c2a91-ffff-4a14-ae51-321496e4fc8f"
@@ -92,14 +92,14 @@ async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return await anyio.to_thread.run_sync(functools.partial(_cli, env, *args))
 
 
-async def _activities(daemon: Daemon) -> dict[str, dict[str, Any]]:
+async def _activities(daemon: DaemonProcess) -> dict[str, dict[str, Any]]:
     return {a["key"]["session_id"]: a for a in (await daemon.status())["activities"]}
 
 
 async def test_ack_and_forget_through_the_daemon_and_a_restart(tmp_path: Path) -> None:
     state = tmp_path / "state"
     with anyio.fail_after(90):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             env = daemon.env
             for message in (spawned(ENDED, "%7"), failed_exit(ENDED), spawned(LIVE, "%8")):
                 done = await cli(env, "inject", messages.encode(message).decode())
@@ -149,7 +149,7 @@ async def test_ack_and_forget_through_the_daemon_and_a_restart(tmp_path: Path) -
             shown = await cli(env, "status", "--all")
             assert ENDED[:13] not in shown.stdout and LIVE[:13] in shown.stdout
         # The store deleted it: a daemon on the same state dir does not bring it back.
-        async with Daemon(state) as again:
+        async with DaemonProcess(state) as again:
             assert set(await _activities(again)) == {LIVE}
             assert json.loads((await cli(again.env, "status", "--json")).stdout)[0]["key"][
                 "session_id"] == LIVE
@@ -160,7 +160,7 @@ async def test_ack_of_an_exited_pane_leaves_it_a_plain_shell(tmp_path: Path) -> 
     seen: ``paneward ack %7`` is seeing it, and the session leaves the pane."""
     state = tmp_path / "state"
     with anyio.fail_after(60):
-        async with Daemon(state) as daemon:
+        async with DaemonProcess(state) as daemon:
             now = _now()
             ended = PtyExit(key=SessionKey("terminal", ENDED), code=0, at_ms=now,
                             observed_at_ms=now)

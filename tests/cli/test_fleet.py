@@ -2,7 +2,7 @@
 
 The rules are pure (:mod:`actors.core.fleet.hosts`); ``check`` runs against real ``sshd`` servers
 on loopback (:mod:`tests.support.ssh`: throwaway host and client keys, never the system's
-sshd) in front of real daemons (:class:`tests.support.daemon.Daemon`), one reason per way a
+sshd) in front of real daemons (:class:`tests.support.daemon.DaemonProcess`), one reason per way a
 host can be out of reach.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 import messages
 from actors.core.fleet import hosts as core
-from tests.support.daemon import PANEWARD, Daemon
+from tests.support.daemon import PANEWARD, DaemonProcess
 from tests.support.ssh import SshWorld
 
 # --------------------------------------------------------------------------- the hosts file
@@ -223,7 +223,7 @@ async def test_fleet_check_says_ok_or_exactly_why_not(
                 _run, env, "fleet", "add", name, "--command", command
             )
             assert added.returncode == 0, added
-        async with Daemon(state):
+        async with DaemonProcess(state):
             result = await anyio.to_thread.run_sync(lambda: _run(env, "fleet", "check"))
             only_good = await anyio.to_thread.run_sync(
                 lambda: _run(env, "fleet", "check", "good")
@@ -280,7 +280,7 @@ async def test_watch_fleet_starts_with_the_daemon_identity_then_replay_then_snap
         return [messages.decode_outbound(line) for line in data.splitlines()[:count]]
 
     with anyio.fail_after(120):
-        async with Daemon(state, env=env):
+        async with DaemonProcess(state, env=env):
             for n in range(4):
                 await anyio.to_thread.run_sync(inject, n)
             lines = await first_lines(1, 5)
@@ -289,7 +289,7 @@ async def test_watch_fleet_starts_with_the_daemon_identity_then_replay_then_snap
         assert [t.seq for t in replay if isinstance(t, messages.Transition)] == [2, 3, 4]
         assert isinstance(snapshot, messages.Snapshot)
         assert snapshot.seq == hello.seq == 4
-        async with Daemon(state, env=env):
+        async with DaemonProcess(state, env=env):
             (again,) = await first_lines(4, 1)
         assert isinstance(again, messages.Daemon)
         assert (again.id, again.run != hello.run, again.seq >= 4) == (hello.id, True, True)

@@ -16,7 +16,6 @@ real client attached in a PTY the test holds, as a user's terminal would run it.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 from collections.abc import AsyncIterator
@@ -31,8 +30,14 @@ from actors.core.tmux.protocol import TmuxTarget
 from actors.sinks.tmux_client import ControlClient
 from actors.sources import procfs
 from tests import support
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until
-from tests.support.tmux import AttachedClient, TmuxServer, attached_client, eventually
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, poll_until
+from tests.support.tmux import (
+    AttachedClient,
+    TmuxServer,
+    attached_client,
+    drawn_text,
+    eventually,
+)
 
 FAKE_CLAUDE = support.FIXTURES / "claude_registry" / "fake_claude.py"
 
@@ -115,7 +120,7 @@ async def test_next_pick_and_notifications_on_a_real_server(
         await server.arun("set-option", "-g", "allow-passthrough", "on")
         # tmux logs every command too: keep enough of the log for the messages to stay in it.
         await server.arun("set-option", "-g", "message-limit", "100000")
-        daemon = Daemon(
+        daemon = DaemonProcess(
             state, discovery=True, env=env,
             extra_args=["--tmux", "-L", server.name, "--notify-via", "tmux,osc9",
                         "--notify-interval", "0"],
@@ -216,7 +221,7 @@ async def test_next_pick_and_notifications_on_a_real_server(
             def menu_text(out: bytes) -> str:
                 # what was drawn from the menu's title on (status-line messages about the
                 # same panes may come before it)
-                drawn = _text(out[mark:])
+                drawn = drawn_text(out[mark:])
                 title = drawn.find("paneward:attention")
                 return drawn[title:] if title >= 0 else ""
 
@@ -251,16 +256,6 @@ async def test_next_pick_and_notifications_on_a_real_server(
     assert notify["tmux_messages"] >= 3 and notify["osc_writes"] >= 3, notify
 
 
-_CSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|\x1b\][^\x07]*\x07|\x0e|\x0f")
-
-
-def _text(out: bytes) -> str:
-    """The characters tmux drew, escape sequences and blanks removed (a menu line is drawn
-    left to right, one line after the other, so its items appear in order; tmux may move the
-    cursor over blanks instead of drawing them)."""
-    return "".join(_CSI.sub(b"", out).decode("utf-8", "replace").split())
-
-
 async def test_next_and_pick_without_a_daemon_or_a_queue(
     server: TmuxServer, tmp_path: Path
 ) -> None:
@@ -269,7 +264,7 @@ async def test_next_and_pick_without_a_daemon_or_a_queue(
     with anyio.fail_after(60):
         code, _, err = await paneward(env, "next", "-L", server.name)
         assert code == 2 and "no daemon" in err
-        async with Daemon(state, env=env), attached_client(server, "main") as user:
+        async with DaemonProcess(state, env=env), attached_client(server, "main") as user:
             code, _, err = await paneward(env, "next", "-L", server.name, "-q", "--client",
                                           user.name)
             assert code == 1 and err == ""  # quiet: told on the client instead
@@ -283,7 +278,7 @@ async def test_next_and_pick_without_a_daemon_or_a_queue(
             assert code == 1 and "nothing needs you" in err
     # never starts a server: a named server that does not exist stays absent
     missing = TmuxServer()
-    async with Daemon(tmp_path / "state2") as daemon:
+    async with DaemonProcess(tmp_path / "state2") as daemon:
         code, _, err = await paneward(daemon.env, "next", "-L", missing.name)
         assert code == 1
         assert "the tmux server does not exist" in err and "nothing needs you" not in err

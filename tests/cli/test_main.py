@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from actors.cli import hook_client
-from tests.support.daemon import PANEWARD, Daemon, daemon_env
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env
 from tests.support.tmux import TmuxServer
 
 
@@ -93,7 +93,7 @@ def test_every_no_daemon_message_says_how_to_start_one(
 async def test_next_names_a_tmux_server_that_does_not_exist(tmp_path: Path) -> None:
     missing = TmuxServer()  # never started
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             for command in ("next", "pick"):
                 done = await anyio.to_thread.run_sync(
                     functools.partial(paneward, daemon.env, command, "-L", missing.name)

@@ -30,7 +30,7 @@ from actors.core.views.top import (
     strip_text,
 )
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until, start_token
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, poll_until, start_token
 from tests.support.tmux import TmuxServer, attached_client
 
 T = 1_800_000_000_000
@@ -267,7 +267,7 @@ def test_top_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- the view, live
 
-async def _inject(daemon: Daemon, message: messages.Inbound) -> None:
+async def _inject(daemon: DaemonProcess, message: messages.Inbound) -> None:
     done = await anyio.run_process(
         [os.fspath(PANEWARD), "inject", messages.encode(message).decode()],
         env=daemon.env, check=False,
@@ -314,7 +314,7 @@ async def test_top_shows_the_queue_and_the_last_hour_and_acts_on_keys(
         pane, _, pid = out.strip().partition("|")
         panes[sid], pids[sid] = pane, int(pid)
     await server.arun("select-layout", "-t", "main", "tiled")
-    async with Daemon(state, env=env) as daemon:
+    async with DaemonProcess(state, env=env) as daemon:
         # b: everything before the window (its strip is its state now, from the snapshot)
         await _inject(daemon, _spawned("top-b", pids["top-b"], now - 180 * MIN, panes["top-b"]))
         await _inject(daemon, _status("top-b", "working", now - 120 * MIN, 1))
@@ -455,7 +455,7 @@ async def test_top_subscribes_again_when_the_daemon_restarts(
     env = daemon_env(state)
     now = T + 10 * 24 * 60 * MIN
     with anyio.fail_after(100):
-        async with Daemon(state, env=env) as daemon:
+        async with DaemonProcess(state, env=env) as daemon:
             await _inject(daemon, _spawned("top-r", os.getpid(), now - 20 * MIN, None))
             await _inject(daemon, _status("top-r", "working", now - 10 * MIN, 1))
             args = build_parser("top").parse_args(
@@ -472,7 +472,7 @@ async def test_top_subscribes_again_when_the_daemon_restarts(
                 await poll_until(lambda: "went away" in app.note or "no daemon" in app.note,
                                  "the view to say the daemon is gone")
                 assert [r.state for r in app.rows] == ["working 10m"]
-                async with Daemon(state, env=env) as again:
+                async with DaemonProcess(state, env=env) as again:
                     await poll_until(lambda: app.subscriptions == 2, "a second subscription")
                     await _inject(again, _status("top-r", "blocked", now - 5 * MIN, 2))
                     await poll_until(lambda: [r.attention for r in app.rows] == [

@@ -16,7 +16,7 @@ from actors.core.views.attention import WaitTarget, parse_predicate
 from actors.sources.control_server import ControlServer
 from messages import Snapshot, Transition
 from supervisor import Supervisor
-from tests.support.daemon import PANEWARD, Daemon, poll_until
+from tests.support.daemon import PANEWARD, DaemonProcess, poll_until
 from tests.support.sessions import blocked, spawned
 
 
@@ -64,7 +64,7 @@ async def _wait(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 
 async def test_wait_returns_on_the_edge_times_out_and_needs_a_daemon(tmp_path: Path) -> None:
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             env = daemon.env
             inject = [os.fspath(PANEWARD), "inject", messages.encode(spawned("s1")).decode()]
             await anyio.run_process(inject, env=env)
@@ -109,7 +109,7 @@ async def test_wait_takes_the_ids_the_table_shows_and_refuses_what_does_not_exis
     unknown session or a pane no session shows is exit 4 at once; `--for-new` waits for it;
     neither `--session`, `--pane` nor `--any` is a usage error."""
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             env = daemon.env
             for session in (LONG_A, LONG_B):
                 inject = [os.fspath(PANEWARD), "inject", messages.encode(spawned(session)).decode()]

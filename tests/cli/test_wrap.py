@@ -27,7 +27,7 @@ from actors.cli.wrap import (
     session_key,
     wrap_main,
 )
-from tests.support.wrap import WRAP, Tmux, base_env, frame_listener
+from tests.support.wrap import WRAP, AgentTmuxServer, base_env, frame_listener
 
 # -- pure parts -------------------------------------------------------------------------
 
@@ -217,7 +217,7 @@ SIGINT_CHILD = (
 )
 
 
-async def test_ctrl_c_in_the_pane_reaches_the_child(tmux: Tmux, sock: Path) -> None:
+async def test_ctrl_c_in_the_pane_reaches_the_child(tmux: AgentTmuxServer, sock: Path) -> None:
     with anyio.fail_after(30):
         async with frame_listener(sock) as frames:
             pane = tmux.start([*WRAP, "--", sys.executable, "-c", SIGINT_CHILD], base_env(sock))
@@ -234,7 +234,7 @@ async def test_ctrl_c_in_the_pane_reaches_the_child(tmux: Tmux, sock: Path) -> N
     assert (exited.code, exited.signal) == (7, None)
 
 
-async def test_pane_resize_reaches_the_child(tmux: Tmux, sock: Path) -> None:
+async def test_pane_resize_reaches_the_child(tmux: AgentTmuxServer, sock: Path) -> None:
     with anyio.fail_after(30):
         pane = tmux.start(
             [*WRAP, "--", "sh", "-c", "stty size; echo READY; read x; stty size; read x"],
@@ -261,7 +261,7 @@ PROBE_CHILD = (
 )
 
 
-async def test_probe_is_answered_inside_tmux(tmux: Tmux, sock: Path) -> None:
+async def test_probe_is_answered_inside_tmux(tmux: AgentTmuxServer, sock: Path) -> None:
     with anyio.fail_after(30):
         async with frame_listener(sock) as frames:
             pane = tmux.start([*WRAP, "--", sys.executable, "-c", PROBE_CHILD], base_env(sock))

@@ -28,7 +28,14 @@ import pytest
 
 from actors.core.fleet.nats import unescape_token
 from tests import support
-from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, raw_send, start_token
+from tests.support.daemon import (
+    PANEWARD,
+    DaemonProcess,
+    WatchProcess,
+    daemon_env,
+    raw_send,
+    start_token,
+)
 from tests.support.nats import (
     NatsServer,
     nats_server,
@@ -52,7 +59,7 @@ async def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[s
     )
 
 
-async def _nats_counters(daemon: Daemon) -> dict[str, Any]:
+async def _nats_counters(daemon: DaemonProcess) -> dict[str, Any]:
     stats = (await daemon.counters())["nats"]
     assert isinstance(stats, dict) and "error" not in stats, stats
     return stats
@@ -77,7 +84,7 @@ def _audit(messages: list[Any]) -> dict[str, list[int]]:
     return seqs
 
 
-async def _hub_seq(daemon: Daemon) -> int:
+async def _hub_seq(daemon: DaemonProcess) -> int:
     status = await daemon.status()
     return int(status["seq"])
 
@@ -89,7 +96,7 @@ async def test_several_daemons_publish_and_the_readers_see_every_host(tmp_path: 
     me, token = os.getpid(), start_token(os.getpid())
     hosts = ["alpha", "beta.lab", "gamma *>"]  # ids that would forge subjects unescaped
     with anyio.fail_after(90), nats_server(tmp_path / "nats") as server:
-        daemons = [Daemon(tmp_path / f"d{i}" / "state", extra_args=_nats_args(server, h))
+        daemons = [DaemonProcess(tmp_path / f"d{i}" / "state", extra_args=_nats_args(server, h))
                    for i, h in enumerate(hosts)]
         for daemon in daemons:
             await daemon.start()
@@ -118,7 +125,7 @@ async def test_several_daemons_publish_and_the_readers_see_every_host(tmp_path: 
             for host in hosts:
                 assert f"{host}: live" in table.stdout
 
-            watcher = Watcher(env, since=0)
+            watcher = WatchProcess(env, since=0)
             watcher.args += ["--nats", server.url]
             process = await anyio.open_process(watcher.args, env=watcher.env,
                                                stdin=subprocess.DEVNULL)
@@ -142,9 +149,11 @@ async def test_a_server_restart_mid_burst_loses_and_doubles_nothing(tmp_path: Pa
     me, token = os.getpid(), start_token(os.getpid())
     hooks = burst([f"r{i}" for i in range(4)], 1250, me, token)[:10_000]
     with anyio.fail_after(240), nats_server(tmp_path / "nats") as server:
-        daemons = [Daemon(tmp_path / f"d{i}" / "state",
+        daemons = [
+            DaemonProcess(tmp_path / f"d{i}" / "state",
                           extra_args=_nats_args(server, f"host{i}", "--nats-buffer", "20000"))
-                   for i in range(2)]
+            for i in range(2)
+        ]
         for daemon in daemons:
             await daemon.start()
         try:
@@ -182,8 +191,8 @@ async def test_a_lapsed_heartbeat_reads_stale_never_idle(tmp_path: Path) -> None
         empty = await _cli(env, "status", "--nats", server.url)
         assert empty.returncode == 2
         assert "no bucket 'paneward' (no daemon has published there" in empty.stderr
-        async with Daemon(tmp_path / "d" / "state",
-                          extra_args=_nats_args(server, "gone")) as daemon:
+        async with DaemonProcess(tmp_path / "d" / "state",
+                                 extra_args=_nats_args(server, "gone")) as daemon:
             hooks = burst(["x"], 1, me, token)  # SessionStart, prompt, Stop: idle
             await raw_send(daemon.hook_socket, frames(hooks[:-1]))  # ends working
             await daemon.wait_delivered(len(hooks) - 1)
@@ -224,7 +233,7 @@ async def test_refused_credentials_are_reported_with_the_reason(tmp_path: Path) 
         assert refused.returncode == 2
         assert f"refused the credentials (nkey seed file {bad})" in refused.stderr
         assert "authorization failed" in refused.stderr
-        async with Daemon(tmp_path / "d" / "state", extra_args=_nats_args(
+        async with DaemonProcess(tmp_path / "d" / "state", extra_args=_nats_args(
             server, "h", "--nats-nkey", os.fspath(bad))) as daemon:
 
             async def reported() -> bool:
@@ -233,7 +242,7 @@ async def test_refused_credentials_are_reported_with_the_reason(tmp_path: Path) 
 
             await poll_until(reported, "the refusal in the publisher's counters")
             assert (await _nats_counters(daemon))["connected"] is False
-        async with Daemon(tmp_path / "d2" / "state", extra_args=_nats_args(
+        async with DaemonProcess(tmp_path / "d2" / "state", extra_args=_nats_args(
             server, "h2", "--nats-nkey", os.fspath(good))) as daemon:
             await poll_until(lambda: _connected(daemon), "a connection with the good key")
         accepted = await _cli(env, "status", "--nats", server.url, "--nats-nkey", os.fspath(good))
@@ -275,7 +284,7 @@ async def test_a_tls_client_certificate_is_used_and_its_absence_reported(
     env = daemon_env(tmp_path / "viewer")
     with anyio.fail_after(60), nats_server(tmp_path / "nats", config=config) as server:
         url = f"tls://127.0.0.1:{server.port}"
-        async with Daemon(tmp_path / "d" / "state", extra_args=[
+        async with DaemonProcess(tmp_path / "d" / "state", extra_args=[
             "--nats", url, "--nats-host", "t", "--nats-tls-ca", os.fspath(f["ca"]),
             "--nats-tls-cert", os.fspath(f["client"]),
             "--nats-tls-key", os.fspath(f["client-key"]),
@@ -302,7 +311,7 @@ async def test_a_tls_client_certificate_is_used_and_its_absence_reported(
         assert json.loads(with_cert.stdout) == []  # the daemon published no session
 
 
-async def _connected(daemon: Daemon) -> bool:
+async def _connected(daemon: DaemonProcess) -> bool:
     return bool((await _nats_counters(daemon))["connected"])
 
 
@@ -310,7 +319,7 @@ async def test_a_stopped_server_never_stalls_hook_intake(tmp_path: Path) -> None
     me, token = os.getpid(), start_token(os.getpid())
     hooks = burst([f"p{i}" for i in range(4)], 250, me, token)  # 2,004 transitions
     with anyio.fail_after(120), nats_server(tmp_path / "nats") as server:
-        async with Daemon(tmp_path / "d" / "state", extra_args=_nats_args(
+        async with DaemonProcess(tmp_path / "d" / "state", extra_args=_nats_args(
             server, "h", "--nats-buffer", "500")) as daemon:
             await poll_until(lambda: _connected(daemon), "the publisher connected")
             server.pause()  # accepts, never answers
@@ -340,7 +349,7 @@ async def test_a_stopped_server_never_stalls_hook_intake(tmp_path: Path) -> None
         ]
         assert set(seqs) == set(range(1, stats["accepted"] + 1))
         # A viewer with no daemon sees the hole: `watch --nats` prints the Gap with its host.
-        watcher = Watcher(daemon_env(tmp_path / "viewer"), since=0)
+        watcher = WatchProcess(daemon_env(tmp_path / "viewer"), since=0)
         watcher.args += ["--nats", server.url]
         process = await anyio.open_process(watcher.args, env=watcher.env,
                                            stdin=subprocess.DEVNULL)
@@ -362,7 +371,7 @@ async def test_a_daemon_restarted_before_the_acks_fills_the_hole_from_its_journa
     hooks = burst([f"j{i}" for i in range(2)], 100, me, token)
     state = tmp_path / "d" / "state"
     with anyio.fail_after(120), nats_server(tmp_path / "nats") as server:
-        async with Daemon(state, extra_args=_nats_args(server, "h")) as daemon:
+        async with DaemonProcess(state, extra_args=_nats_args(server, "h")) as daemon:
             first = hooks[:100]
             await raw_send(daemon.hook_socket, frames(first))
             await daemon.wait_delivered(len(first))
@@ -377,7 +386,7 @@ async def test_a_daemon_restarted_before_the_acks_fills_the_hole_from_its_journa
                 # Killed while stopped: what the daemon wrote to it and it never read is lost.
                 server.kill()
             server.start()
-        async with Daemon(state, extra_args=_nats_args(server, "h")) as daemon:
+        async with DaemonProcess(state, extra_args=_nats_args(server, "h")) as daemon:
             await published(daemon)
             seq = await _hub_seq(daemon)
         seqs = _audit(await read_stream(server.url))["h"]
@@ -441,7 +450,7 @@ async def test_without_nats_py_nats_url_alone_is_a_warning_and_nats_an_error(
     env = daemon_env(state, NATS_URL="nats://127.0.0.1:1")
     prefix = [sys.executable, "-c", _WITHOUT_NATS_PY]
     with anyio.fail_after(60):
-        async with Daemon(state, env=env, prefix=prefix) as daemon:
+        async with DaemonProcess(state, env=env, prefix=prefix) as daemon:
             assert "nats" not in (await daemon.counters())
         assert "$NATS_URL is set but nats-py is not installed" in daemon.stderr()
         done = await anyio.to_thread.run_sync(lambda: subprocess.run(
@@ -471,7 +480,8 @@ async def test_transitions_one_at_a_time_never_crash_the_publisher(tmp_path: Pat
     me, token = os.getpid(), start_token(os.getpid())
     hooks = burst(["lone"], 3, me, token)
     with anyio.fail_after(60), nats_server(tmp_path / "nats") as server:
-        async with Daemon(tmp_path / "d" / "state", extra_args=_nats_args(server, "h")) as daemon:
+        daemon = DaemonProcess(tmp_path / "d" / "state", extra_args=_nats_args(server, "h"))
+        async with daemon:
             await poll_until(lambda: _connected(daemon), "the publisher connected")
             for n, hook in enumerate(hooks, 1):
                 await raw_send(daemon.hook_socket, frames([hook]))

@@ -34,7 +34,7 @@ from actors.core.views.notify import (
 from actors.sinks.notify import DesktopNotifications, Notifier
 from actors.sinks.tmux import TmuxBridge
 from messages import Activity, Attention, Evidence, SessionKey, Snapshot, Transition
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until, raw_send
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, poll_until, raw_send
 from tests.support.dbus import notification_server, session_bus, silent_notification_server
 from tests.support.sessions import C1_COMMAND, blocked, spawned
 from tests.support.tmux import TmuxServer, attached_client, eventually
@@ -157,7 +157,8 @@ async def test_the_daemon_notifies_the_desktop(tmp_path: Path) -> None:
         async with session_bus(tmp_path) as address, notification_server(address) as server:
             state = tmp_path / "state"
             env = daemon_env(state, DBUS_SESSION_BUS_ADDRESS=address)
-            async with Daemon(state, env=env, extra_args=["--notify-via", "desktop"]) as daemon:
+            daemon = DaemonProcess(state, env=env, extra_args=["--notify-via", "desktop"])
+            async with daemon:
                 for message in (spawned("s1"), blocked("s1", "approve Bash: rm -rf /srv/data")):
                     await anyio.run_process(
                         [os.fspath(PANEWARD), "inject", messages.encode(message).decode()],
@@ -390,7 +391,7 @@ async def test_a_hung_desktop_is_paused_and_shown_in_status(tmp_path: Path) -> N
             state = tmp_path / "state"
             env = daemon_env(state, DBUS_SESSION_BUS_ADDRESS=address)
             args = ["--notify-via", "desktop", "--notify-interval", "0"]
-            async with Daemon(state, env=env, extra_args=args) as daemon:
+            async with DaemonProcess(state, env=env, extra_args=args) as daemon:
                 frames = b"".join(
                     messages.encode(message) + b"\n"
                     for n in range(3) for message in (spawned(f"s{n}"), blocked(f"s{n}"))

@@ -30,7 +30,7 @@ from actors.core.views.status_table import actor_line
 from actors.sinks.tmux import TmuxBridge, TmuxStatistics
 from actors.sinks.tmux_client import ControlClient
 from messages import Activity
-from tests.support.daemon import Daemon
+from tests.support.daemon import DaemonProcess
 from tests.support.polling import poll_until
 from tests.support.sinks import ListSink
 from tests.support.tmux import TmuxServer, TransitionSource, activity, eventually
@@ -367,7 +367,7 @@ async def test_the_daemon_says_a_stalled_bridge_in_tmux_on_stderr_and_in_status(
     and `paneward status` say the bridge is stalled; once clients stay, it is connected and
     the summary is the daemon's own again (nothing to report: unset)."""
     with anyio.fail_after(60):
-        daemon = Daemon(tmp_path / "state", extra_args=["--tmux", "-L", server.name])
+        daemon = DaemonProcess(tmp_path / "state", extra_args=["--tmux", "-L", server.name])
         async with daemon:
 
             async def state() -> str:

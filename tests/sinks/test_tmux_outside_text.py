@@ -32,7 +32,7 @@ from actors.sinks.notify import Notifier
 from actors.sinks.tmux import TmuxBridge
 from actors.sinks.tmux_client import ControlClient
 from messages import PaneBound, PaneOpened, ProgramStatus, PtyExit, PtySpawned, SessionKey
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, poll_until, start_token
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, poll_until, start_token
 from tests.support.sinks import ListSink
 from tests.support.tmux import (
     AttachedClient,
@@ -40,6 +40,7 @@ from tests.support.tmux import (
     TransitionSource,
     activity,
     attached_client,
+    drawn_text,
     eventually,
 )
 
@@ -138,9 +139,7 @@ async def wait_menu(
 
 
 def _menu_drawn(user: AttachedClient, mark: int, text: str) -> bool:
-    from tests.cli.test_jump import _text
-
-    drawn = _text(bytes(user.output[mark:]))
+    drawn = drawn_text(bytes(user.output[mark:]))
     title = drawn.find("paneward:attention")
     return title >= 0 and "".join(text.split()) in drawn[title:]
 
@@ -160,7 +159,10 @@ async def test_pick_draws_its_menu_whatever_the_reason_holds(
     with anyio.fail_after(90):
         pane = await server.new_pane(window=True)
         other = await server.new_pane(window=True)
-        async with Daemon(short_dir / "state", env=env), attached_client(server, "main") as user:
+        async with (
+            DaemonProcess(short_dir / "state", env=env),
+            attached_client(server, "main") as user,
+        ):
             await _asking(env, pane, "ls;", "s1")
             await _asking(env, other, HOSTILE, "s2")
             mark = len(user.output)
@@ -190,7 +192,7 @@ async def test_the_menu_jumps_whatever_the_paths_of_paneward_and_its_socket(
     env["PANEWARD_SOCKET"] = os.fspath(runtime / "hook.sock")
     with anyio.fail_after(90):
         pane = await server.new_pane(window=True)
-        async with Daemon(short_dir / "state", env=env, runtime_dir=runtime), \
+        async with DaemonProcess(short_dir / "state", env=env, runtime_dir=runtime), \
                 attached_client(server, "main") as user:
             await _asking(env, pane, "permission prompt")
             mark = len(user.output)

@@ -20,9 +20,9 @@ import anyio
 import pytest
 
 import messages
-from tests.sources.test_fleet_link import spawned, status_frame
-from tests.support.daemon import PANEWARD, Daemon, raw_send
+from tests.support.daemon import PANEWARD, DaemonProcess, raw_send
 from tests.support.polling import poll_until
+from tests.support.sessions import spawned_frame, status_frame
 from tests.support.ssh import ssh_fleet
 from tests.support.tmux import TmuxServer
 
@@ -36,8 +36,8 @@ def short_dir() -> Iterator[Path]:
 @asynccontextmanager
 async def fleet(
     root: Path, count: int, *, tmux: str = "tmux", extra_args: tuple[str, ...] = ()
-) -> AsyncIterator[tuple[Daemon, list[Daemon], dict[str, str]]]:
-    async with ssh_fleet(root, count, keepalive_s=2, tmux=tmux) as made, Daemon(
+) -> AsyncIterator[tuple[DaemonProcess, list[DaemonProcess], dict[str, str]]]:
+    async with ssh_fleet(root, count, keepalive_s=2, tmux=tmux) as made, DaemonProcess(
         made.local_state, env=made.env, extra_args=extra_args
     ) as local:
         yield local, made.remotes, made.env
@@ -59,7 +59,7 @@ async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) 
             for daemon, session, state in ((local, "shared", "working"),
                                            (h1, "shared", "blocked"), (h2, "other", "working")):
                 await raw_send(daemon.hook_socket,
-                               spawned(session) + status_frame(session, state, 1))
+                               spawned_frame(session) + status_frame(session, state, 1))
 
             async def merged() -> bool:
                 found = json.loads(await cli(env, "status", "--json"))
@@ -125,7 +125,7 @@ async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) 
             assert mine == by_host[None]
 
 
-def _subscribed(daemon: Daemon) -> Callable[[], Awaitable[bool]]:
+def _subscribed(daemon: DaemonProcess) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return int((await daemon.counters())["control"]["subscribers"]) >= 1
 
@@ -167,7 +167,7 @@ async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached
                              extra_args=("--tmux", "-L", local_tmux.name)) as (
                 _local, (h1,), env
             ):
-                await raw_send(h1.hook_socket, spawned("s1") + pane_bound("s1", remote_pane)
+                await raw_send(h1.hook_socket, spawned_frame("s1") + pane_bound("s1", remote_pane)
                                + status_frame("s1", "blocked", 1))
 
                 async def queued() -> bool:
@@ -298,8 +298,7 @@ async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_
     from actors.cli.common import status_line
     from actors.cli.main import build_parser
     from actors.cli.top import TopApp
-    from tests.cli.test_jump import _text
-    from tests.support.tmux import attached_client
+    from tests.support.tmux import attached_client, drawn_text
 
     remote_tmux = TmuxServer()
     local_tmux = TmuxServer()
@@ -315,9 +314,9 @@ async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_
             async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}",
                              extra_args=("--tmux", "-L", local_tmux.name)) as (local, (h1,), env):
                 # h1's asked first: the queue's first item
-                await raw_send(h1.hook_socket, spawned("r1") + pane_bound("r1", remote_pane)
+                await raw_send(h1.hook_socket, spawned_frame("r1") + pane_bound("r1", remote_pane)
                                + status_frame("r1", "blocked", 1))
-                await raw_send(local.hook_socket, spawned("l1") + pane_bound("l1", local_pane)
+                await raw_send(local.hook_socket, spawned_frame("l1") + pane_bound("l1", local_pane)
                                + status_frame("l1", "blocked", 2))
 
                 async def both() -> bool:
@@ -351,7 +350,7 @@ async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_
                     mark = len(user.output)
 
                     def menu_text(out: bytes) -> str:
-                        drawn = _text(out[mark:])
+                        drawn = drawn_text(out[mark:])
                         title = drawn.find("paneward:attention")
                         return drawn[title:] if title >= 0 else ""
 

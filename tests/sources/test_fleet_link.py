@@ -30,37 +30,19 @@ from actors.core.fleet import hosts as core
 from actors.core.fleet.follow import Change, Drop, Follower, Health, HostKey, Upsert, shown
 from actors.sources import procfs
 from actors.sources.fleet_link import SshLink
-from tests.support.daemon import Daemon, raw_send, start_token
+from tests.support.daemon import DaemonProcess, raw_send
 from tests.support.polling import poll_until
+from tests.support.sessions import spawned_frame, status_frame
 from tests.support.ssh import Sshd, SshWorld
 
 T0 = 1795995370911
-
-
-def spawned(session: str) -> bytes:
-    """The session's program runs in a PTY its host owns (this test process stands for it):
-    the host is then the authority on its turn, so ProgramStatus moves it."""
-    pid = os.getpid()
-    return json.dumps({
-        "type": "PtySpawned", "key": {"harness": "terminal", "session_id": session},
-        "pid": pid, "start_token": start_token(pid), "at_ms": T0, "observed_at_ms": T0,
-    }).encode() + b"\n"
-
-
-def status_frame(session: str, state: str, n: int) -> bytes:
-    return json.dumps({
-        "type": "ProgramStatus", "state": state, **({"kind": "permission"} if state == "blocked"
-                                                   else {}),
-        "key": {"harness": "terminal", "session_id": session},
-        "at_ms": T0 + n, "observed_at_ms": T0 + n,
-    }).encode() + b"\n"
 
 
 @dataclass
 class Remote:
     name: str
     sshd: Sshd
-    daemon: Daemon
+    daemon: DaemonProcess
     host: core.Host
 
 
@@ -101,7 +83,7 @@ async def remotes(root: Path, count: int) -> AsyncIterator[tuple[SshWorld, list[
             sshd = await world.add_server(name)
             state = root / f"{name}-state"
             state.mkdir(mode=0o700)
-            daemon = Daemon(state)
+            daemon = DaemonProcess(state)
             await daemon.start()
             host = core.Host(name, world.remote_command(name, state))
             started.append(Remote(name, sshd, daemon, host))
@@ -124,7 +106,8 @@ async def test_four_hosts_snapshot_then_live_edges(short_dir: Path) -> None:
         async with remotes(short_dir, 4) as (world, hosts):
             for i, remote in enumerate(hosts):
                 await raw_send(remote.daemon.hook_socket, b"".join(
-                    spawned(f"s{j}") + status_frame(f"s{j}", "working", j) for j in range(i + 1)))
+                    spawned_frame(f"s{j}") + status_frame(f"s{j}", "working", j)
+                    for j in range(i + 1)))
                 await poll_until(functools.partial(_count, remote, i + 1), "sessions there")
             view = View()
             links = [link(world, short_dir, r.host, view) for r in hosts]
@@ -241,7 +224,7 @@ async def test_a_remote_restart_resumes_and_a_lost_link_is_stale_never_idle(
     with anyio.fail_after(180):
         async with remotes(short_dir, 1) as (world, (remote,)):
             await raw_send(remote.daemon.hook_socket,
-                           spawned("s1") + status_frame("s1", "blocked", 1))
+                           spawned_frame("s1") + status_frame("s1", "blocked", 1))
             view = View()
             one = link(world, short_dir, remote.host, view)
             async with anyio.create_task_group() as tg:
@@ -263,7 +246,7 @@ async def test_a_remote_restart_resumes_and_a_lost_link_is_stale_never_idle(
                 await remote.daemon.start()
                 await poll_until(lambda: one.statistics().health == "connected", "reconnected")
                 await raw_send(remote.daemon.hook_socket,
-                               spawned("s1") + status_frame("s1", "working", 2))
+                               spawned_frame("s1") + status_frame("s1", "working", 2))
 
                 async def caught_up() -> bool:
                     status = await remote.daemon.status()

@@ -36,7 +36,7 @@ from actors.core.ingress.frames import (
     restamp,
 )
 from actors.core.ingress.http import (
-    Closed,
+    HttpClosed,
     HttpHook,
     HttpHookProtocol,
     HttpRefusal,
@@ -198,7 +198,7 @@ def _events(data: bytes, *, eof: bool = True) -> list[object]:
         out.append(event)
         if isinstance(event, HttpHook):
             protocol.respond(200, {})
-        elif isinstance(event, NeedData | Closed) or (
+        elif isinstance(event, NeedData | HttpClosed) or (
             isinstance(event, HttpRefusal) and event.close
         ):
             break
@@ -209,7 +209,7 @@ def test_http_protocol_parses_requests_with_h11() -> None:
     events = _events(_request() + _request(b'{"n": 2}', b"Connection: close\r\n"))
     hooks = [e.message.payload for e in events if isinstance(e, HttpHook)]
     assert hooks == [{"hook_event_name": "Stop"}, {"n": 2}]
-    assert isinstance(events[-1], Closed)  # Connection: close after the second
+    assert isinstance(events[-1], HttpClosed)  # Connection: close after the second
     # Keep-alive: a request split anywhere is one hook.
     whole = _request()
     for cut in (1, 20, len(whole) - 1):
@@ -281,7 +281,7 @@ def test_http_protocol_is_total(chunks: list[bytes], eof: bool) -> None:
                 if event.close:
                     break
                 continue
-            break  # NeedData or Closed
+            break  # NeedData or HttpClosed
 
 
 def _head(target: str = "/hook/claude-code", method: str = "POST", **headers: str) -> RequestHead:

@@ -28,7 +28,14 @@ import anyio
 import pytest
 
 from actors.core.fleet import hosts as core
-from tests.support.daemon import PANEWARD, Daemon, daemon_env, raw_send, start_token, watching
+from tests.support.daemon import (
+    PANEWARD,
+    DaemonProcess,
+    daemon_env,
+    raw_send,
+    start_token,
+    watching,
+)
 from tests.support.nats import NatsServer, nats_server, nkey_pair, published, send_paced
 from tests.support.polling import poll_until
 from tests.support.sessions import burst, claude_hook, frames
@@ -36,8 +43,8 @@ from tests.support.sessions import burst, claude_hook, frames
 pytestmark = pytest.mark.timeout(300)
 
 
-def _publisher(root: Path, server: NatsServer, host: str, *extra: str) -> Daemon:
-    return Daemon(root / host / "state", extra_args=[
+def _publisher(root: Path, server: NatsServer, host: str, *extra: str) -> DaemonProcess:
+    return DaemonProcess(root / host / "state", extra_args=[
         "--nats", server.url, "--nats-host", host, "--nats-heartbeat", "0.5", *extra])
 
 
@@ -51,14 +58,14 @@ def _write_fleet(root: Path, fleet: core.Fleet) -> Path:
     return path
 
 
-def _follower(root: Path, *extra: str) -> Daemon:
+def _follower(root: Path, *extra: str) -> DaemonProcess:
     directory = root / "follower" / "state"
     env = daemon_env(directory, XDG_CONFIG_HOME=os.fspath(root / "follower-config"))
-    return Daemon(directory, env=env, extra_args=extra)
+    return DaemonProcess(directory, env=env, extra_args=extra)
 
 
 @asynccontextmanager
-async def _running(*daemons: Daemon) -> AsyncIterator[None]:
+async def _running(*daemons: DaemonProcess) -> AsyncIterator[None]:
     try:
         for daemon in daemons:
             await daemon.start()
@@ -77,14 +84,14 @@ async def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[s
     )
 
 
-async def _merged(follower: Daemon) -> list[dict[str, Any]]:
+async def _merged(follower: DaemonProcess) -> list[dict[str, Any]]:
     done = await _cli(follower.env, "status", "--json")
     assert done.returncode == 0, done.stderr
     rows: list[dict[str, Any]] = json.loads(done.stdout)
     return rows
 
 
-async def _hosts(follower: Daemon) -> dict[str, dict[str, Any]]:
+async def _hosts(follower: DaemonProcess) -> dict[str, dict[str, Any]]:
     return {h["host"]: h for h in (await follower.status())["hosts"]}
 
 
@@ -166,7 +173,7 @@ async def test_a_follower_that_was_down_catches_up(tmp_path: Path) -> None:
                 await poll_until(caught_up, "the follower caught up", within=60)
 
 
-async def _has(follower: Daemon, keys: set[tuple[str, str]]) -> bool:
+async def _has(follower: DaemonProcess, keys: set[tuple[str, str]]) -> bool:
     return set(_seen(await _merged(follower))) == keys
 
 
@@ -215,7 +222,7 @@ def _edges(items: list[dict[str, Any]]) -> list[tuple[str, int]]:
             and i["cause"] not in ("Snapshot", "HostHealth")]
 
 
-async def _all_connected(follower: Daemon, count: int) -> bool:
+async def _all_connected(follower: DaemonProcess, count: int) -> bool:
     hosts = await _hosts(follower)
     return len(hosts) == count and all(h["health"] == "connected" for h in hosts.values())
 

@@ -14,83 +14,83 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import messages
-from actors.core.session.pids import Ended, ProbeResult, Seen, plan
+from actors.core.session.pids import Ended, ProbeResult, Seen, pid_plan
 from actors.sources import procfs
 from actors.sources.pid_watcher import PidWatcher
 from tests.support.polling import poll_until
 from tests.support.sinks import ListSink
 
-# ---------------------------------------------------------------- plan (pure)
+# ---------------------------------------------------------------- pid_plan (pure)
 
 
 def test_new_alive_candidate_is_seen() -> None:
-    p = plan({10: "100"}, {}, {10: ProbeResult("100")})
+    p = pid_plan({10: "100"}, {}, {10: ProbeResult("100")})
     assert p.seen == (Seen(10, "100"),)
     assert p.ended == () and p.dropped == ()
     assert p.seen_alive == {10: "100"}
 
 
 def test_candidate_without_expected_token_is_seen_with_probed_token() -> None:
-    p = plan({10: None}, {}, {10: ProbeResult("7")})
+    p = pid_plan({10: None}, {}, {10: ProbeResult("7")})
     assert p.seen == (Seen(10, "7"),)
     assert p.seen_alive == {10: "7"}
 
 
 def test_repeat_sighting_sends_nothing() -> None:
-    p = plan({10: "100"}, {10: "100"}, {10: ProbeResult("100")})
+    p = pid_plan({10: "100"}, {10: "100"}, {10: ProbeResult("100")})
     assert p.seen == () and p.ended == () and p.dropped == ()
     assert p.seen_alive == {10: "100"}
 
 
 def test_death_of_a_pid_seen_alive_ends_it() -> None:
-    p = plan({10: "100"}, {10: "100"}, {10: ProbeResult(None)})
+    p = pid_plan({10: "100"}, {10: "100"}, {10: ProbeResult(None)})
     assert p.ended == (Ended(10, "100", recycled=False),)
     assert p.seen_alive == {}
     assert p.dropped == ()
 
 
 def test_death_of_a_pid_never_seen_alive_ends_nothing() -> None:
-    p = plan({10: "100"}, {}, {10: ProbeResult(None)})
+    p = pid_plan({10: "100"}, {}, {10: ProbeResult(None)})
     assert p.ended == () and p.seen == ()
     assert p.dropped == (10,)
     assert p.seen_alive == {}
 
 
 def test_expected_token_mismatch_is_a_recycled_pid() -> None:
-    p = plan({10: "100"}, {}, {10: ProbeResult("555")})
+    p = pid_plan({10: "100"}, {}, {10: ProbeResult("555")})
     assert p.ended == (Ended(10, "100", recycled=True),)
     assert p.seen == ()
     assert p.seen_alive == {}
 
 
 def test_seen_token_change_without_expected_token_is_a_recycled_pid() -> None:
-    p = plan({10: None}, {10: "100"}, {10: ProbeResult("555")})
+    p = pid_plan({10: None}, {10: "100"}, {10: ProbeResult("555")})
     assert p.ended == (Ended(10, "100", recycled=True),)
     assert p.seen == ()
 
 
 def test_rewatched_with_new_token_sends_seen_again() -> None:
     # The owner was re-announced with the new incarnation's token: it is news.
-    p = plan({10: "555"}, {10: "100"}, {10: ProbeResult("555")})
+    p = pid_plan({10: "555"}, {10: "100"}, {10: ProbeResult("555")})
     assert p.seen == (Seen(10, "555"),)
     assert p.ended == ()
     assert p.seen_alive == {10: "555"}
 
 
 def test_unprobed_candidate_decides_nothing() -> None:
-    p = plan({10: "100", 11: None}, {10: "100"}, {})
+    p = pid_plan({10: "100", 11: None}, {10: "100"}, {})
     assert (p.seen, p.ended, p.dropped) == ((), (), ())
     assert p.seen_alive == {10: "100"}
 
 
 def test_non_candidates_are_forgotten() -> None:
-    p = plan({10: "100"}, {10: "100", 11: "5", 12: "6"}, {10: ProbeResult("100")})
+    p = pid_plan({10: "100"}, {10: "100", 11: "5", 12: "6"}, {10: ProbeResult("100")})
     assert p.forgotten == (11, 12)
     assert p.seen_alive == {10: "100"}
 
 
 def test_decisions_are_in_pid_order() -> None:
-    p = plan(
+    p = pid_plan(
         {3: None, 1: None, 2: None},
         {},
         {3: ProbeResult("c"), 1: ProbeResult("a"), 2: ProbeResult("b")},
@@ -112,7 +112,7 @@ def test_plan_invariants(
     seen_alive: dict[int, str],
     probes: dict[int, ProbeResult],
 ) -> None:
-    p = plan(candidates, seen_alive, probes)
+    p = pid_plan(candidates, seen_alive, probes)
     assert set(p.seen_alive) <= set(candidates)
     assert set(p.forgotten) == set(seen_alive) - set(candidates)
     decided = [s.pid for s in p.seen] + [e.pid for e in p.ended] + list(p.dropped)

@@ -1,7 +1,7 @@
 """Run the real ``paneward`` daemon, CLI and helper processes from tests and benchmarks.
 
-Everything here starts real processes and cleans them up: :class:`Daemon` (``paneward run``
-on a private state directory, ``--no-discovery`` unless asked), :class:`Watcher`
+Everything here starts real processes and cleans them up: :class:`DaemonProcess` (``paneward run``
+on a private state directory, ``--no-discovery`` unless asked), :class:`WatchProcess`
 (``paneward watch --json``), :class:`AgentStandIn` (a live process that stands for an agent: its
 pid and start token are real, and it runs hook commands as its children, as Codex runs
 ``notify``). Waiting is done by polling the daemon's control socket with a deadline.
@@ -30,10 +30,10 @@ from tests.support.polling import poll_until
 __all__ = [
     "HOLDER_SCRIPT",
     "PANEWARD",
-    "Daemon",
+    "DaemonProcess",
     "limited",
     "AgentStandIn",
-    "Watcher",
+    "WatchProcess",
     "daemon_env",
     "owner",
     "poll_until",
@@ -131,7 +131,7 @@ class _Lines:
         return await self._buffered.receive_until(b"\n", 1 << 24)
 
 
-class Daemon:
+class DaemonProcess:
     """``paneward run`` on ``state_dir`` (its sockets there too); use ``async with``."""
 
     def __init__(
@@ -245,7 +245,7 @@ class Daemon:
         with anyio.fail_after(10):
             await self.process.wait()
 
-    async def __aenter__(self) -> Daemon:
+    async def __aenter__(self) -> DaemonProcess:
         await self.start()
         return self
 
@@ -261,7 +261,7 @@ class Daemon:
         await self.process.aclose()
 
 
-class Watcher:
+class WatchProcess:
     """``paneward watch --json [--since SEQ]``: records every line it prints."""
 
     def __init__(self, env: Mapping[str, str], since: int | None = None) -> None:
@@ -305,11 +305,11 @@ class Watcher:
 
 @asynccontextmanager
 async def watching(
-    daemon: Daemon, since: int | None = None
-) -> AsyncIterator[Watcher]:
+    daemon: DaemonProcess, since: int | None = None
+) -> AsyncIterator[WatchProcess]:
     """A running watcher, subscribed before this yields (the daemon counted its request)."""
     before = int((await daemon.counters())["control"]["watches"])
-    watcher = Watcher(daemon.env, since)
+    watcher = WatchProcess(daemon.env, since)
     process = await anyio.open_process(
         watcher.args, env=watcher.env, stdin=subprocess.DEVNULL, stderr=None
     )

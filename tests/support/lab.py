@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from tests.support.daemon import PANEWARD, Daemon
+from tests.support.daemon import PANEWARD, DaemonProcess
 from tests.support.polling import poll_until
 from tests.support.tmux import TmuxServer
 
@@ -32,7 +32,7 @@ class Lab:
         self.state = tmp / "state"
         for d in (self.home, self.work):
             d.mkdir(parents=True)
-        self.daemon = Daemon(self.state, extra_args=["--tmux", "-L", server.name])
+        self.daemon = DaemonProcess(self.state, extra_args=["--tmux", "-L", server.name])
         self.pane = ""
         self.key: dict[str, str] | None = None  # the session shown in the pane, once seen
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.daemon import Daemon
+from tests.support.daemon import DaemonProcess
 from tests.support.polling import poll_until
 
 __all__ = ["NATS_SERVER", "NatsServer", "StreamMessage", "nats_server", "nkey_pair", "published",
@@ -175,7 +175,7 @@ async def _read_stream(url: str, stream: str, subject: str,
         await nc.close()
 
 
-async def published(daemon: Daemon) -> None:
+async def published(daemon: DaemonProcess) -> None:
     """Until the daemon's publisher has every transition of the daemon acked."""
 
     async def done() -> bool:

@@ -23,18 +23,18 @@ import msgspec
 from actors.core.session.reducer import pane_winners
 from actors.core.views.redact import shown_reason
 from messages import Activity
-from tests.support.daemon import PANEWARD, Daemon, Watcher, daemon_env, watching
+from tests.support.daemon import PANEWARD, DaemonProcess, WatchProcess, daemon_env, watching
 from tests.support.polling import poll_until
-from tests.support.wrap import Tmux, base_env
+from tests.support.wrap import AgentTmuxServer, base_env
 
 #: How long a CLI may take for one step (the first Codex start installs its daemon: ~8 s).
 STEP_S = 60.0
 
 
-def keepalive_tmux(tmp_path: Path) -> Iterator[Tmux]:
+def keepalive_tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
     """A private tmux server with a keep-alive session, so the server exists before paneward
     connects to it; only it is killed. The body of the real-pane tests' ``tmux`` fixture."""
-    server = Tmux(tmp_path)
+    server = AgentTmuxServer(tmp_path)
     try:
         server.start(["sh", "-c", "exec sleep 3600"], {"PATH": "/usr/bin:/bin"})
         yield server
@@ -45,7 +45,7 @@ def keepalive_tmux(tmp_path: Path) -> Iterator[Tmux]:
 class Panes:
     """The daemon, its transition stream, and the panes' options."""
 
-    def __init__(self, tmux: Tmux, daemon: Daemon, watcher: Watcher) -> None:
+    def __init__(self, tmux: AgentTmuxServer, daemon: DaemonProcess, watcher: WatchProcess) -> None:
         self.tmux = tmux
         self.daemon = daemon
         self.watcher = watcher
@@ -154,13 +154,15 @@ def key_text(key: dict[str, str]) -> str:
 
 
 @asynccontextmanager
-async def paneward(tmux: Tmux, tmp: Path, home: Path) -> AsyncIterator[Panes]:
+async def paneward(tmux: AgentTmuxServer, tmp: Path, home: Path) -> AsyncIterator[Panes]:
     """``paneward run --tmux`` with discovery on, for the agents under ``home``."""
     state = tmp / "state"
     env = daemon_env(state, HOME=str(home), CODEX_HOME=str(home / ".codex"),
                      CLAUDE_CONFIG_DIR=str(home / ".claude"))
     async with (
-        Daemon(state, discovery=True, env=env, extra_args=["--tmux", "-L", tmux.name]) as daemon,
+        DaemonProcess(
+            state, discovery=True, env=env, extra_args=["--tmux", "-L", tmux.name]
+        ) as daemon,
         watching(daemon) as watcher,
     ):
         try:
@@ -170,7 +172,7 @@ async def paneward(tmux: Tmux, tmp: Path, home: Path) -> AsyncIterator[Panes]:
             raise
 
 
-async def explain(tmux: Tmux, daemon: Daemon, watcher: Watcher) -> None:
+async def explain(tmux: AgentTmuxServer, daemon: DaemonProcess, watcher: WatchProcess) -> None:
     """On failure, print what the daemon knew (pytest shows it with the failure)."""
     with anyio.CancelScope(shield=True):
         try:
@@ -213,7 +215,7 @@ def agent_env(panes: Panes, home: Path, tmp: Path, **extra: str) -> dict[str, st
     }
 
 
-async def type_keys(tmux: Tmux, pane: str, text: str) -> None:
+async def type_keys(tmux: AgentTmuxServer, pane: str, text: str) -> None:
     """Type ``text`` and wait until it shows."""
     tmux.run("send-keys", "-t", pane, "-l", text)
     await tmux.wait_text(pane, text)

@@ -1,6 +1,7 @@
 """Synthetic sessions as their sources send them: bursts of Claude Code hooks shaped like the
 real captures (``tests/fixtures/real-harness/``), a terminal session that runs and then waits
-for a permission, and hostile text for a reason."""
+for a permission (as messages, and as the JSON frames a hook socket reads), and hostile text for
+a reason."""
 
 from __future__ import annotations
 
@@ -78,3 +79,28 @@ def blocked(session: str, message: str = "approve Bash: echo hi") -> ProgramStat
 # A one-word command that ends an OSC at its C1 ST (U+009C) and starts an OSC 52 clipboard write
 # with a C1 OSC (U+009D), for a terminal that honours C1 in UTF-8 (xterm, VTE).
 C1_COMMAND = "x\x9c\x9d52;c;cHduZWQh\x9c"
+
+
+# When the frames of spawned_frame and status_frame happened.
+FRAMES_AT_MS = 1795995370911
+
+
+def spawned_frame(session: str) -> bytes:
+    """The session's program runs in a PTY its host owns (this test process stands for it):
+    the host is then the authority on its turn, so ProgramStatus moves it."""
+    pid = os.getpid()
+    return json.dumps({
+        "type": "PtySpawned", "key": {"harness": "terminal", "session_id": session},
+        "pid": pid, "start_token": start_token(pid),
+        "at_ms": FRAMES_AT_MS, "observed_at_ms": FRAMES_AT_MS,
+    }).encode() + b"\n"
+
+
+def status_frame(session: str, state: str, n: int) -> bytes:
+    """The program's ``n``-th status record (``blocked`` waits for a permission)."""
+    return json.dumps({
+        "type": "ProgramStatus", "state": state, **({"kind": "permission"} if state == "blocked"
+                                                   else {}),
+        "key": {"harness": "terminal", "session_id": session},
+        "at_ms": FRAMES_AT_MS + n, "observed_at_ms": FRAMES_AT_MS + n,
+    }).encode() + b"\n"

@@ -8,7 +8,7 @@ Each :class:`Sshd` is the system's ``sshd`` binary started by the test on its ow
 config -- never the system's sshd service -- as the test uid (root here: ``PermitRootLogin
 yes``, ``StrictModes no`` for the temporary directory's modes, ``UsePAM no``). A host's
 paneward is a script (:meth:`SshWorld.remote_command`) that runs this checkout's paneward with
-the environment of that host's daemon (:class:`tests.support.daemon.Daemon`).
+the environment of that host's daemon (:class:`tests.support.daemon.DaemonProcess`).
 :func:`ssh_fleet` is the whole fleet set-up the fleet tests and ``bench/bench_fleet.py`` share:
 ``count`` hosts ``h1``, ``h2``, ... each an sshd in front of its own started daemon, and the
 hosts file naming them in a config directory of the local side's own.
@@ -33,7 +33,7 @@ import anyio
 import anyio.abc
 
 from actors.core.fleet import hosts as core
-from tests.support.daemon import PANEWARD, Daemon, daemon_env
+from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env
 from tests.support.polling import poll_until
 
 __all__ = ["SshFleet", "Sshd", "SshWorld", "ssh_fleet", "sshd_binary"]
@@ -213,7 +213,7 @@ class SshFleet:
     directory holds that hosts file; ``$PANEWARD_SSH`` is the world's ssh)."""
 
     world: SshWorld
-    remotes: list[Daemon] = field(default_factory=list)
+    remotes: list[DaemonProcess] = field(default_factory=list)
     hosts: core.Fleet = field(default_factory=core.Fleet)
     local_state: Path = Path()
     env: dict[str, str] = field(default_factory=dict)
@@ -235,7 +235,7 @@ async def ssh_fleet(
             await world.add_server(name)
             state = root / f"{name}-state"
             state.mkdir(mode=0o700)
-            remote = Daemon(state, discovery=discovery)
+            remote = DaemonProcess(state, discovery=discovery)
             await remote.start()
             made.remotes.append(remote)
             made.hosts = core.add_host(made.hosts, core.Host(

@@ -10,6 +10,7 @@ import fcntl
 import itertools
 import os
 import pty
+import re
 import secrets
 import struct
 import subprocess
@@ -225,3 +226,13 @@ class TransitionSource:
     def close(self) -> None:
         self.send.close()
         self.receive.close()
+
+
+_CSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|\x1b\][^\x07]*\x07|\x0e|\x0f")
+
+
+def drawn_text(out: bytes) -> str:
+    """The characters tmux drew, escape sequences and blanks removed (a menu line is drawn
+    left to right, one line after the other, so its items appear in order; tmux may move the
+    cursor over blanks instead of drawing them)."""
+    return "".join(_CSI.sub(b"", out).decode("utf-8", "replace").split())

@@ -75,8 +75,9 @@ _TMUX_ENV: Final = {
 }
 
 
-class Tmux:
-    """A private tmux server (``tmux -L pw-test-<random>``); only it is ever killed."""
+class AgentTmuxServer:
+    """A private tmux server for the real agent CLIs (``tmux -L pw-test-<random>``), each pane
+    given exactly the environment its test gives; only it is ever killed."""
 
     def __init__(self, tmp: Path) -> None:
         self.name = f"pw-test-{secrets.token_hex(4)}"

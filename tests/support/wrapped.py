@@ -12,12 +12,12 @@ from typing import Final
 import anyio
 
 import messages
-from tests.support.wrap import Frames, Tmux
+from tests.support.wrap import AgentTmuxServer, Frames
 
 
 @contextmanager
 def explain_failure(
-    tmux: Tmux, pane: Callable[[], str], seen: list[Frames] | None = None
+    tmux: AgentTmuxServer, pane: Callable[[], str], seen: list[Frames] | None = None
 ) -> Iterator[None]:
     """On failure, print the pane and the frames (pytest shows them with the failure)."""
     try:
@@ -45,7 +45,7 @@ async def wait_status(
     return next(m for m in statuses(frames, since) if predicate(m))
 
 
-async def type_keys(tmux: Tmux, pane: str, text: str) -> int:
+async def type_keys(tmux: AgentTmuxServer, pane: str, text: str) -> int:
     """Type ``text`` and wait until it shows, so Enter is not taken as part of a paste."""
     tmux.run("send-keys", "-t", pane, "-l", text)
     await tmux.wait_text(pane, text)
@@ -60,7 +60,7 @@ STARTED: Final = frozenset({"working", "blocked", "done"})
 
 
 async def submit(
-    tmux: Tmux, pane: str, frames: Frames, text: str, started: frozenset[str] = STARTED
+    tmux: AgentTmuxServer, pane: str, frames: Frames, text: str, started: frozenset[str] = STARTED
 ) -> int:
     """Type ``text``, press Enter until a turn has started (a record in ``started``); return
     the frame mark.
@@ -72,7 +72,7 @@ async def submit(
     return await press_until(tmux, pane, frames, "Enter", started)
 
 
-async def press_until_approved(tmux: Tmux, pane: str, frames: Frames, key: str) -> int:
+async def press_until_approved(tmux: AgentTmuxServer, pane: str, frames: Frames, key: str) -> int:
     """Press ``key`` every 2 s until the dialog is answered; return the frame mark.
 
     Answered means a ``working`` record follows, or straight away ``done``: the rest of the
@@ -83,7 +83,7 @@ async def press_until_approved(tmux: Tmux, pane: str, frames: Frames, key: str) 
 
 
 async def press_until(
-    tmux: Tmux, pane: str, frames: Frames, key: str, states: frozenset[str]
+    tmux: AgentTmuxServer, pane: str, frames: Frames, key: str, states: frozenset[str]
 ) -> int:
     """Press ``key`` every 2 s until a main record in ``states`` follows; return the mark.
 

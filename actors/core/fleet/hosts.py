@@ -51,7 +51,7 @@ __all__ = [
     "add_host",
     "add_nats",
     "attach_argv",
-    "config_dir",
+    "paneward_config_dir",
     "control_dir",
     "fleet_path",
     "parse_fleet",
@@ -181,7 +181,7 @@ class Fleet:
         return not self.hosts and not self.nats
 
 
-def config_dir() -> str:
+def paneward_config_dir() -> str:
     """``$XDG_CONFIG_HOME/paneward``, else ``~/.config/paneward``."""
     xdg = env_dir("XDG_CONFIG_HOME")
     base = xdg if xdg is not None else os.path.join(os.path.expanduser("~"), ".config")
@@ -190,7 +190,7 @@ def config_dir() -> str:
 
 def fleet_path() -> str:
     """The hosts file."""
-    return os.path.join(config_dir(), "fleet.toml")
+    return os.path.join(paneward_config_dir(), "fleet.toml")
 
 
 def control_dir(runtime_dir: str) -> str:

@@ -16,7 +16,7 @@ readers (pure).
   identity is the daemon's (the id of its seq space, ``daemon-id`` in its state directory), so
   two daemons never share ids.
 - **KV keys.** ``s.<host>.<harness>.<session>`` holds a session's last Activity,
-  ``h.<host>`` the host's :class:`Heartbeat` (:func:`session_key`, :func:`heartbeat_key`).
+  ``h.<host>`` the host's :class:`Heartbeat` (:func:`activity_key`, :func:`heartbeat_key`).
 - **Health.** A host whose heartbeat is older than :data:`STALE_AFTER_BEATS` intervals (the
   fleet's one rule) is ``stale`` (:func:`host_health`); the sessions of a stale host show
   ``turn: unknown`` (:func:`as_seen`): nothing turns ``idle`` for lack of news.
@@ -65,7 +65,7 @@ __all__ = [
     "last_per_session",
     "msg_id",
     "resolve_settings",
-    "session_key",
+    "activity_key",
     "session_subject",
     "unescape_token",
 ]
@@ -159,7 +159,7 @@ def host_of_subject(prefix: str, subject: str) -> str | None:
         return None
 
 
-def session_key(host: str, harness: str, session_id: str) -> str:
+def activity_key(host: str, harness: str, session_id: str) -> str:
     """The KV key of a session's last Activity."""
     return f"s.{escape_token(host)}.{escape_token(harness)}.{escape_token(session_id)}"
 

@@ -32,7 +32,7 @@ from messages.common import Harness
 __all__ = [
     "MAX_HEAD_BYTES",
     "TOKEN_HEADER",
-    "Closed",
+    "HttpClosed",
     "HttpEvent",
     "HttpHook",
     "HttpHookProtocol",
@@ -198,20 +198,20 @@ class HttpRefusal:
 
 
 @dataclass(frozen=True, slots=True)
-class Closed:
+class HttpClosed:
     """The connection is over (the peer closed between requests, or after a refusal)."""
 
 
-HttpEvent = NeedData | HttpHook | HttpRefusal | Closed
+HttpEvent = NeedData | HttpHook | HttpRefusal | HttpClosed
 _NEED_DATA: Final = NeedData()
-_CLOSED: Final = Closed()
+_CLOSED: Final = HttpClosed()
 
 
 class HttpHookProtocol:
     """One http hook connection's protocol state (sans-IO; an :class:`h11.Connection`).
 
     Used by one task of the hook listener: ``receive_data`` what arrived (``b""`` at end of
-    stream), then ``next_event`` until it says :class:`NeedData` or :class:`Closed`. After an
+    stream), then ``next_event`` until it says :class:`NeedData` or :class:`HttpClosed`. After an
     :class:`HttpHook` the caller delivers it and calls :meth:`respond` with the status (200, or
     422 when its sink refused it) before asking for the next event. Pipelined requests are
     served in order. :attr:`authenticated` turns True with the first request that carried the

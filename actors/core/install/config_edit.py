@@ -5,8 +5,8 @@ Who uses what:
 - each harness package's ``install`` module (:mod:`actors.harnesses.claude_code.install`,
   :mod:`actors.harnesses.codex.install`, :mod:`actors.harnesses.cursor.install`) builds its
   edits from the helpers here -- the hook command (:class:`HookTarget`), the recognition of
-  paneward's entries (:func:`is_paneward_command`, :func:`is_ours`, :func:`has_ours`), the two
-  JSON hook shapes (grouped: Claude Code / Codex; flat: Cursor), the TOML string helpers -- and
+  paneward's entries (:func:`is_paneward_command`, :func:`is_paneward_entry`, :func:`has_ours`), the
+  two JSON hook shapes (grouped: Claude Code / Codex; flat: Cursor), the TOML string helpers -- and
   declares one :class:`Installer` listing its :class:`Edit` s;
 - :mod:`actors.cli.install` (the I/O shell) collects the installers, reads each edit's file,
   calls its ``install`` / ``uninstall``, and does the backups, diffs and atomic writes.
@@ -41,7 +41,7 @@ __all__ = [
     "Installer",
     "dump_json",
     "has_ours",
-    "is_ours",
+    "is_paneward_entry",
     "is_paneward_command",
     "json_same",
     "lines_same",
@@ -107,7 +107,7 @@ def is_paneward_command(command: object) -> bool:
     return isinstance(command, str) and _OURS.search(command) is not None
 
 
-def is_ours(entry: object) -> bool:
+def is_paneward_entry(entry: object) -> bool:
     """Whether one hook entry (a JSON object) is paneward's: by its command, or for an http
     hook by the token header (compared case-insensitively)."""
     if not isinstance(entry, dict):
@@ -136,8 +136,8 @@ def has_ours(text: str) -> bool:
 class Edit:
     """One file a harness's install-hooks edits, as pure functions of its text.
 
-    The shell (:func:`actors.cli.install.plan`) reads ``path`` (``None`` when absent) and calls
-    ``install`` or ``uninstall``; each returns the new text, or ``None`` when nothing changes,
+    The shell (:func:`actors.cli.install.install_plan`) reads ``path`` (``None`` when absent) and
+    calls ``install`` or ``uninstall``; each returns the new text, or ``None`` when nothing changes,
     plus a note saying what was found and done (printed after ``<path>: ``), or ``None`` for
     the shell's generic note (created / merged / already installed / removed). Both raise
     :class:`InstallError` for a file they cannot change safely.
@@ -332,7 +332,7 @@ def merge_grouped(data: dict[str, Any], wanted: dict[str, dict[str, Any]], label
                 continue
             kept: list[Any] = []
             for item in inner:
-                if is_ours(item):
+                if is_paneward_entry(item):
                     if placed:
                         continue  # a duplicate of ours: drop it
                     item, placed = entry, True  # rewrite a stale entry in place
@@ -354,9 +354,9 @@ def remove_grouped(data: dict[str, Any]) -> None:
         changed = False
         for group in list(groups):
             inner = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(inner, list) or not any(is_ours(i) for i in inner):
+            if not isinstance(inner, list) or not any(is_paneward_entry(i) for i in inner):
                 continue
-            inner[:] = [i for i in inner if not is_ours(i)]
+            inner[:] = [i for i in inner if not is_paneward_entry(i)]
             changed = True
             if not inner:  # we emptied it: it was ours alone
                 groups.remove(group)
@@ -375,7 +375,7 @@ def merge_flat(data: dict[str, Any], wanted: dict[str, dict[str, Any]], label: s
     hooks = _hooks_table(data, label)
     for event, entry in wanted.items():
         entries = _event_list(hooks, event, label)
-        positions = [i for i, item in enumerate(entries) if is_ours(item)]
+        positions = [i for i, item in enumerate(entries) if is_paneward_entry(item)]
         if positions:
             entries[positions[0]] = entry
             for i in reversed(positions[1:]):
@@ -391,8 +391,8 @@ def remove_flat(data: dict[str, Any]) -> None:
         return
     for event in list(hooks):
         entries = hooks[event]
-        if isinstance(entries, list) and any(is_ours(i) for i in entries):
-            entries[:] = [i for i in entries if not is_ours(i)]
+        if isinstance(entries, list) and any(is_paneward_entry(i) for i in entries):
+            entries[:] = [i for i in entries if not is_paneward_entry(i)]
             if not entries:
                 del hooks[event]
     if not hooks:

@@ -19,7 +19,7 @@ __all__ = [
     "PASSED_ENV",
     "UNIT_NAME",
     "exec_quote",
-    "is_ours",
+    "is_paneward_unit",
     "systemctl_commands",
     "tmux_autostart_line",
     "unit_path",
@@ -92,7 +92,7 @@ def unit_text(
     return "\n".join(lines)
 
 
-def is_ours(text: str) -> bool:
+def is_paneward_unit(text: str) -> bool:
     """Whether a unit file's text is one :func:`unit_text` wrote (its first line)."""
     return text.split("\n", 1)[0] == MARKER
 

@@ -1,7 +1,7 @@
 """Process liveness decisions, pure: the pid watcher's round.
 
 (Process identity -- the one ``/proc/<pid>/stat`` parser, the start token -- is
-:mod:`actors.core.procstat`.) :func:`plan` decides what one probe round means:
+:mod:`actors.core.procstat`.) :func:`pid_plan` decides what one probe round means:
 
 - each distinct candidate pid is probed once per round;
 - a pid found gone ends its sessions only if *this watcher* saw it alive before
@@ -23,7 +23,7 @@ __all__ = [
     "PidPlan",
     "ProbeResult",
     "Seen",
-    "plan",
+    "pid_plan",
 ]
 
 
@@ -68,7 +68,7 @@ class PidPlan(NamedTuple):
     forgotten: tuple[int, ...]
 
 
-def plan(
+def pid_plan(
     candidates: Mapping[int, str | None],
     seen_alive: Mapping[int, str],
     probes: Mapping[int, ProbeResult],

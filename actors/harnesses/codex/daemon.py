@@ -61,9 +61,9 @@ from actors.core.session.hints import permission_reason
 from actors.harnesses.codex import approvals, paths
 from actors.harnesses.codex.jsonrpc import (
     Answer,
-    Closed,
     Opened,
     RpcClient,
+    RpcClosed,
     RpcEvent,
     RpcNotification,
     RpcProtocolError,
@@ -369,7 +369,7 @@ class RpcStream:
                         waiter.set()
                 elif isinstance(event, RpcNotification):
                     notify(event.body)
-                elif isinstance(event, Closed):
+                elif isinstance(event, RpcClosed):
                     return
             events = await self._receive()
 

@@ -45,8 +45,8 @@ from actors.core.install.config_edit import (
     Installer,
     InstallError,
     has_ours,
-    is_ours,
     is_paneward_command,
+    is_paneward_entry,
     json_same,
     lines_same,
     load_json,
@@ -307,7 +307,7 @@ def trust_keys(hooks_text: str | None, key_paths: Sequence[str]) -> dict[str, st
             if not isinstance(inner, list):
                 continue
             for h, entry in enumerate(inner):
-                if not is_ours(entry) or entry.get("type") != "command":
+                if not is_paneward_entry(entry) or entry.get("type") != "command":
                     continue
                 timeout = entry.get("timeout")
                 if not isinstance(timeout, int):

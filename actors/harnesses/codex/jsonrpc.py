@@ -14,7 +14,7 @@ writes what :meth:`RpcClient.connect` and :meth:`RpcClient.request` return and w
   dropped: a request given up with :meth:`RpcClient.forget`, or one never made);
 - :class:`RpcNotification` for every notification (a JSON object with a ``method`` and no
   ``id``);
-- :class:`Closed` when the peer closes the WebSocket, or breaks its framing (wsproto then
+- :class:`RpcClosed` when the peer closes the WebSocket, or breaks its framing (wsproto then
   closes it with code 1002); nothing after it is read.
 
 A request from the peer is answered ``-32601`` (this client serves none). A broken handshake
@@ -41,7 +41,7 @@ import wsproto.utilities
 __all__ = [
     "MAX_MESSAGE",
     "Answer",
-    "Closed",
+    "RpcClosed",
     "RpcNotification",
     "Opened",
     "RpcClient",
@@ -74,11 +74,11 @@ class RpcNotification(msgspec.Struct, frozen=True):
     body: dict[str, Any]
 
 
-class Closed(msgspec.Struct, frozen=True):
+class RpcClosed(msgspec.Struct, frozen=True):
     """The peer closed the WebSocket (its close is answered)."""
 
 
-RpcEvent = Opened | Answer | RpcNotification | Closed
+RpcEvent = Opened | Answer | RpcNotification | RpcClosed
 
 
 def _dumps(body: dict[str, Any]) -> str:
@@ -169,7 +169,7 @@ class RpcClient:
                 with contextlib.suppress(wsproto.utilities.LocalProtocolError):
                     self._out += self._ws.send(frame.response())
                 self._closed = True
-                events.append(Closed())
+                events.append(RpcClosed())
                 break
         return events
 

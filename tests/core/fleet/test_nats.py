@@ -13,6 +13,7 @@ from actors.core.fleet.nats import (
     Heartbeat,
     PublishBuffer,
     SettingsError,
+    activity_key,
     as_seen,
     escape_token,
     gap_subject,
@@ -22,7 +23,6 @@ from actors.core.fleet.nats import (
     last_per_session,
     msg_id,
     resolve_settings,
-    session_key,
     session_subject,
     unescape_token,
 )
@@ -66,7 +66,7 @@ def test_subjects_and_keys_have_a_fixed_number_of_tokens() -> None:
     assert host_of_subject("paneward", "paneward.h=2Ex.gap") == "h.x"
     assert host_of_subject("paneward", "other.h.a.b") is None
     assert host_of_subject("paneward", "paneward.=41.a.b") is None
-    assert session_key("h", "codex", "t.1") == "s.h.codex.t=2E1"
+    assert activity_key("h", "codex", "t.1") == "s.h.codex.t=2E1"
     assert heartbeat_key("h.x") == "h.h=2Ex"
     assert msg_id("0123456789abcdef", 42) == "0123456789abcdef:42"
 

@@ -98,7 +98,7 @@ async def test_the_daemon_counts_what_the_forwarders_dropped(tmp_path: Path) -> 
     which the status line's ``drops`` includes. Frames arrive out of order across connections
     of one process at most as a stale count: a smaller count adds nothing."""
     from actors.core.install.forwarder_js import DROPPED_KEY
-    from tests.support.daemon import Daemon, raw_send
+    from tests.support.daemon import DaemonProcess, raw_send
 
     now = time.time_ns() // 1_000_000
     def frame(pid: int, token: str, serial: int, dropped: int | None) -> bytes:
@@ -115,7 +115,7 @@ async def test_the_daemon_counts_what_the_forwarders_dropped(tmp_path: Path) -> 
     frames = [frame(PID, TOKEN, 1, None), frame(PID, TOKEN, 5, 3), frame(PID, TOKEN, 4, 2),
               frame(other, "7", 9, 4), frame(PID, TOKEN, 9, 6)]
     with anyio.fail_after(60):
-        async with Daemon(tmp_path / "state") as daemon:
+        async with DaemonProcess(tmp_path / "state") as daemon:
             await raw_send(daemon.hook_socket, b"".join(frames))
             await daemon.wait_delivered(len(frames))
             counters = await daemon.counters()

@@ -16,7 +16,7 @@ import pytest
 import messages
 from tests.support.agents import API_KEY, agent
 from tests.support.mock_apis import MockServer
-from tests.support.wrap import WRAP, Frames, Tmux, base_env, frame_listener
+from tests.support.wrap import WRAP, AgentTmuxServer, Frames, base_env, frame_listener
 from tests.support.wrapped import (
     explain_failure,
     is_main,
@@ -29,7 +29,7 @@ from tests.support.wrapped import (
 
 
 async def test_claude_code_status_under_the_wrapper(
-    tmp_path: Path, tmux: Tmux, anthropic: MockServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tmux: AgentTmuxServer, anthropic: MockServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     claude = agent("claude")
     # A developer's own CLAUDE_CONFIG_DIR must not reach the agent in the pane (through the

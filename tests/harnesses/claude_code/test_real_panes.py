@@ -24,17 +24,17 @@ from tests.support.real_panes import (
     paneward,
     submit,
 )
-from tests.support.wrap import Tmux
+from tests.support.wrap import AgentTmuxServer
 
 
 @pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
+def tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
     """The private tmux server, up before paneward connects to it."""
     yield from keepalive_tmux(tmp_path)
 
 
 async def test_claude_background_subagent_keeps_the_pane_working_after_stop(
-    tmp_path: Path, tmux: Tmux, anthropic: MockServer
+    tmp_path: Path, tmux: AgentTmuxServer, anthropic: MockServer
 ) -> None:
     claude = agent("claude")
     home, work = tmp_path / "home", tmp_path / "work"

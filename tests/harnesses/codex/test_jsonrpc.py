@@ -19,9 +19,9 @@ import wsproto.events
 
 from actors.harnesses.codex.jsonrpc import (
     Answer,
-    Closed,
     Opened,
     RpcClient,
+    RpcClosed,
     RpcEvent,
     RpcNotification,
     RpcProtocolError,
@@ -146,7 +146,7 @@ def test_the_peers_close_is_answered_and_nothing_after_it_is_read() -> None:
     client, peer = opened()
     notice = {"method": "thread/closed", "params": {}}
     data = peer.text(notice) + peer.ws.send(wsproto.events.CloseConnection(code=1000))
-    assert client.receive_data(data) == [RpcNotification(notice), Closed()]
+    assert client.receive_data(data) == [RpcNotification(notice), RpcClosed()]
     (answer,) = peer.read(client.data_to_send())
     assert isinstance(answer, wsproto.events.CloseConnection)
     assert client.receive_data(b"\x81\x02{}") == []
@@ -164,7 +164,7 @@ def test_a_message_that_is_no_json_object_raises(text: str, error: str) -> None:
 
 def test_a_broken_frame_closes_the_connection_as_a_protocol_error() -> None:
     client, peer = opened()
-    assert client.receive_data(b"\x8f\x00") == [Closed()]  # reserved opcode 0xf
+    assert client.receive_data(b"\x8f\x00") == [RpcClosed()]  # reserved opcode 0xf
     (close,) = peer.read(client.data_to_send())
     assert isinstance(close, wsproto.events.CloseConnection)
     assert close.code == 1002

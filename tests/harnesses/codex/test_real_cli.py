@@ -14,7 +14,7 @@ import anyio
 import messages
 from tests.support.agents import CODEX_CONFIG, agent, stop_codex_leftovers
 from tests.support.mock_apis import MockServer
-from tests.support.wrap import WRAP, Frames, Tmux, base_env, frame_listener
+from tests.support.wrap import WRAP, AgentTmuxServer, Frames, base_env, frame_listener
 from tests.support.wrapped import (
     explain_failure,
     press_until_approved,
@@ -25,7 +25,7 @@ from tests.support.wrapped import (
 
 
 async def test_codex_approval_dialog_is_blocked_under_the_wrapper(
-    tmp_path: Path, tmux: Tmux, openai: MockServer
+    tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
     home, work, sock = tmp_path / "home", tmp_path / "work", tmp_path / "d.sock"

@@ -43,7 +43,7 @@ from tests.support.real_panes import (
     submit,
     type_keys,
 )
-from tests.support.wrap import WRAP, Tmux
+from tests.support.wrap import WRAP, AgentTmuxServer
 
 #: Codex's marker of the selected line in its dialogs.
 SELECTED = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}"
@@ -55,7 +55,7 @@ WRITE_REASON = "permission: Bash: echo hi > hi.txt"
 
 
 @pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
+def tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
     """The private tmux server, up before paneward connects to it."""
     yield from keepalive_tmux(tmp_path)
 
@@ -68,7 +68,7 @@ def _codex_home(tmp: Path, openai: MockServer) -> tuple[Path, Path]:
     return home, work
 
 
-async def _trust_hooks(tmux: Tmux, pane: str) -> None:
+async def _trust_hooks(tmux: AgentTmuxServer, pane: str) -> None:
     """Codex asks once to trust hooks it has not seen (then persists the trust in
     ``config.toml``): "Trust all and continue", as a user would."""
     await tmux.wait_text(pane, "Hooks need review")
@@ -109,7 +109,7 @@ async def _tui_rows(panes: Panes) -> list[str]:
     return [row for row in table.splitlines() if " tui-" in row]
 
 
-def _tui_pid(tmux: Tmux, pane: str) -> int:
+def _tui_pid(tmux: AgentTmuxServer, pane: str) -> int:
     """The Codex TUI process running in ``pane`` (the native ``codex`` below its launcher)."""
     root = psutil.Process(int(tmux.pane_value(pane, "#{pane_pid}")))
     tuis = [p.pid for p in [root, *root.children(recursive=True)]
@@ -125,7 +125,7 @@ def _thread_at_exit(screen: str) -> str:
     return found.group(1)
 
 
-async def _quit_codex(tmux: Tmux, pane: str) -> str:
+async def _quit_codex(tmux: AgentTmuxServer, pane: str) -> str:
     await type_keys(tmux, pane, "/quit")
     tmux.run("send-keys", "-t", pane, "Enter")
     await tmux.wait_dead(pane)
@@ -133,7 +133,7 @@ async def _quit_codex(tmux: Tmux, pane: str) -> str:
 
 
 async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
-    tmp_path: Path, tmux: Tmux, openai: MockServer
+    tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
     home, work = _codex_home(tmp_path, openai)
@@ -268,7 +268,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
 
 
 async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
-    tmp_path: Path, tmux: Tmux, openai: MockServer
+    tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
     home, work = _codex_home(tmp_path, openai)
