@@ -20,8 +20,10 @@ how the tests point it at their own ssh configuration.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import select
+import stat
 import subprocess
 import sys
 import time
@@ -77,18 +79,29 @@ def _save(fleet: core.Fleet) -> str:
     return path
 
 
-def prepare_control_dir(runtime: str | None = None) -> str:
-    """The ``ControlPath`` directory (made 0700 when missing, the runtime dir too).
+def prepare_control_dir(runtime: str | None = None, *, short_base: str = "/tmp") -> str:
+    """The ``ControlPath`` directory (:func:`actors.core.fleet.hosts.control_dir`), made 0700
+    when missing (the runtime dir's levels too; in ``short_base``, only its own level).
 
-    :raises FleetFileError: it exists and is not a private directory of this user.
+    :raises FleetFileError: it exists and is a symbolic link, not a directory, another user's,
+        or open to group or others (the message says which).
     """
     runtime = runtime or runtime_dir()
-    directory = core.control_dir(runtime)
-    for made in (os.path.dirname(runtime), runtime, directory):
-        # each level 0700 when we make it (makedirs' mode is the last level's only)
-        if made and not os.path.isdir(made):
-            os.makedirs(made, mode=0o700, exist_ok=True)
+    directory = core.control_dir(runtime, os.getuid(), short_base=short_base)
+    if directory.startswith(runtime + os.sep):
+        for made in (os.path.dirname(runtime), runtime, directory):
+            # each level 0700 when we make it (makedirs' mode is the last level's only)
+            if made and not os.path.isdir(made):
+                os.makedirs(made, mode=0o700, exist_ok=True)
+    else:
+        # a shared place (/tmp): only our own directory is made, and only used as made
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, mode=0o700)
     st = os.lstat(directory)
+    if stat.S_ISLNK(st.st_mode):
+        raise core.FleetFileError(
+            f"{directory} is a symbolic link: refusing to keep the ssh connections' sockets "
+            "there (remove it)")
     problem = private_dir_problem(directory, st.st_uid, st.st_mode, os.getuid())
     if problem is not None:
         raise core.FleetFileError(problem)

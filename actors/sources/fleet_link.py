@@ -5,9 +5,11 @@ docs/fleet.md): it owns the host's :class:`~actors.core.fleet.follow.Follower`, 
 ``connecting`` / ``feed`` / ``oversize`` / ``ended`` with the stream's lines, and hands every
 list of :data:`~actors.core.fleet.follow.Change` they return, with the host's name, to
 ``deliver(host, changes)``. :class:`SshLink` is the transport over the user's OpenSSH client
-(:func:`actors.core.fleet.hosts.ssh_argv`): one ``ssh`` process per host, which is also the host's
-``ControlMaster`` (every other ssh to the host -- ``fleet check``, a jump -- rides on its
-connection).
+(:func:`actors.core.fleet.hosts.ssh_argv`): one ``ssh`` process per host, a client of the host's
+master (``ControlPersist``: the master runs on its own, and every ssh to the host -- the stream,
+``fleet check``, a jump's window -- rides on its one connection). The stream's end is this
+``ssh``'s: its host is stale at once, whatever other clients the master has, and a restart of
+the stream leaves them be.
 
 Lines are split by :class:`~actors.core.ingress.frames.FrameSplitter` at
 :data:`~actors.core.fleet.follow.MAX_LINE_BYTES` (a longer one is skipped, never buffered
@@ -44,6 +46,9 @@ from messages.activity import Activity
 __all__ = ["SshLink", "SshLinkStatistics"]
 _STDERR_KEPT: Final = 4096
 _READ: Final = 256 * 1024
+#: Seconds an ended stream's pipes are still read (what its ssh wrote before it exited) and
+#: an ssh whose stdout ended is given to exit.
+_DRAIN_S: Final = 1.0
 
 
 class SshLinkStatistics(msgspec.Struct, kw_only=True):
@@ -158,7 +163,6 @@ class SshLink:
             keepalive_s=self._keepalive_s, ssh=self._ssh, extra_options=self._extra,
         )
         stderr = bytearray()
-        worked_at: float | None = None
         try:
             process = await anyio.open_process(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -169,31 +173,13 @@ class SshLink:
             return None
         self._process = process
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_stderr, process, stderr)
-                splitter = FrameSplitter(MAX_LINE_BYTES)
-                assert process.stdout is not None
-                while True:
-                    try:
-                        data = await process.stdout.receive(_READ)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError,
-                            anyio.BrokenResourceError):
-                        break
-                    now = now_ms()
-                    changes: list[Change] = []
-                    for line in splitter.feed(data):
-                        if isinstance(line, Oversize):
-                            changes += follower.oversize()
-                        else:
-                            changes += follower.feed(line, now)
-                    if worked_at is None and follower.health.state == "connected":
-                        worked_at = time.monotonic()
-                    self._handled(changes)
-                code = await process.wait()
+            worked_at = await self._follow(process, stderr)
+            code = process.returncode
             reason = None
             if worked_at is None:
                 reason = fleet.unreachable_reason(
-                    code, stderr.decode("utf-8", "replace"), command=self.host.command
+                    -1 if code is None else code, stderr.decode("utf-8", "replace"),
+                    command=self.host.command,
                 )
                 if follower.rejected.get("no_daemon_line"):
                     reason = (f"paneward too old there: `{self.host.command} watch --fleet` did "
@@ -205,13 +191,70 @@ class SshLink:
             with anyio.CancelScope(shield=True):
                 await _end(process)
 
-    async def _keep_stderr(self, process: anyio.abc.Process, kept: bytearray) -> None:
+    async def _follow(self, process: anyio.abc.Process, stderr: bytearray) -> float | None:
+        """Feed the stream's lines to the follower until the stream ends; the monotonic time
+        it started working, if it did.
+
+        The stream ends when its ``ssh`` exits or its stdout ends, whichever comes first: the
+        ``ssh`` is a client of the host's master (``ControlPersist``), and the master holds a
+        client's stdout and stderr while its session lasts, so neither pipe need end when the
+        client does. Then what is in the pipes is read, and the ssh waited for, until both
+        pipes end and it exits, for :data:`_DRAIN_S` at most (then it is ended).
+        """
+        follower = self.follower
+        worked_at: float | None = None
+        ended = anyio.Event()
+        out_done, err_done = anyio.Event(), anyio.Event()
+
+        async def read() -> None:
+            nonlocal worked_at
+            splitter = FrameSplitter(MAX_LINE_BYTES)
+            assert process.stdout is not None
+            while True:
+                try:
+                    data = await process.stdout.receive(_READ)
+                except (anyio.EndOfStream, anyio.ClosedResourceError,
+                        anyio.BrokenResourceError):
+                    out_done.set()
+                    ended.set()
+                    return
+                now = now_ms()
+                changes: list[Change] = []
+                for line in splitter.feed(data):
+                    if isinstance(line, Oversize):
+                        changes += follower.oversize()
+                    else:
+                        changes += follower.feed(line, now)
+                if worked_at is None and follower.health.state == "connected":
+                    worked_at = time.monotonic()
+                self._handled(changes)
+
+        async def exited() -> None:
+            await process.wait()
+            ended.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._keep_stderr, process, stderr, err_done)
+            tg.start_soon(exited)
+            tg.start_soon(read)
+            await ended.wait()
+            with anyio.move_on_after(_DRAIN_S):
+                await process.wait()
+                await out_done.wait()
+                await err_done.wait()
+            tg.cancel_scope.cancel()
+        return worked_at
+
+    async def _keep_stderr(
+        self, process: anyio.abc.Process, kept: bytearray, done: anyio.Event
+    ) -> None:
         assert process.stderr is not None
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError,
                                  anyio.BrokenResourceError):
             while True:
                 kept += await process.stderr.receive(_READ)
                 del kept[:-_STDERR_KEPT]
+        done.set()
 
 
 async def _end(process: anyio.abc.Process) -> None:

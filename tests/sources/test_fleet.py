@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 import messages
+from actors.sources import procfs
 from tests.support.daemon import PANEWARD, DaemonProcess, raw_send
 from tests.support.polling import poll_until
 from tests.support.sessions import spawned_frame, status_frame
-from tests.support.ssh import ssh_fleet
+from tests.support.ssh import Sshd, ssh_fleet
 from tests.support.tmux import TmuxServer
 
 
@@ -199,6 +202,107 @@ async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached
                 await cli(env, "next", "-L", local_tmux.name)
                 again = await local_tmux.arun("list-windows", "-a", "-F", "#{@paneward_remote}")
                 assert again.split().count("h1/terminal:s1") == 1  # reused, not another one
+    finally:
+        local_tmux.kill()
+        remote_tmux.kill()
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        kids = procfs.children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+def _remote_watches(server: Sshd) -> list[int]:
+    """The ``paneward watch --fleet`` processes the host's sshd runs (its sessions' children)."""
+    assert server.process is not None
+    found = []
+    for pid in _descendants(server.process.pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"watch" in argv and b"--fleet" in argv:
+            found.append(pid)
+    return found
+
+
+async def test_a_jump_window_survives_a_stream_restart_and_never_hides_a_lost_link(
+    short_dir: Path,
+) -> None:
+    """``paneward next`` opens a local window attached to h1's pane over h1's one connection.
+    The link's stream is restarted (its ssh killed): the window stays attached. h1's
+    ``paneward watch`` is killed while that window is open: the link is lost at once (h1's
+    session turns ``unknown`` on ``watch --json``) and followed again."""
+    remote_tmux = TmuxServer()
+    local_tmux = TmuxServer()
+    remote_tmux.start()
+    local_tmux.start()
+    try:
+        with anyio.fail_after(180):
+            remote_pane = (await remote_tmux.arun("display-message", "-p", "-t", "main",
+                                                  "#{pane_id}")).strip()
+            async with ssh_fleet(short_dir, 1, keepalive_s=2,
+                                 tmux=f"tmux -L {remote_tmux.name}") as made, DaemonProcess(
+                made.local_state, env=made.env, extra_args=("--tmux", "-L", local_tmux.name)
+            ) as local:
+                (h1,), env, sshd = made.remotes, made.env, made.world.servers["h1"]
+                await raw_send(h1.hook_socket, spawned_frame("s1") + pane_bound("s1", remote_pane)
+                               + status_frame("s1", "blocked", 1))
+
+                async def link() -> dict[str, Any]:
+                    (one,) = (await local.counters())["fleet"]["links"]
+                    assert isinstance(one, dict)
+                    return one
+
+                async def queued() -> bool:
+                    items = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+                    return bool(items) and items[0]["attention"] is not None
+
+                await poll_until(queued, "the remote item", within=60)
+                await cli(env, "next", "-L", local_tmux.name)
+
+                async def attached() -> bool:
+                    clients = await remote_tmux.arun("list-clients", "-F", "#{pane_id}")
+                    return clients.split() == [remote_pane]
+
+                async def window_open() -> bool:
+                    windows = await local_tmux.arun("list-windows", "-a", "-F",
+                                                    "#{@paneward_remote}")
+                    return "h1/terminal:s1" in windows.split()
+
+                await poll_until(attached, "the window attached to h1's pane", within=60)
+                before = await link()
+                os.kill(before["ssh_pid"], signal.SIGKILL)  # the stream restarts
+
+                async def followed_again(after: int) -> bool:
+                    now = await link()
+                    return bool(now["connections"] > after and now["health"] == "connected")
+
+                await poll_until(lambda: followed_again(before["connections"]),
+                                 "the stream followed again", within=60)
+                assert await attached() and await window_open()
+                assert sshd.connections() == 1  # the window and the stream: one connection
+                again = await link()
+                async with await anyio.open_process(
+                    [os.fspath(PANEWARD), "watch", "--json", "--host", "h1"], env=env
+                ) as watch:
+                    assert watch.stdout is not None
+                    await poll_until(_subscribed(local), "the watcher")
+                    # the stream's, and any an earlier stream left (it ends at its next write)
+                    for remote_watch in _remote_watches(sshd):
+                        os.kill(remote_watch, signal.SIGKILL)
+                    data = b""
+                    while b'"turn":"unknown"' not in data:
+                        data += await watch.stdout.receive()
+                    watch.terminate()
+                assert await window_open()  # the window stayed; the link was lost all the same
+                await poll_until(lambda: followed_again(again["connections"]),
+                                 "h1 followed again", within=60)
+                assert await attached() and sshd.connections() == 1
     finally:
         local_tmux.kill()
         remote_tmux.kill()
