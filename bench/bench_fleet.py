@@ -15,10 +15,11 @@ local daemon following all of them through the user's ``ssh`` (``$PANEWARD_SSH``
    Baseline: the same edge into the *local* daemon -> the same local watch line (what the
    fleet adds is the remote daemon, ssh both ways, and the follower).
 2. connections: established TCP connections to each sshd's port (its side, /proc/net/tcp),
-   after 20 ``paneward status`` and one ``paneward fleet check`` (which rides on the link's
-   ControlMaster): at most 1 a host.
+   after 20 ``paneward status`` and one ``paneward fleet check`` (which rides on the host's
+   master): at most 1 a host.
 3. idle: ``--idle-seconds`` with nothing happening: the CPU (utime + stime) of the local daemon
-   (every thread) and of its ssh processes, as a share of one core.
+   (every thread), of its ssh processes and of each host's master ssh (``ControlPersist``:
+   not the daemon's child), as a share of one core.
 4. stale: one host's sshd and its per-connection processes SIGSTOPped: the time until the
    daemon marks the host ``stale`` (its link's ``since_ms``), and until a polling
    ``status --counters`` shows it, against 2 keepalive intervals.
@@ -85,6 +86,21 @@ class Lines:
                 if a in line and b in line and c in line:
                     return
             self.buffer += await self.stream.receive()
+
+
+def _masters(root: Path) -> list[int]:
+    """The master ssh processes whose ControlPath is under ``root`` (their title names it)."""
+    mark = f"ssh: {root}/".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if cmdline.read().startswith(mark):
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
@@ -154,7 +170,8 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
                 result["connections"] = [s.connections() for s in world.servers.values()]
                 # idle
                 pid = local.pid
-                ssh = procfs.children(pid)
+                # the links' ssh clients, and each host's master (ControlPersist: on its own)
+                ssh = procfs.children(pid) + _masters(root)
                 tick = os.sysconf("SC_CLK_TCK")
                 before = _cpu_ticks(pid) + sum(_cpu_ticks(p) for p in ssh)
                 began = time.monotonic()

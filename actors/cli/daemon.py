@@ -473,8 +473,9 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
             from actors.sources.fleet_link import SshLink
 
             control_dir = prepare_control_dir()
-            links += [SshLink(host, control_dir, view.deliver, keepalive_s=hosts.keepalive_s,
-                              ssh=ssh_program()) for host in hosts.hosts]
+            links += [SshLink(host, control_dir, view.deliver_for(host.name),
+                              keepalive_s=hosts.keepalive_s, ssh=ssh_program())
+                      for host in hosts.hosts]
         if hosts.nats:
             try:
                 # nats-py is imported here only: a fleet without a NATS entry never loads it.
@@ -483,7 +484,8 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
                 raise FleetFileError(
                     "a [[nats]] entry needs nats-py: pip install 'paneward[nats]'"
                 ) from None
-            links += [NatsLink(entry, view.deliver, own=identity) for entry in hosts.nats]
+            links += [NatsLink(entry, view.deliver_for(entry.url), own=identity)
+                      for entry in hosts.nats]
         return links
 
     path = fleet_path()

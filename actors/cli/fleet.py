@@ -8,6 +8,9 @@ the host's multiplexed connection, reads its first line -- the remote daemon's
 (:func:`actors.core.fleet.hosts.unreachable_reason`). Exit status: 0 when every host checked is ok,
 1 otherwise, 2 for a usage error (an unknown host, a bad hosts file).
 
+``list`` prints every entry, then every host the running daemon refuses (a host name two
+entries carry, docs/fleet.md) with why.
+
 A NATS entry (``paneward fleet add nats://HOST:PORT``, ``[[nats]]`` in the file) is checked by
 connecting with its credentials and reading the paneward bucket's heartbeats: ``ok`` with how
 many hosts publish there and how many of them are live, or ``unreachable`` and why
@@ -156,6 +159,8 @@ def run_fleet(args: argparse.Namespace) -> int:
                 print(printable(host.name + extra))
             for server in fleet.nats:
                 print(printable(f"{server.url}  (NATS: every host publishing there)"))
+            for row in _refused_hosts(args):
+                print(printable(f"{row['host']}  refused: {row['reason']}"))
             return _EXIT_OK
         entries = _chosen(fleet, args.host)
         control = prepare_control_dir() if any(isinstance(e, core.Host) for e in entries) else ""
@@ -179,6 +184,22 @@ def run_fleet(args: argparse.Namespace) -> int:
         print(f"{printable(entry.name).ljust(width)}  {'ok' if ok else 'unreachable'}: "
               f"{printable(text)}")
     return _EXIT_OK if all(ok for ok, _ in results) else _EXIT_FAILED
+
+
+def _refused_hosts(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The hosts the running daemon refuses (a name two links carry: docs/fleet.md, "One
+    name, one host"); none when no daemon answers."""
+    import json
+
+    from actors.cli.common import status_line
+
+    try:
+        rows = json.loads(status_line(args, b"hosts"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(rows, list):
+        return []
+    return [r for r in rows if isinstance(r, dict) and r.get("health") == "refused"]
 
 
 def _file(path: str | None) -> str | None:

@@ -108,6 +108,14 @@ class SshLink:
         """The host's entry (and the settings its ssh runs with)."""
         return (self.host, self.keepalive_s, self._extra)
 
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        return (self.host.name,)
+
     def hosts(self) -> list[HostRow]:
         return [host_row(self.follower)]
 

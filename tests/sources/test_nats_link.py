@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -39,6 +41,7 @@ from tests.support.daemon import (
 from tests.support.nats import NatsServer, nats_server, nkey_pair, published, send_paced
 from tests.support.polling import poll_until
 from tests.support.sessions import burst, claude_hook, frames
+from tests.support.ssh import ssh_fleet
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -319,3 +322,45 @@ async def test_the_hosts_file_is_followed_while_the_daemon_runs(tmp_path: Path) 
             await poll_until(emptied, "the server's hosts out of the view")
             stats = (await follower.counters())["fleet_file"]
             assert (stats["reloads"], stats["stopped"], stats["last_error"]) == (2, 1, None)
+
+
+async def test_an_ssh_host_and_a_nats_host_of_the_same_name_never_merge(tmp_path: Path) -> None:
+    """h1 is an SSH host of the hosts file, and a daemon publishing to the followed NATS server
+    calls itself h1 too: the view shows the SSH host's sessions only; the NATS one is
+    ``refused`` with the reason in ``status``, ``status --json`` and ``fleet list``, and its
+    batches are counted."""
+    me, token = os.getpid(), start_token(os.getpid())
+    root = Path(tempfile.mkdtemp(prefix="pwn", dir="/tmp"))  # ControlPath: a short directory
+    try:
+        with anyio.fail_after(180), nats_server(tmp_path / "nats") as server:
+            async with ssh_fleet(root, 1) as made:
+                (h1,) = made.remotes
+                fleet = core.Fleet(made.hosts.hosts, made.hosts.keepalive_s,
+                                   (core.NatsEntry(server.url),))
+                (root / "config" / "paneward" / "fleet.toml").write_text(core.render_fleet(fleet))
+                impostor = _publisher(tmp_path, server, "h1")
+                follower = Daemon(made.local_state, env=made.env)
+                async with _running(impostor, follower):
+                    await raw_send(h1.hook_socket, frames(burst(["by-ssh"], 0, me, token)))
+                    await raw_send(impostor.hook_socket, frames(burst(["by-nats"], 0, me, token)))
+                    await impostor.wait_delivered(1)
+
+                    async def refused() -> bool:
+                        counted = (await follower.counters())["fleet"]["refused_hosts"]
+                        return bool(counted.get(f"h1 via {server.url}"))
+
+                    await poll_until(lambda: _has(follower, {("h1", "by-ssh")}), "h1 over ssh",
+                                     within=60)
+                    await poll_until(refused, "the NATS h1 refused and counted", within=60)
+                    assert {s for h, s in _seen(await _merged(follower))} == {"by-ssh"}
+                    rows = (await follower.status())["hosts"]
+                    assert [(r["host"], r["health"]) for r in rows] == [
+                        ("h1", "connected"), ("h1", "refused")]
+                    assert "the SSH host h1 of the hosts file" in rows[1]["reason"]
+                    table = await _cli(follower.env, "status")
+                    assert "h1 refused" in table.stdout and "--nats-host" in table.stdout
+                    listed = await _cli(follower.env, "fleet", "list")
+                    assert listed.stdout.splitlines()[2].startswith(
+                        f"h1  refused: {server.url} carries a host named h1"), listed.stdout
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
