@@ -459,6 +459,7 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
     daemon follows no host until it is fixed. ``identity`` is this daemon's: a NATS server it
     also publishes to never shows it as a remote host."""
     from actors.cli.fleet import load_fleet, prepare_control_dir, ssh_program
+    from actors.core.clock import now_ms
     from actors.core.fleet.hosts import Fleet, FleetFileError, fleet_path
     from actors.core.fleet.transport import Link
     from actors.sources import fswatch
@@ -496,6 +497,7 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
         applied = text
     except (OSError, FleetFileError) as exc:
         logger.error("fleet: %s; following no host until it is fixed", exc)
+        view.file_refused(str(exc), now_ms(), kept=False)
     parts["fleet"] = view
     sup.start_actor(view, name="fleet")
     if fswatch.AVAILABLE:

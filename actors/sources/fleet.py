@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 import messages
 from actors.core.clock import now_ms
 from actors.core.fleet.follow import Change, Drop, HostKey, Upsert
+from actors.core.fleet.hosts import file_problem_line
 from actors.core.fleet.transport import Deliver, HostRow, Link
 from messages.activity import Activity, Transition
 from messages.common import SessionKey
@@ -60,8 +61,30 @@ class FleetView:
         self._owner: dict[str, str] = {}
         #: (host, link name) -> (when first refused, batches refused)
         self._refused: dict[tuple[str, str], list[int]] = {}
+        #: (why, since when, whether a good file's links are followed) while the hosts file
+        #: cannot be used
+        self._file_problem: tuple[str, int, bool] | None = None
 
     # --------------------------------------------------------------- the links
+
+    def file_refused(self, error: str, at_ms: int, *, kept: bool) -> None:
+        """The hosts file cannot be used (``error`` says why; ``kept``: the links of the last
+        good file go on); called by :mod:`actors.sources.fleet_file` and the daemon's
+        wiring. Shown by :meth:`file_line` from the first refusal until :meth:`file_used`."""
+        since = at_ms if self._file_problem is None else self._file_problem[1]
+        self._file_problem = (error, since, kept)
+
+    def file_used(self) -> None:
+        """The hosts file was read and its links are followed."""
+        self._file_problem = None
+
+    def file_line(self) -> str | None:
+        """``fleet: <why> (since T; ...)`` while the hosts file cannot be used (``status``
+        shows it under the hosts: :func:`actors.core.fleet.hosts.file_problem_line`)."""
+        if self._file_problem is None:
+            return None
+        error, since, kept = self._file_problem
+        return file_problem_line(error, since, kept=kept)
 
     @property
     def configured(self) -> bool:

@@ -314,6 +314,11 @@ async def test_the_hosts_file_is_followed_while_the_daemon_runs(tmp_path: Path) 
             assert "never in the URL" in stats["last_error"] and "secret" not in stats["last_error"]
             assert stats["stopped"] == 0 and await _has(follower, {("late", "f")})
             assert "never in the URL" in follower.stderr()
+            # and on status's hosts lines, with since when and what is followed meanwhile
+            table = (await _cli(follower.env, "status")).stdout
+            (line,) = [t for t in table.splitlines() if t.startswith("fleet: ")]
+            assert f"{path}: nats 2: " in line and "never in the URL" in line, table
+            assert line.endswith("; the last good file is in use)") and "(since " in line
             path.write_text("")  # every entry removed: the hosts leave the view
 
             async def emptied() -> bool:
@@ -322,6 +327,25 @@ async def test_the_hosts_file_is_followed_while_the_daemon_runs(tmp_path: Path) 
             await poll_until(emptied, "the server's hosts out of the view")
             stats = (await follower.counters())["fleet_file"]
             assert (stats["reloads"], stats["stopped"], stats["last_error"]) == (2, 1, None)
+            assert "fleet: " not in (await _cli(follower.env, "status")).stdout
+
+
+async def test_a_hosts_file_bad_from_the_start_is_on_status_until_fixed(tmp_path: Path) -> None:
+    path = _write_fleet(tmp_path, core.Fleet())
+    path.write_text("[[host]]\ndestination = 'a b'\n")
+    follower = _follower(tmp_path)
+    with anyio.fail_after(60):
+        async with _running(follower):
+            table = (await _cli(follower.env, "status")).stdout
+            (line,) = [t for t in table.splitlines() if t.startswith("fleet: ")]
+            assert f"{path}: host 1: not an ssh destination" in line, table
+            assert line.endswith("; no host is followed until it is fixed)"), line
+            path.write_text("")
+
+            async def fixed() -> bool:
+                return "fleet: " not in (await _cli(follower.env, "status")).stdout
+
+            await poll_until(fixed, "the line gone once the file is good")
 
 
 async def test_an_ssh_host_and_a_nats_host_of_the_same_name_never_merge(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 import tomllib
 from dataclasses import dataclass
 from typing import Final
@@ -57,6 +58,7 @@ __all__ = [
     "paneward_config_dir",
     "control_dir",
     "control_name",
+    "file_problem_line",
     "fleet_path",
     "parse_fleet",
     "is_nats_url",
@@ -221,6 +223,15 @@ def control_dir(runtime_dir: str, uid: int, *, short_base: str = "/tmp") -> str:
     if len(os.fsencode(preferred)) <= CONTROL_DIR_MAX:
         return preferred
     return os.path.join(short_base, f"paneward-{uid}")
+
+
+def file_problem_line(error: str, since_ms: int, *, kept: bool) -> str:
+    """The line under ``status``'s hosts while the hosts file cannot be used: ``error`` (it
+    names the file), since when, and what is followed meanwhile (``kept``: the last good
+    file's hosts; else none)."""
+    clock = time.strftime("%H:%M:%S", time.localtime(since_ms / 1000))
+    then = "the last good file is in use" if kept else "no host is followed until it is fixed"
+    return f"fleet: {_CONTROLS.sub('?', error)} (since {clock}; {then})"
 
 
 def check_destination(destination: str) -> str:
