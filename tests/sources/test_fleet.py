@@ -22,6 +22,7 @@ import anyio
 import pytest
 
 import messages
+from actors.core.fleet import hosts as core
 from actors.sources import procfs
 from tests.support.daemon import PANEWARD, DaemonProcess, raw_send
 from tests.support.polling import poll_until
@@ -126,6 +127,65 @@ async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) 
             # the local session never moved
             (mine,) = json.loads(await cli(env, "status", "--json", "--local"))
             assert mine == by_host[None]
+
+
+async def test_an_ssh_host_added_then_another_removed_while_the_daemon_runs(
+    short_dir: Path,
+) -> None:
+    """The hosts file changes under a running daemon (written as ``paneward fleet add``
+    writes it): the host added is followed at once and its sessions appear; the host removed
+    leaves the view with its sessions (a ``Forget`` line each on ``watch --json``)."""
+    with anyio.fail_after(180):
+        async with ssh_fleet(short_dir, 2, keepalive_s=2) as made:
+            h1, h2 = made.remotes
+            path = short_dir / "config" / "paneward" / "fleet.toml"
+
+            def write(*hosts: core.Host) -> None:
+                temporary = path.with_suffix(".tmp")
+                temporary.write_text(core.render_fleet(core.Fleet(hosts, made.hosts.keepalive_s)))
+                temporary.replace(path)
+
+            first, second = made.hosts.hosts
+            write(first)
+            await raw_send(h1.hook_socket, spawned_frame("one") + status_frame("one", "working", 1))
+            await raw_send(h2.hook_socket, spawned_frame("two") + status_frame("two", "blocked", 1))
+            async with DaemonProcess(made.local_state, env=made.env) as local:
+
+                async def shown() -> set[tuple[str, str]]:
+                    rows = json.loads(await cli(made.env, "status", "--json"))
+                    return {(r["key"]["host"], r["key"]["session_id"]) for r in rows}
+
+                async def hosts() -> list[tuple[str, str]]:
+                    return [(h["host"], h["health"]) for h in (await local.status())["hosts"]]
+
+                await poll_until(lambda: _equal(shown, {("h1", "one")}), "h1 followed",
+                                 within=60)
+                await anyio.to_thread.run_sync(write, first, second)
+                await poll_until(lambda: _equal(shown, {("h1", "one"), ("h2", "two")}),
+                                 "h2's session, once h2 is added", within=60)
+                await poll_until(lambda: _equal(hosts, [("h1", "connected"),
+                                                        ("h2", "connected")]), "both hosts")
+                async with await anyio.open_process(
+                    [os.fspath(PANEWARD), "watch", "--json", "--host", "h1"], env=made.env
+                ) as watch:
+                    assert watch.stdout is not None
+                    await poll_until(_subscribed(local), "the watcher")
+                    await anyio.to_thread.run_sync(write, second)
+                    data = b""
+                    while b"\n" not in data:
+                        data += await watch.stdout.receive()
+                    watch.terminate()
+                gone = messages.decode_outbound(data.splitlines()[0])
+                assert isinstance(gone, messages.Transition) and gone.cause == "Forget"
+                assert gone.key == messages.SessionKey("terminal", "one", host="h1")
+                assert await shown() == {("h2", "two")}
+                assert await hosts() == [("h2", "connected")]
+                stats = (await local.counters())["fleet_file"]
+                assert (stats["reloads"], stats["started"], stats["stopped"]) == (2, 1, 1)
+
+
+async def _equal(read: Callable[[], Awaitable[object]], want: object) -> bool:
+    return await read() == want
 
 
 def _subscribed(daemon: DaemonProcess) -> Callable[[], Awaitable[bool]]:
