@@ -388,3 +388,47 @@ async def test_an_ssh_host_and_a_nats_host_of_the_same_name_never_merge(tmp_path
                         f"h1  refused: {server.url} carries a host named h1"), listed.stdout
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_next_and_pick_say_why_a_nats_hosts_item_is_not_reached(tmp_path: Path) -> None:
+    """A session on a host followed through NATS needs you in a pane there: the server carries
+    its state but no route to its terminal. ``next --host far`` says so (and what to run
+    instead), plain ``next`` says that is what needs you, and ``pick`` offers no menu item it
+    could not take you to, saying why."""
+    from tests.sources.test_fleet import pane_bound
+    from tests.sources.test_fleet_link import spawned, status_frame
+    from tests.support.tmux import TmuxServer
+
+    local_tmux = TmuxServer()
+    local_tmux.start()
+    try:
+        with anyio.fail_after(120), nats_server(tmp_path / "nats") as server:
+            publisher = _publisher(tmp_path, server, "far")
+            _write_fleet(tmp_path, core.Fleet(nats=(core.NatsEntry(server.url),)))
+            follower = _follower(tmp_path)
+            async with _running(publisher, follower):
+                await raw_send(publisher.hook_socket, spawned("s1") + pane_bound("s1", "%3")
+                               + status_frame("s1", "blocked", 1))
+
+                async def asks() -> bool:
+                    rows = await _merged(follower)
+                    return any(r["pane"] == "%3" and r["attention"] for r in rows)
+
+                await poll_until(asks, "far's item in the follower's view", within=60)
+                (row,) = (await follower.status())["hosts"]
+                assert row["host"] == "far" and "followed through NATS" in row["no_jump"]
+                env, tmux = follower.env, ("-L", local_tmux.name)
+                for argv in (("next", "--host", "far"), ("next", "--host", "far", "--pane", "%3")):
+                    done = await _cli(env, *argv, *tmux)
+                    assert done.returncode == 1, done
+                    assert f"far is followed through NATS ({server.url})" in done.stderr
+                    assert "run `paneward next` on far itself" in done.stderr
+                done = await _cli(env, "next", *tmux)
+                assert done.returncode == 1 and "1 on far" in done.stderr, done
+                assert "followed through NATS" in done.stderr
+                done = await _cli(env, "pick", *tmux, "--client", "nobody")
+                assert done.returncode == 1, done
+                assert "1 on far" in done.stderr and "followed through NATS" in done.stderr
+                assert "tmux:" not in done.stderr  # no menu was tried with it
+    finally:
+        local_tmux.kill()
