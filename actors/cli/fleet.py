@@ -283,7 +283,7 @@ def probe_host(host: core.Host, control: str, keepalive_s: int) -> tuple[bool, s
 
     argv = core.ssh_argv(host, control, core.watch_command(host, None),
                          keepalive_s=keepalive_s, ssh=ssh_program())
-    deadline = time.monotonic() + max(keepalive_s, 5) + 10
+    deadline = time.monotonic() + core.answer_deadline_s(keepalive_s)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)

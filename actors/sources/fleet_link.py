@@ -26,6 +26,8 @@ of :meth:`SshLink.run` for a host's failure: that is the host's health.
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 import subprocess
 import time
 from collections.abc import Hashable, Sequence
@@ -49,6 +51,8 @@ _READ: Final = 256 * 1024
 #: Seconds an ended stream's pipes are still read (what its ssh wrote before it exited) and
 #: an ssh whose stdout ended is given to exit.
 _DRAIN_S: Final = 1.0
+#: Seconds ``ssh -O check`` is given to answer (a master answers at once).
+_CHECK_S: Final = 5.0
 
 
 class SshLinkStatistics(msgspec.Struct, kw_only=True):
@@ -71,6 +75,7 @@ class SshLinkStatistics(msgspec.Struct, kw_only=True):
     rejected: dict[str, int]
     gaps: list[tuple[int, int, str]]
     ssh_pid: int | None
+    masters_replaced: int
 
 
 class SshLink:
@@ -102,6 +107,7 @@ class SshLink:
         self._backoff = Backoff(*retry)
         self._process: anyio.abc.Process | None = None
         self._changed = anyio.Event()
+        self._masters_replaced = 0
 
     @property
     def entry(self) -> Hashable:
@@ -136,6 +142,7 @@ class SshLink:
             unexplained=f.unexplained, connections=f.connections, restarts=f.restarts,
             new_daemons=f.new_daemons, rejected=dict(f.rejected), gaps=list(f.gaps),
             ssh_pid=None if self._process is None else self._process.pid,
+            masters_replaced=self._masters_replaced,
         )
 
     async def wait_changed(self) -> None:
@@ -181,10 +188,13 @@ class SshLink:
             return None
         self._process = process
         try:
-            worked_at = await self._follow(process, stderr)
+            worked_at, answered = await self._follow(process, stderr)
             code = process.returncode
             reason = None
-            if worked_at is None:
+            if not answered:
+                reason = "no answer in time (the host, its paneward, or the connection hangs)"
+                await self._check_master()
+            elif worked_at is None:
                 reason = fleet.unreachable_reason(
                     -1 if code is None else code, stderr.decode("utf-8", "replace"),
                     command=self.host.command,
@@ -199,9 +209,27 @@ class SshLink:
             with anyio.CancelScope(shield=True):
                 await _end(process)
 
-    async def _follow(self, process: anyio.abc.Process, stderr: bytearray) -> float | None:
-        """Feed the stream's lines to the follower until the stream ends; the monotonic time
-        it started working, if it did.
+    async def _check_master(self) -> None:
+        """After a stream that never answered: ``ssh -O check`` asks the host's master whether
+        it works; a master that does not answer in time (hung) or fails has its socket
+        removed, so the next try starts a new one (the hung one ends with its connection)."""
+        argv = fleet.control_argv(self.host, self._control_dir, "check", ssh=self._ssh,
+                                  extra_options=self._extra)
+        with anyio.move_on_after(_CHECK_S):
+            checked = await anyio.run_process(argv, stdin=subprocess.DEVNULL, check=False,
+                                              start_new_session=True)
+            if checked.returncode == 0:
+                return  # the master works: it is the far side that hangs
+        path = fleet.control_path(self.host, self._control_dir)
+        if await anyio.to_thread.run_sync(_remove_socket, path):
+            self._masters_replaced += 1
+
+    async def _follow(
+        self, process: anyio.abc.Process, stderr: bytearray
+    ) -> tuple[float | None, bool]:
+        """Feed the stream's lines to the follower until the stream ends: the monotonic time
+        it started working, if it did, and whether anything came within
+        :func:`actors.core.fleet.hosts.answer_deadline_s` (else the try is ended then).
 
         The stream ends when its ``ssh`` exits or its stdout ends, whichever comes first: the
         ``ssh`` is a client of the host's master (``ControlPersist``), and the master holds a
@@ -212,7 +240,7 @@ class SshLink:
         follower = self.follower
         worked_at: float | None = None
         ended = anyio.Event()
-        out_done, err_done = anyio.Event(), anyio.Event()
+        out_done, err_done, answered = anyio.Event(), anyio.Event(), anyio.Event()
 
         async def read() -> None:
             nonlocal worked_at
@@ -224,8 +252,10 @@ class SshLink:
                 except (anyio.EndOfStream, anyio.ClosedResourceError,
                         anyio.BrokenResourceError):
                     out_done.set()
+                    answered.set()  # an end is an answer too: its status says why
                     ended.set()
                     return
+                answered.set()
                 now = now_ms()
                 changes: list[Change] = []
                 for line in splitter.feed(data):
@@ -239,19 +269,29 @@ class SshLink:
 
         async def exited() -> None:
             await process.wait()
+            answered.set()
+            ended.set()
+
+        async def deadline() -> None:
+            with anyio.move_on_after(fleet.answer_deadline_s(self._keepalive_s)):
+                await answered.wait()
             ended.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keep_stderr, process, stderr, err_done)
             tg.start_soon(exited)
             tg.start_soon(read)
+            tg.start_soon(deadline)
             await ended.wait()
+            if not answered.is_set():
+                tg.cancel_scope.cancel()
+                return worked_at, False
             with anyio.move_on_after(_DRAIN_S):
                 await process.wait()
                 await out_done.wait()
                 await err_done.wait()
             tg.cancel_scope.cancel()
-        return worked_at
+        return worked_at, True
 
     async def _keep_stderr(
         self, process: anyio.abc.Process, kept: bytearray, done: anyio.Event
@@ -263,6 +303,18 @@ class SshLink:
                 kept += await process.stderr.receive(_READ)
                 del kept[:-_STDERR_KEPT]
         done.set()
+
+
+def _remove_socket(path: str) -> bool:
+    """Remove the socket at ``path`` (only a socket: the directory is ours alone); whether it
+    was there."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return False
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 async def _end(process: anyio.abc.Process) -> None:

@@ -10,6 +10,7 @@ real sshd.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -259,6 +260,46 @@ async def test_a_remote_restart_resumes_and_a_lost_link_is_stale_never_idle(
                 assert (stats.duplicates, stats.unexplained) == (0, 0)
                 # the stale time is when the link was lost, whatever the tries said after it
                 assert lost.since_ms >= first.since_ms
+                tg.cancel_scope.cancel()
+
+
+def _master_of(one: SshLink) -> int:
+    """The pid of the host's master ssh (its title names its ControlPath)."""
+    mark = f"ssh: {one.control_dir}/".encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if cmdline.read().startswith(mark):
+                    return int(entry)
+    raise AssertionError(f"no master ssh under {one.control_dir}")
+
+
+async def test_a_master_that_stops_answering_is_replaced(short_dir: Path) -> None:
+    """The host's master ssh hangs (SIGSTOPped): a stream started on it gets no answer. The
+    try ends at the answer deadline, ``ssh -O check`` gets no answer either, the master's
+    socket is removed, and the next try starts a new master: the host is followed again."""
+    with anyio.fail_after(120):
+        async with remotes(short_dir, 1) as (world, (remote,)):
+            view = View()
+            one = link(world, short_dir, remote.host, view, keepalive=1)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one.run)
+                await poll_until(lambda: one.statistics().health == "connected", "connected")
+                master = _master_of(one)
+                os.kill(master, signal.SIGSTOP)
+                try:
+                    pid = one.statistics().ssh_pid
+                    assert pid is not None
+                    os.kill(pid, signal.SIGKILL)  # the next stream is the stopped master's
+                    await poll_until(lambda: one.statistics().masters_replaced == 1,
+                                     "the master replaced", within=60)
+                    assert "no answer in time" in (one.statistics().reason or "")
+                    await poll_until(lambda: one.statistics().health == "connected",
+                                     "followed again", within=30)
+                    assert _master_of(one) != master
+                finally:
+                    os.kill(master, signal.SIGCONT)
+                    os.kill(master, signal.SIGTERM)
                 tg.cancel_scope.cancel()
 
 

@@ -54,12 +54,15 @@ __all__ = [
     "NatsEntry",
     "add_host",
     "add_nats",
+    "answer_deadline_s",
     "attach_argv",
-    "paneward_config_dir",
+    "control_argv",
     "control_dir",
     "control_name",
+    "control_path",
     "file_problem_line",
     "fleet_path",
+    "paneward_config_dir",
     "parse_fleet",
     "is_nats_url",
     "remove_host",
@@ -423,7 +426,7 @@ def ssh_argv(
         f"ConnectTimeout={max(keepalive_s, 5)}",
         "ControlMaster=auto",
         # ssh expands %-tokens in the path: the directory's own % is written %%
-        f"ControlPath={os.path.join(control_dir.replace('%', '%%'), control_name(host))}",
+        f"ControlPath={control_path(host, control_dir.replace('%', '%%'))}",
         f"ControlPersist={CONTROL_PERSIST_S}",
         *extra_options,
     )
@@ -433,6 +436,30 @@ def ssh_argv(
 
 
 _PANE_ID: Final = re.compile(r"^%[0-9]{1,9}$")
+
+
+def control_path(host: Host, control_dir: str) -> str:
+    """The path of ``host``'s ``ControlPath`` socket in ``control_dir``."""
+    return os.path.join(control_dir, control_name(host))
+
+
+def control_argv(
+    host: Host, control_dir: str, command: str, *, ssh: str = "ssh",
+    extra_options: tuple[str, ...] = (),
+) -> list[str]:
+    """``ssh -O COMMAND`` (``check``, ``exit``) to ``host``'s master: the same ``ControlPath``
+    as :func:`ssh_argv`'s, never a connection of its own."""
+    argv = [ssh, "-o", "BatchMode=yes", "-o",
+            f"ControlPath={control_path(host, control_dir.replace('%', '%%'))}"]
+    for option in extra_options:
+        argv += ["-o", option]
+    return [*argv, "-O", command, "--", host.destination]
+
+
+def answer_deadline_s(keepalive_s: int) -> int:
+    """Seconds an ssh to a host is given to answer with its first line (the connect timeout
+    and 10 s more): past it, the try has failed (``no answer in time``)."""
+    return max(keepalive_s, 5) + 10
 
 
 def attach_argv(
