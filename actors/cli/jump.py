@@ -144,10 +144,12 @@ def _nothing_reached(args: argparse.Namespace, prog: str) -> str | None:
     queued. ``None`` when nothing needs you at all."""
     from actors.core.text import printable
 
+    if args.local:
+        return None
     why = _no_jump(args)
     if args.host is not None:
         return printable(why[args.host]) if args.host in why else None
-    if args.local or not why:
+    if not why:
         return None
     import json
 

@@ -10,7 +10,10 @@ NATS link are made by the daemon's wiring (:mod:`actors.cli.daemon`), which hand
 :meth:`FleetView.run` runs every link (one supervisor actor, ``fleet``); :meth:`FleetView.use`
 replaces the set of links while it runs -- a link whose entry is unchanged keeps running, a
 removed one is cancelled and its hosts' sessions leave the view (a ``Forget`` line each), a new
-one starts (the hosts file re-read, :mod:`actors.sources.fleet_file`).
+one starts (the hosts file re-read, :mod:`actors.sources.fleet_file`). Each link delivers
+through its own :meth:`FleetView.deliver_for`, by which one host name is one host: a name two
+links carry is shown from one of them, the other refused (docs/fleet.md, "One name, one host").
+While the hosts file cannot be used, :meth:`FleetView.file_line` says why for ``status``.
 
 The control server (:mod:`actors.sources.control_server`) reads it for ``status`` (the remote
 activities after the local ones, every host's health) and subscribes each ``watch`` to it.
