@@ -243,7 +243,7 @@ def jump_remote(args: argparse.Namespace, key: SessionKey) -> str | None:
 
     :raises OSError: no daemon.
     :raises LookupError: the session is not in the attention queue (any more), or its pane
-        cannot be attached to.
+        cannot be attached to (a host followed through NATS: the message says so).
     :raises TmuxFailed: tmux refused or is not there (its words).
     """
     import json
@@ -253,7 +253,8 @@ def jump_remote(args: argparse.Namespace, key: SessionKey) -> str | None:
     item = next((i for i in items if isinstance(i, dict) and i.get("key") == str(key)
                  and "attach" in i), None) if isinstance(items, list) else None
     if item is None:
-        raise LookupError("it does not need you (any more): nothing to reach")
+        why = _no_jump(args).get(str(key.host))
+        raise LookupError(why or "it does not need you (any more): nothing to reach")
     return jump_to(args, _remote_window(args, item))
 
 

@@ -393,8 +393,8 @@ async def test_an_ssh_host_and_a_nats_host_of_the_same_name_never_merge(tmp_path
 async def test_next_and_pick_say_why_a_nats_hosts_item_is_not_reached(tmp_path: Path) -> None:
     """A session on a host followed through NATS needs you in a pane there: the server carries
     its state but no route to its terminal. ``next --host far`` says so (and what to run
-    instead), plain ``next`` says that is what needs you, and ``pick`` offers no menu item it
-    could not take you to, saying why."""
+    instead), plain ``next`` says that is what needs you, ``pick`` offers no menu item it
+    could not take you to, saying why, and so does ``top``'s Enter."""
     from tests.sources.test_fleet import pane_bound
     from tests.sources.test_fleet_link import spawned, status_frame
     from tests.support.tmux import TmuxServer
@@ -430,5 +430,15 @@ async def test_next_and_pick_say_why_a_nats_hosts_item_is_not_reached(tmp_path: 
                 assert done.returncode == 1, done
                 assert "1 on far" in done.stderr and "followed through NATS" in done.stderr
                 assert "tmux:" not in done.stderr  # no menu was tried with it
+                # top's Enter on it (what it runs): the same reason
+                from actors.cli.jump import jump_remote
+                from actors.cli.main import build_parser
+                from messages import SessionKey
+
+                args = build_parser("top").parse_args(
+                    ["top", "--socket", os.fspath(follower.hook_socket), *tmux])
+                with pytest.raises(LookupError, match="followed through NATS"):
+                    await anyio.to_thread.run_sync(jump_remote, args,
+                                                   SessionKey("terminal", "s1", host="far"))
     finally:
         local_tmux.kill()
