@@ -67,10 +67,14 @@ def _status(env: dict[str, str], *args: str) -> str:
                           check=False, timeout=60).stdout
 
 
-def _cpu_ticks(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime, every thread
+def _cpu_ticks(pid: int, gone: int = 0) -> int:
+    """utime + stime of every thread of ``pid``; ``gone`` when it has exited."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return gone
+    return int(fields[11]) + int(fields[12])
 
 
 class Lines:
@@ -173,10 +177,11 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
                 # the links' ssh clients, and each host's master (ControlPersist: on its own)
                 ssh = procfs.children(pid) + _masters(root)
                 tick = os.sysconf("SC_CLK_TCK")
-                before = _cpu_ticks(pid) + sum(_cpu_ticks(p) for p in ssh)
+                first = {p: _cpu_ticks(p) for p in [pid, *ssh]}
                 began = time.monotonic()
                 await anyio.sleep(args.idle_seconds)
-                spent = _cpu_ticks(pid) + sum(_cpu_ticks(p) for p in ssh) - before
+                # a process gone meanwhile counts what it had at the start (its end unseen)
+                spent = sum(_cpu_ticks(p, ticks) - ticks for p, ticks in first.items())
                 result["idle_core_pct"] = 100 * spent / tick / (time.monotonic() - began)
                 result["ssh_processes"] = len(ssh)
                 # stale: SIGSTOP h1's sshd and its sessions

@@ -272,20 +272,16 @@ class SshLink:
             answered.set()
             ended.set()
 
-        async def deadline() -> None:
-            with anyio.move_on_after(fleet.answer_deadline_s(self._keepalive_s)):
-                await answered.wait()
-            ended.set()
-
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keep_stderr, process, stderr, err_done)
             tg.start_soon(exited)
             tg.start_soon(read)
-            tg.start_soon(deadline)
-            await ended.wait()
+            with anyio.move_on_after(fleet.answer_deadline_s(self._keepalive_s)):
+                await answered.wait()
             if not answered.is_set():
                 tg.cancel_scope.cancel()
                 return worked_at, False
+            await ended.wait()
             with anyio.move_on_after(_DRAIN_S):
                 await process.wait()
                 await out_done.wait()

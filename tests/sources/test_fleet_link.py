@@ -128,8 +128,9 @@ async def test_four_hosts_snapshot_then_live_edges(short_dir: Path) -> None:
                     status = await remote.daemon.status()
                     assert one.statistics().last_seq == status["seq"]
                     assert view.seqs[remote.name][-1] == status["seq"]
-                # one TCP connection per host, counted on the sshd side
+                # one TCP connection per host, counted on the sshd side, and one stream each
                 assert [r.sshd.connections() for r in hosts] == [1, 1, 1, 1]
+                assert [one.statistics().connections for one in links] == [1, 1, 1, 1]
                 tg.cancel_scope.cancel()
 
 
@@ -388,6 +389,35 @@ async def test_hostile_remote_lines_are_refused_counted_and_touch_nothing_local(
                 assert "\x1b" not in printable(kept.attention.reason)
                 assert "\x9b" not in printable(kept.attention.reason)
                 assert {k.host for k in view.shown} == {"evil"}
+                tg.cancel_scope.cancel()
+        finally:
+            await world.aclose()
+
+
+async def test_a_stream_that_answered_stays_up_however_long_it_is_quiet(short_dir: Path) -> None:
+    """A remote "paneward" answers at once, then says nothing for 3 s (longer than the link's
+    drain time, never as long as its answer deadline), then a transition: it comes on the
+    same stream, the first connection."""
+    hello = json.dumps({"type": "Daemon", "id": "a" * 32, "run": "b" * 32, "seq": 0,
+                        "version": "9"}).encode()
+    first = short_dir / "first.jsonl"
+    first.write_bytes(hello + b"\n" + b'{"type": "Snapshot", "seq": 0, "activities": []}\n')
+    later = short_dir / "later.jsonl"
+    later.write_bytes(_transition(1, "late", "r") + b"\n")
+    script = short_dir / "quiet-paneward"
+    script.write_text(f"#!/bin/sh\ncat {first}\nsleep 3\ncat {later}\n"
+                      "while sleep 0.5; do echo; done\n")
+    script.chmod(0o755)
+    with anyio.fail_after(60):
+        world = SshWorld(short_dir / "ssh")
+        try:
+            await world.add_server("quiet")
+            view = View()
+            one = link(world, short_dir, core.Host("quiet", os.fspath(script)), view)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one.run)
+                await poll_until(lambda: one.statistics().last_seq == 1, "the later line")
+                assert one.statistics().connections == 1
                 tg.cancel_scope.cancel()
         finally:
             await world.aclose()
