@@ -242,8 +242,8 @@ async def main() -> None:
           f"p99 {spread(col('base_p99_ms'))} ms")
     print(f"TCP connections per host (sshd side) after 20 status + fleet check: "
           f"{[r['connections'] for r in results]} (budget <= 1 each)")
-    print(f"idle, daemon + its ssh processes: {spread(col('idle_core_pct'))} % of a core "
-          f"(budget <= 0.2 %)")
+    print(f"idle, daemon + its ssh processes + the masters: {spread(col('idle_core_pct'))} % "
+          "of a core (budget <= 0.2 %)")
     print(f"sshd SIGSTOPped -> host marked stale by the daemon: {spread(col('stale_marked_s'))}"
           f" s; -> seen stale by a polling `status --counters`: {spread(col('stale_s'))} s "
           f"(keepalive {args.keepalive} s; budget <= {2 * args.keepalive} s)")
