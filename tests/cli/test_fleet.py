@@ -282,7 +282,7 @@ async def test_fleet_check_works_without_a_runtime_dir_under_a_long_home(
         added = await anyio.to_thread.run_sync(
             _run, env, "fleet", "add", "good", "--command", world.remote_command("good", state))
         assert added.returncode == 0, added
-        async with Daemon(state):
+        async with DaemonProcess(state):
             result = await anyio.to_thread.run_sync(lambda: _run(env, "fleet", "check"))
         assert result.returncode == 0, result
         assert result.stdout.startswith("good  ok: paneward "), result.stdout

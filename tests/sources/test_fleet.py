@@ -26,7 +26,7 @@ from actors.core.fleet import hosts as core
 from actors.sources import procfs
 from tests.support.daemon import PANEWARD, DaemonProcess, raw_send
 from tests.support.polling import poll_until
-from tests.support.sessions import spawned_frame, status_frame
+from tests.support.sessions import pane_bound_frame, spawned_frame, status_frame
 from tests.support.ssh import Sshd, ssh_fleet
 from tests.support.tmux import TmuxServer
 
@@ -204,13 +204,6 @@ def test_an_inbound_message_naming_a_remote_key_is_refused() -> None:
     assert isinstance(messages.decode_inbound(json.dumps(frame)), messages.Acknowledge)
 
 
-def pane_bound(session: str, pane: str) -> bytes:
-    return json.dumps({
-        "type": "PaneBound", "key": {"harness": "terminal", "session_id": session},
-        "pane": pane, "at_ms": 1795995370911, "proof": "host",
-    }).encode() + b"\n"
-
-
 async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached_to_that_pane(
     short_dir: Path,
 ) -> None:
@@ -230,7 +223,8 @@ async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached
                              extra_args=("--tmux", "-L", local_tmux.name)) as (
                 _local, (h1,), env
             ):
-                await raw_send(h1.hook_socket, spawned_frame("s1") + pane_bound("s1", remote_pane)
+                await raw_send(h1.hook_socket, spawned_frame("s1")
+                               + pane_bound_frame("s1", remote_pane)
                                + status_frame("s1", "blocked", 1))
 
                 async def queued() -> bool:
@@ -310,7 +304,8 @@ async def test_a_jump_window_survives_a_stream_restart_and_never_hides_a_lost_li
                 made.local_state, env=made.env, extra_args=("--tmux", "-L", local_tmux.name)
             ) as local:
                 (h1,), env, sshd = made.remotes, made.env, made.world.servers["h1"]
-                await raw_send(h1.hook_socket, spawned_frame("s1") + pane_bound("s1", remote_pane)
+                await raw_send(h1.hook_socket, spawned_frame("s1")
+                               + pane_bound_frame("s1", remote_pane)
                                + status_frame("s1", "blocked", 1))
 
                 async def link() -> dict[str, Any]:
@@ -478,9 +473,11 @@ async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_
             async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}",
                              extra_args=("--tmux", "-L", local_tmux.name)) as (local, (h1,), env):
                 # h1's asked first: the queue's first item
-                await raw_send(h1.hook_socket, spawned_frame("r1") + pane_bound("r1", remote_pane)
+                await raw_send(h1.hook_socket, spawned_frame("r1")
+                               + pane_bound_frame("r1", remote_pane)
                                + status_frame("r1", "blocked", 1))
-                await raw_send(local.hook_socket, spawned_frame("l1") + pane_bound("l1", local_pane)
+                await raw_send(local.hook_socket, spawned_frame("l1")
+                               + pane_bound_frame("l1", local_pane)
                                + status_frame("l1", "blocked", 2))
 
                 async def both() -> bool:

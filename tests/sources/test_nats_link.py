@@ -363,7 +363,7 @@ async def test_an_ssh_host_and_a_nats_host_of_the_same_name_never_merge(tmp_path
                                    (core.NatsEntry(server.url),))
                 (root / "config" / "paneward" / "fleet.toml").write_text(core.render_fleet(fleet))
                 impostor = _publisher(tmp_path, server, "h1")
-                follower = Daemon(made.local_state, env=made.env)
+                follower = DaemonProcess(made.local_state, env=made.env)
                 async with _running(impostor, follower):
                     await raw_send(h1.hook_socket, frames(burst(["by-ssh"], 0, me, token)))
                     await raw_send(impostor.hook_socket, frames(burst(["by-nats"], 0, me, token)))
@@ -395,8 +395,7 @@ async def test_next_and_pick_say_why_a_nats_hosts_item_is_not_reached(tmp_path: 
     its state but no route to its terminal. ``next --host far`` says so (and what to run
     instead), plain ``next`` says that is what needs you, ``pick`` offers no menu item it
     could not take you to, saying why, and so does ``top``'s Enter."""
-    from tests.sources.test_fleet import pane_bound
-    from tests.sources.test_fleet_link import spawned, status_frame
+    from tests.support.sessions import pane_bound_frame, spawned_frame, status_frame
     from tests.support.tmux import TmuxServer
 
     local_tmux = TmuxServer()
@@ -407,7 +406,8 @@ async def test_next_and_pick_say_why_a_nats_hosts_item_is_not_reached(tmp_path: 
             _write_fleet(tmp_path, core.Fleet(nats=(core.NatsEntry(server.url),)))
             follower = _follower(tmp_path)
             async with _running(publisher, follower):
-                await raw_send(publisher.hook_socket, spawned("s1") + pane_bound("s1", "%3")
+                await raw_send(publisher.hook_socket, spawned_frame("s1")
+                               + pane_bound_frame("s1", "%3")
                                + status_frame("s1", "blocked", 1))
 
                 async def asks() -> bool:
