@@ -459,6 +459,7 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
     daemon follows no host until it is fixed. ``identity`` is this daemon's: a NATS server it
     also publishes to never shows it as a remote host."""
     from actors.cli.fleet import load_fleet, prepare_control_dir, ssh_program
+    from actors.core.clock import now_ms
     from actors.core.fleet.hosts import Fleet, FleetFileError, fleet_path
     from actors.core.fleet.transport import Link
     from actors.sources import fswatch
@@ -473,8 +474,9 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
             from actors.sources.fleet_link import SshLink
 
             control_dir = prepare_control_dir()
-            links += [SshLink(host, control_dir, view.deliver, keepalive_s=hosts.keepalive_s,
-                              ssh=ssh_program()) for host in hosts.hosts]
+            links += [SshLink(host, control_dir, view.deliver_for(host.name),
+                              keepalive_s=hosts.keepalive_s, ssh=ssh_program())
+                      for host in hosts.hosts]
         if hosts.nats:
             try:
                 # nats-py is imported here only: a fleet without a NATS entry never loads it.
@@ -483,7 +485,8 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
                 raise FleetFileError(
                     "a [[nats]] entry needs nats-py: pip install 'paneward[nats]'"
                 ) from None
-            links += [NatsLink(entry, view.deliver, own=identity) for entry in hosts.nats]
+            links += [NatsLink(entry, view.deliver_for(entry.url), own=identity)
+                      for entry in hosts.nats]
         return links
 
     path = fleet_path()
@@ -494,6 +497,7 @@ def _start_fleet(sup: Supervisor, parts: dict[str, Any], identity: str) -> Any:
         applied = text
     except (OSError, FleetFileError) as exc:
         logger.error("fleet: %s; following no host until it is fixed", exc)
+        view.file_refused(str(exc), now_ms(), kept=False)
     parts["fleet"] = view
     sup.start_actor(view, name="fleet")
     if fswatch.AVAILABLE:

@@ -8,6 +8,9 @@ the host's multiplexed connection, reads its first line -- the remote daemon's
 (:func:`actors.core.fleet.hosts.unreachable_reason`). Exit status: 0 when every host checked is ok,
 1 otherwise, 2 for a usage error (an unknown host, a bad hosts file).
 
+``list`` prints every entry, then every host the running daemon refuses (a host name two
+entries carry, docs/fleet.md) with why.
+
 A NATS entry (``paneward fleet add nats://HOST:PORT``, ``[[nats]]`` in the file) is checked by
 connecting with its credentials and reading the paneward bucket's heartbeats: ``ok`` with how
 many hosts publish there and how many of them are live, or ``unreachable`` and why
@@ -20,8 +23,10 @@ how the tests point it at their own ssh configuration.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import select
+import stat
 import subprocess
 import sys
 import time
@@ -77,18 +82,29 @@ def _save(fleet: core.Fleet) -> str:
     return path
 
 
-def prepare_control_dir(runtime: str | None = None) -> str:
-    """The ``ControlPath`` directory (made 0700 when missing, the runtime dir too).
+def prepare_control_dir(runtime: str | None = None, *, short_base: str = "/tmp") -> str:
+    """The ``ControlPath`` directory (:func:`actors.core.fleet.hosts.control_dir`), made 0700
+    when missing (the runtime dir's levels too; in ``short_base``, only its own level).
 
-    :raises FleetFileError: it exists and is not a private directory of this user.
+    :raises FleetFileError: it exists and is a symbolic link, not a directory, another user's,
+        or open to group or others (the message says which).
     """
     runtime = runtime or runtime_dir()
-    directory = core.control_dir(runtime)
-    for made in (os.path.dirname(runtime), runtime, directory):
-        # each level 0700 when we make it (makedirs' mode is the last level's only)
-        if made and not os.path.isdir(made):
-            os.makedirs(made, mode=0o700, exist_ok=True)
+    directory = core.control_dir(runtime, os.getuid(), short_base=short_base)
+    if directory.startswith(runtime + os.sep):
+        for made in (os.path.dirname(runtime), runtime, directory):
+            # each level 0700 when we make it (makedirs' mode is the last level's only)
+            if made and not os.path.isdir(made):
+                os.makedirs(made, mode=0o700, exist_ok=True)
+    else:
+        # a shared place (/tmp): only our own directory is made, and only used as made
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, mode=0o700)
     st = os.lstat(directory)
+    if stat.S_ISLNK(st.st_mode):
+        raise core.FleetFileError(
+            f"{directory} is a symbolic link: refusing to keep the ssh connections' sockets "
+            "there (remove it)")
     problem = private_dir_problem(directory, st.st_uid, st.st_mode, os.getuid())
     if problem is not None:
         raise core.FleetFileError(problem)
@@ -143,6 +159,8 @@ def run_fleet(args: argparse.Namespace) -> int:
                 print(printable(host.name + extra))
             for server in fleet.nats:
                 print(printable(f"{server.url}  (NATS: every host publishing there)"))
+            for row in _refused_hosts(args):
+                print(printable(f"{row['host']}  refused: {row['reason']}"))
             return _EXIT_OK
         entries = _chosen(fleet, args.host)
         control = prepare_control_dir() if any(isinstance(e, core.Host) for e in entries) else ""
@@ -166,6 +184,22 @@ def run_fleet(args: argparse.Namespace) -> int:
         print(f"{printable(entry.name).ljust(width)}  {'ok' if ok else 'unreachable'}: "
               f"{printable(text)}")
     return _EXIT_OK if all(ok for ok, _ in results) else _EXIT_FAILED
+
+
+def _refused_hosts(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The hosts the running daemon refuses (a name two links carry: docs/fleet.md, "One
+    name, one host"); none when no daemon answers."""
+    import json
+
+    from actors.cli.common import status_line
+
+    try:
+        rows = json.loads(status_line(args, b"hosts"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(rows, list):
+        return []
+    return [r for r in rows if isinstance(r, dict) and r.get("health") == "refused"]
 
 
 def _file(path: str | None) -> str | None:
@@ -249,7 +283,7 @@ def probe_host(host: core.Host, control: str, keepalive_s: int) -> tuple[bool, s
 
     argv = core.ssh_argv(host, control, core.watch_command(host, None),
                          keepalive_s=keepalive_s, ssh=ssh_program())
-    deadline = time.monotonic() + max(keepalive_s, 5) + 10
+    deadline = time.monotonic() + core.answer_deadline_s(keepalive_s)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)

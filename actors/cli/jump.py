@@ -3,7 +3,8 @@
 Both sit on key bindings: the daemon decides the queue (``{"op": "status", "format":
 "queue"}``), the tmux commands are :mod:`actors.core.views.jump`'s, so ``next`` loads neither
 msgspec nor the reducer. A fleet host's item is reached through a local window attached to its pane
-(:func:`_remote_window`, docs/fleet.md).
+(:func:`_remote_window`, docs/fleet.md); a host followed through NATS has no route to its
+terminal from here, so what needs you there is said instead of offered (:func:`_no_jump`).
 """
 
 from __future__ import annotations
@@ -117,6 +118,56 @@ def _queue_items(args: argparse.Namespace, prog: str) -> tuple[int, list[dict[st
     return EXIT_OK, [item for item in body if wanted is None or item["kind"] in wanted]
 
 
+def _no_jump(args: argparse.Namespace) -> dict[str, str]:
+    """The fleet hosts whose panes cannot be reached from here (followed through NATS), each
+    with why (its ``hosts`` row's ``no_jump``); none without a daemon or a fleet."""
+    import json
+
+    try:
+        rows = json.loads(status_line(args, b"hosts"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(rows, list):
+        return {}
+    return {str(r["host"]): str(r["no_jump"]) for r in rows
+            if isinstance(r, dict) and r.get("no_jump")}
+
+
+def _unreached(counts: dict[str, int], why: dict[str, str]) -> str:
+    """``1 on far (far is followed through NATS ...)``: the items left out, by host."""
+    return "; ".join(f"{n} on {host} ({why[host]})" for host, n in sorted(counts.items()))
+
+
+def _nothing_reached(args: argparse.Namespace, prog: str) -> str | None:
+    """Why ``next`` found nothing to go to when something needs you all the same: ``--host``
+    names a host whose panes cannot be reached from here, or only such hosts' items are
+    queued. ``None`` when nothing needs you at all."""
+    from actors.core.text import printable
+
+    if args.local:
+        return None
+    why = _no_jump(args)
+    if args.host is not None:
+        return printable(why[args.host]) if args.host in why else None
+    if not why:
+        return None
+    import json
+
+    try:
+        activities = json.loads(status_line(args, b"activities"))
+    except (OSError, ValueError):
+        return None
+    counts: dict[str, int] = {}
+    for a in activities if isinstance(activities, list) else []:
+        host, attention = a.get("key", {}).get("host"), a.get("attention")
+        if host in why and a.get("pane") and attention and (
+                args.kind is None or attention.get("kind") in args.kind):
+            counts[host] = counts.get(host, 0) + 1
+    if not counts:
+        return None
+    return printable(f"nothing needs you that {prog} can reach: {_unreached(counts, why)}")
+
+
 def _tell(args: argparse.Namespace, prog: str, client: str | None, text: str) -> None:
     """An error or a note: on stderr, and on the client when one is named."""
     from actors.core.views.jump import message_command
@@ -192,7 +243,7 @@ def jump_remote(args: argparse.Namespace, key: SessionKey) -> str | None:
 
     :raises OSError: no daemon.
     :raises LookupError: the session is not in the attention queue (any more), or its pane
-        cannot be attached to.
+        cannot be attached to (a host followed through NATS: the message says so).
     :raises TmuxFailed: tmux refused or is not there (its words).
     """
     import json
@@ -202,7 +253,8 @@ def jump_remote(args: argparse.Namespace, key: SessionKey) -> str | None:
     item = next((i for i in items if isinstance(i, dict) and i.get("key") == str(key)
                  and "attach" in i), None) if isinstance(items, list) else None
     if item is None:
-        raise LookupError("it does not need you (any more): nothing to reach")
+        why = _no_jump(args).get(str(key.host))
+        raise LookupError(why or "it does not need you (any more): nothing to reach")
     return jump_to(args, _remote_window(args, item))
 
 
@@ -216,6 +268,10 @@ def run_next(args: argparse.Namespace) -> int:
                  if item["pane"] == args.pane and item.get("host") == args.host]
     try:
         if not queue:
+            unreached = _nothing_reached(args, "next")
+            if unreached is not None:
+                _tell(args, "next", args.client, unreached)
+                return EXIT_INVALID
             if args.pane is not None and args.host is not None:
                 # a remote pane is reached through its item's attach command: gone with it
                 from actors.core.text import printable
@@ -291,8 +347,22 @@ def run_pick(args: argparse.Namespace) -> int:
         if client is None:
             print("paneward pick: no attached tmux client to show the menu on", file=sys.stderr)
             return EXIT_INVALID
+        why = _no_jump(args) if any(a.key.host is not None for a in queue) else {}
+        counts: dict[str, int] = {}
+        for activity in queue:
+            if activity.key.host in why:
+                counts[activity.key.host] = counts.get(activity.key.host, 0) + 1
+        queue = [a for a in queue if a.key.host not in why]
+        if counts:
+            from actors.core.text import printable
+
+            left = printable(_unreached(counts, why))
+            # a menu item that could not take you there is never offered: said instead
+            _tell(args, "pick", client, f"nothing needs you that pick can reach: {left}"
+                  if not queue else f"not in the menu: {left}")
         if not queue:
-            _tell(args, "pick", client, "nothing needs you")
+            if not counts:
+                _tell(args, "pick", client, "nothing needs you")
             return EXIT_INVALID
         locations = parse_locations(tmux(args, LOCATIONS_COMMAND))
         jump = [*_self_argv(args), "--client", client]

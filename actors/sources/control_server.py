@@ -194,6 +194,10 @@ class RemoteView(Protocol):
     def subscribe(self) -> MemoryObjectReceiveStream[bytes]: ...
 
     def attach(self, activity: messages.Activity) -> list[str] | None: ...
+
+    def file_line(self) -> str | None:
+        """Why the hosts file cannot be used, while it cannot (a line for ``status``)."""
+        ...
 Reserved = Callable[[int], Awaitable[None]]
 SeqBefore = Callable[[int], Awaitable[int]]
 
@@ -415,6 +419,9 @@ class ControlServer:
         hosts = self._remote.hosts() if self._remote is not None and fleet else []
         if hosts:
             notes += "\n" + host_line(hosts, now)
+        problem = None if self._remote is None else self._remote.file_line()
+        if problem is not None:
+            notes += "\n" + printable(problem)
         table += notes + "\n" + counter_line(statistics) + "\n" + actor_line(statistics)
         if form == "table":
             await connection.send(table.encode() + b"\n")

@@ -10,7 +10,10 @@ NATS link are made by the daemon's wiring (:mod:`actors.cli.daemon`), which hand
 :meth:`FleetView.run` runs every link (one supervisor actor, ``fleet``); :meth:`FleetView.use`
 replaces the set of links while it runs -- a link whose entry is unchanged keeps running, a
 removed one is cancelled and its hosts' sessions leave the view (a ``Forget`` line each), a new
-one starts (the hosts file re-read, :mod:`actors.sources.fleet_file`).
+one starts (the hosts file re-read, :mod:`actors.sources.fleet_file`). Each link delivers
+through its own :meth:`FleetView.deliver_for`, by which one host name is one host: a name two
+links carry is shown from one of them, the other refused (docs/fleet.md, "One name, one host").
+While the hosts file cannot be used, :meth:`FleetView.file_line` says why for ``status``.
 
 The control server (:mod:`actors.sources.control_server`) reads it for ``status`` (the remote
 activities after the local ones, every host's health) and subscribes each ``watch`` to it.
@@ -20,6 +23,7 @@ local session or pane, and each host's own daemon is their durable log.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable, Sequence
 from typing import Any, Final
 
@@ -29,12 +33,16 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 import messages
+from actors.core.clock import now_ms
 from actors.core.fleet.follow import Change, Drop, HostKey, Upsert
-from actors.core.fleet.transport import Link
+from actors.core.fleet.hosts import file_problem_line
+from actors.core.fleet.transport import Deliver, HostRow, Link
 from messages.activity import Activity, Transition
 from messages.common import SessionKey
 
 __all__ = ["FleetView", "WATCH_BATCHES"]
+
+logger = logging.getLogger("paneward.fleet")
 
 #: Batches of lines a watcher may lag behind before it is cut off (it then reconnects).
 WATCH_BATCHES: Final = 4096
@@ -52,8 +60,34 @@ class FleetView:
         self.delivered = 0
         self.watchers_cut = 0
         self._changed = anyio.Event()
+        #: host name -> the name of the link its shown sessions come from
+        self._owner: dict[str, str] = {}
+        #: (host, link name) -> (when first refused, batches refused)
+        self._refused: dict[tuple[str, str], list[int]] = {}
+        #: (why, since when, whether a good file's links are followed) while the hosts file
+        #: cannot be used
+        self._file_problem: tuple[str, int, bool] | None = None
 
     # --------------------------------------------------------------- the links
+
+    def file_refused(self, error: str, at_ms: int, *, kept: bool) -> None:
+        """The hosts file cannot be used (``error`` says why; ``kept``: the links of the last
+        good file go on); called by :mod:`actors.sources.fleet_file` and the daemon's
+        wiring. Shown by :meth:`file_line` from the first refusal until :meth:`file_used`."""
+        since = at_ms if self._file_problem is None else self._file_problem[1]
+        self._file_problem = (error, since, kept)
+
+    def file_used(self) -> None:
+        """The hosts file was read and its links are followed."""
+        self._file_problem = None
+
+    def file_line(self) -> str | None:
+        """``fleet: <why> (since T; ...)`` while the hosts file cannot be used (``status``
+        shows it under the hosts: :func:`actors.core.fleet.hosts.file_problem_line`)."""
+        if self._file_problem is None:
+            return None
+        error, since, kept = self._file_problem
+        return file_problem_line(error, since, kept=kept)
 
     @property
     def configured(self) -> bool:
@@ -86,32 +120,80 @@ class FleetView:
 
     def use(self, links: Sequence[Link]) -> tuple[int, int]:
         """Follow ``links`` from now on: a link whose ``entry`` is already followed is kept
-        (the new one is dropped unused), one no longer there is cancelled and its hosts'
-        sessions leave the view. Returns ``(started, stopped)``."""
+        (the new one is dropped unused), one no longer there is cancelled and the sessions of
+        the hosts it carried leave the view. Returns ``(started, stopped)``."""
         kept = {link.entry: link for link in self.links}
         wanted = {link.entry: link for link in links}
         gone = [link for entry, link in kept.items() if entry not in wanted]
         fresh = [link for entry, link in wanted.items() if entry not in kept]
         self.links = [kept.get(entry, link) for entry, link in wanted.items()]
-        remaining = {row.host for link in self.links for row in link.hosts()}
         for link in gone:
             scope = self._scopes.pop(link.entry, None)
             if scope is not None:
                 scope.cancel()
-            for host in {row.host for row in link.hosts()} - remaining:
-                self.deliver(host, [
-                    Drop(HostKey(host, SessionKey(a.key.harness, a.key.session_id)), "Forget")
-                    for a in self.activities(host)
-                ])
+            carried = {row.host for row in link.hosts()} | {
+                host for host, owner in self._owner.items() if owner == link.name}
+            for host in carried:
+                if self._owner.get(host, link.name) == link.name:
+                    self._owner.pop(host, None)
+                    self._forget(host)
+        names = {link.name for link in self.links}
+        self._refused = {pair: seen for pair, seen in self._refused.items() if pair[1] in names}
+        for link in self.links:
+            for host in link.named:
+                owner = self._owner.get(host)
+                if owner is not None and owner != link.name:
+                    # a name the hosts file gives is that entry's: what another link showed
+                    # under it leaves the view
+                    self._forget(host)
+                self._owner[host] = link.name
         if self._tg is not None:
             for link in fresh:
                 self._start(link)
         return len(fresh), len(gone)
 
+    def _forget(self, host: str) -> None:
+        """Every shown session of ``host`` leaves the view (a ``Forget`` line each)."""
+        self.deliver(host, [
+            Drop(HostKey(host, SessionKey(a.key.harness, a.key.session_id)), "Forget")
+            for a in self.activities(host)
+        ])
+
     # --------------------------------------------------------------- the transports' side
 
+    def deliver_for(self, name: str) -> Deliver:
+        """The ``deliver(host, changes)`` of the link named ``name`` (:attr:`Link.name`).
+
+        One name, one host: a host name belongs to the entry that names it (an SSH host's
+        destination), else to the first link that delivers it; a link delivering a name that
+        belongs to another is refused for it -- nothing of it is shown, each batch is counted
+        (``refused_hosts``) and its row in :meth:`hosts` says ``refused`` and why."""
+
+        def deliver(host: str, changes: Sequence[Change]) -> None:
+            owner = self._owner.setdefault(host, name)
+            if owner == name:
+                self.deliver(host, changes)
+                return
+            seen = self._refused.get((host, name))
+            if seen is None:
+                self._refused[(host, name)] = [now_ms(), 1]
+                logger.error("fleet: %s", self._refusal(host, name, owner))
+            else:
+                seen[1] += 1
+
+        return deliver
+
+    def _refusal(self, host: str, name: str, owner: str) -> str:
+        if any(host in link.named for link in self.links if link.name == owner):
+            shown = f"that is the SSH host {host} of the hosts file, the one shown"
+        else:
+            shown = f"which {owner} carried first: {owner}'s is the one shown"
+        return (f"{name} carries a host named {host}, {shown} (publish the other under another "
+                "name: paneward run --nats-host NAME)")
+
     def deliver(self, host: str, changes: Sequence[Change]) -> None:
-        """Apply one batch of a host's changes; every watcher gets them as one write."""
+        """Apply one batch of a host's changes; every watcher gets them as one write (the
+        links deliver through :meth:`deliver_for`)."""
         del host  # the changes' keys name it
         lines: list[Transition] = []
         for change in changes:
@@ -154,8 +236,18 @@ class FleetView:
 
     def hosts(self) -> list[dict[str, Any]]:
         """Each host's health, as ``status --json`` shows it (``hosts``): every link's
-        :class:`~actors.core.fleet.transport.HostRow` items."""
-        return [msgspec.to_builtins(row) for link in self.links for row in link.hosts()]
+        :class:`~actors.core.fleet.transport.HostRow` items; a host a link is refused for
+        (:meth:`deliver_for`) is ``refused``, since its first refused batch, with the reason."""
+        rows = []
+        for link in self.links:
+            for row in link.hosts():
+                owner = self._owner.get(row.host, link.name)
+                if owner != link.name:
+                    since = self._refused.get((row.host, link.name), [row.since_ms])[0]
+                    row = HostRow(host=row.host, health="refused", since_ms=since,
+                                  reason=self._refusal(row.host, link.name, owner))
+                rows.append(msgspec.to_builtins(row))
+        return rows
 
     def attach(self, activity: Activity) -> list[str] | None:
         """The local command that shows a remote session's pane (the first link that has
@@ -188,4 +280,6 @@ class FleetView:
             "delivered": self.delivered,
             "watchers": len(self._watchers),
             "watchers_cut": self.watchers_cut,
+            "refused_hosts": {f"{host} via {name}": seen[1]
+                              for (host, name), seen in self._refused.items()},
         }

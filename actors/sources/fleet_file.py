@@ -7,7 +7,9 @@ parsed (``read``, blocking, in a worker thread) and its links (``links_for``) ha
 merged view (:meth:`actors.sources.fleet.FleetView.use`): hosts added start following, hosts
 removed leave the view, the others go on untouched. A file that cannot be used -- not TOML, a
 bad entry -- is logged with the reason and counted (``errors``, ``last_error``) and changes
-nothing: the links of the last good file keep running. A missing file is an empty fleet.
+nothing: the links of the last good file keep running, and ``status`` says so under the hosts
+(:meth:`actors.sources.fleet.FleetView.file_line`) until a good file is applied. A missing file
+is an empty fleet.
 
 Started by the daemon's wiring (:mod:`actors.cli.daemon`) under the supervisor (``fleet-file``).
 """
@@ -23,6 +25,7 @@ from typing import Final
 import anyio
 import msgspec
 
+from actors.core.clock import now_ms
 from actors.core.fleet.hosts import Fleet, FleetFileError
 from actors.core.fleet.transport import Link
 from actors.sources import fswatch
@@ -113,6 +116,7 @@ class FleetFile:
                 stats.started += started
                 stats.stopped += stopped
                 stats.last_error = None
+                self._view.file_used()
                 self._applied, self._refused_text = text, None
         self._changed.set()
         self._changed = anyio.Event()
@@ -122,6 +126,7 @@ class FleetFile:
         if reason != self._stats.last_error:
             logger.error("fleet: %s; the hosts followed stay as they were", reason)
         self._stats.last_error = reason
+        self._view.file_refused(reason, now_ms(), kept=self._applied is not None)
         self._changed.set()
         self._changed = anyio.Event()
 

@@ -5,9 +5,11 @@ docs/fleet.md): it owns the host's :class:`~actors.core.fleet.follow.Follower`, 
 ``connecting`` / ``feed`` / ``oversize`` / ``ended`` with the stream's lines, and hands every
 list of :data:`~actors.core.fleet.follow.Change` they return, with the host's name, to
 ``deliver(host, changes)``. :class:`SshLink` is the transport over the user's OpenSSH client
-(:func:`actors.core.fleet.hosts.ssh_argv`): one ``ssh`` process per host, which is also the host's
-``ControlMaster`` (every other ssh to the host -- ``fleet check``, a jump -- rides on its
-connection).
+(:func:`actors.core.fleet.hosts.ssh_argv`): one ``ssh`` process per host, a client of the host's
+master (``ControlPersist``: the master runs on its own, and every ssh to the host -- the stream,
+``fleet check``, a jump's window -- rides on its one connection). The stream's end is this
+``ssh``'s: its host is stale at once, whatever other clients the master has, and a restart of
+the stream leaves them be.
 
 Lines are split by :class:`~actors.core.ingress.frames.FrameSplitter` at
 :data:`~actors.core.fleet.follow.MAX_LINE_BYTES` (a longer one is skipped, never buffered
@@ -24,6 +26,8 @@ of :meth:`SshLink.run` for a host's failure: that is the host's health.
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 import subprocess
 import time
 from collections.abc import Hashable, Sequence
@@ -44,6 +48,11 @@ from messages.activity import Activity
 __all__ = ["SshLink", "SshLinkStatistics"]
 _STDERR_KEPT: Final = 4096
 _READ: Final = 256 * 1024
+#: Seconds an ended stream's pipes are still read (what its ssh wrote before it exited) and
+#: an ssh whose stdout ended is given to exit.
+_DRAIN_S: Final = 1.0
+#: Seconds ``ssh -O check`` is given to answer (a master answers at once).
+_CHECK_S: Final = 5.0
 
 
 class SshLinkStatistics(msgspec.Struct, kw_only=True):
@@ -66,6 +75,7 @@ class SshLinkStatistics(msgspec.Struct, kw_only=True):
     rejected: dict[str, int]
     gaps: list[tuple[int, int, str]]
     ssh_pid: int | None
+    masters_replaced: int
 
 
 class SshLink:
@@ -97,11 +107,20 @@ class SshLink:
         self._backoff = Backoff(*retry)
         self._process: anyio.abc.Process | None = None
         self._changed = anyio.Event()
+        self._masters_replaced = 0
 
     @property
     def entry(self) -> Hashable:
         """The host's entry (and the settings its ssh runs with)."""
         return (self.host, self.keepalive_s, self._extra)
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        return (self.host.name,)
 
     def hosts(self) -> list[HostRow]:
         return [host_row(self.follower)]
@@ -123,6 +142,7 @@ class SshLink:
             unexplained=f.unexplained, connections=f.connections, restarts=f.restarts,
             new_daemons=f.new_daemons, rejected=dict(f.rejected), gaps=list(f.gaps),
             ssh_pid=None if self._process is None else self._process.pid,
+            masters_replaced=self._masters_replaced,
         )
 
     async def wait_changed(self) -> None:
@@ -158,7 +178,6 @@ class SshLink:
             keepalive_s=self._keepalive_s, ssh=self._ssh, extra_options=self._extra,
         )
         stderr = bytearray()
-        worked_at: float | None = None
         try:
             process = await anyio.open_process(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -169,31 +188,16 @@ class SshLink:
             return None
         self._process = process
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_stderr, process, stderr)
-                splitter = FrameSplitter(MAX_LINE_BYTES)
-                assert process.stdout is not None
-                while True:
-                    try:
-                        data = await process.stdout.receive(_READ)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError,
-                            anyio.BrokenResourceError):
-                        break
-                    now = now_ms()
-                    changes: list[Change] = []
-                    for line in splitter.feed(data):
-                        if isinstance(line, Oversize):
-                            changes += follower.oversize()
-                        else:
-                            changes += follower.feed(line, now)
-                    if worked_at is None and follower.health.state == "connected":
-                        worked_at = time.monotonic()
-                    self._handled(changes)
-                code = await process.wait()
+            worked_at, answered = await self._follow(process, stderr)
+            code = process.returncode
             reason = None
-            if worked_at is None:
+            if not answered:
+                reason = "no answer in time (the host, its paneward, or the connection hangs)"
+                await self._check_master()
+            elif worked_at is None:
                 reason = fleet.unreachable_reason(
-                    code, stderr.decode("utf-8", "replace"), command=self.host.command
+                    -1 if code is None else code, stderr.decode("utf-8", "replace"),
+                    command=self.host.command,
                 )
                 if follower.rejected.get("no_daemon_line"):
                     reason = (f"paneward too old there: `{self.host.command} watch --fleet` did "
@@ -205,13 +209,108 @@ class SshLink:
             with anyio.CancelScope(shield=True):
                 await _end(process)
 
-    async def _keep_stderr(self, process: anyio.abc.Process, kept: bytearray) -> None:
+    async def _check_master(self) -> None:
+        """After a stream that never answered: ``ssh -O check`` asks the host's master whether
+        it works; a master that does not answer in time (hung) or fails has its socket
+        removed, so the next try starts a new one (the hung one ends with its connection)."""
+        argv = fleet.control_argv(self.host, self._control_dir, "check", ssh=self._ssh,
+                                  extra_options=self._extra)
+        with anyio.move_on_after(_CHECK_S):
+            checked = await anyio.run_process(argv, stdin=subprocess.DEVNULL, check=False,
+                                              start_new_session=True)
+            if checked.returncode == 0:
+                return  # the master works: it is the far side that hangs
+        path = fleet.control_path(self.host, self._control_dir)
+        if await anyio.to_thread.run_sync(_remove_socket, path):
+            self._masters_replaced += 1
+
+    async def _follow(
+        self, process: anyio.abc.Process, stderr: bytearray
+    ) -> tuple[float | None, bool]:
+        """Feed the stream's lines to the follower until the stream ends: the monotonic time
+        it started working, if it did, and whether anything came within
+        :func:`actors.core.fleet.hosts.answer_deadline_s` (else the try is ended then).
+
+        The stream ends when its ``ssh`` exits or its stdout ends, whichever comes first: the
+        ``ssh`` is a client of the host's master (``ControlPersist``), and the master holds a
+        client's stdout and stderr while its session lasts, so neither pipe need end when the
+        client does. Then what is in the pipes is read, and the ssh waited for, until both
+        pipes end and it exits, for :data:`_DRAIN_S` at most (then it is ended).
+        """
+        follower = self.follower
+        worked_at: float | None = None
+        ended = anyio.Event()
+        out_done, err_done, answered = anyio.Event(), anyio.Event(), anyio.Event()
+
+        async def read() -> None:
+            nonlocal worked_at
+            splitter = FrameSplitter(MAX_LINE_BYTES)
+            assert process.stdout is not None
+            while True:
+                try:
+                    data = await process.stdout.receive(_READ)
+                except (anyio.EndOfStream, anyio.ClosedResourceError,
+                        anyio.BrokenResourceError):
+                    out_done.set()
+                    answered.set()  # an end is an answer too: its status says why
+                    ended.set()
+                    return
+                answered.set()
+                now = now_ms()
+                changes: list[Change] = []
+                for line in splitter.feed(data):
+                    if isinstance(line, Oversize):
+                        changes += follower.oversize()
+                    else:
+                        changes += follower.feed(line, now)
+                if worked_at is None and follower.health.state == "connected":
+                    worked_at = time.monotonic()
+                self._handled(changes)
+
+        async def exited() -> None:
+            await process.wait()
+            answered.set()
+            ended.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._keep_stderr, process, stderr, err_done)
+            tg.start_soon(exited)
+            tg.start_soon(read)
+            with anyio.move_on_after(fleet.answer_deadline_s(self._keepalive_s)):
+                await answered.wait()
+            if not answered.is_set():
+                tg.cancel_scope.cancel()
+                return worked_at, False
+            await ended.wait()
+            with anyio.move_on_after(_DRAIN_S):
+                await process.wait()
+                await out_done.wait()
+                await err_done.wait()
+            tg.cancel_scope.cancel()
+        return worked_at, True
+
+    async def _keep_stderr(
+        self, process: anyio.abc.Process, kept: bytearray, done: anyio.Event
+    ) -> None:
         assert process.stderr is not None
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError,
                                  anyio.BrokenResourceError):
             while True:
                 kept += await process.stderr.receive(_READ)
                 del kept[:-_STDERR_KEPT]
+        done.set()
+
+
+def _remove_socket(path: str) -> bool:
+    """Remove the socket at ``path`` (only a socket: the directory is ours alone); whether it
+    was there."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return False
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 async def _end(process: anyio.abc.Process) -> None:

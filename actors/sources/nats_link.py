@@ -150,8 +150,17 @@ class NatsLink:
     def entry(self) -> Hashable:
         return self._entry
 
+    @property
+    def name(self) -> str:
+        return self._entry.url
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        return ()  # its hosts name themselves
+
     def hosts(self) -> list[HostRow]:
-        rows = [host_row(f) for f in self.followers.values()]
+        rows = [msgspec.structs.replace(host_row(f), no_jump=_no_jump(f.host, self._entry.url))
+                for f in self.followers.values()]
         if rows:
             return rows
         return [HostRow(host=self._entry.url, health=self._state, since_ms=self._since_ms,
@@ -518,6 +527,11 @@ class NatsLink:
             wait = None if deadline is None else max(deadline - now_ms(), 0) / 1000
             with anyio.move_on_after(wait if wait is not None else float("inf")):
                 await arrived.wait()
+
+
+def _no_jump(host: str, url: str) -> str:
+    return (f"{host} is followed through NATS ({url}), which carries its sessions but no route "
+            f"to its terminal: run `paneward next` on {host} itself")
 
 
 def _lapse_reason(interval_ms: int) -> str:

@@ -92,10 +92,32 @@ def test_ssh_runs_in_batch_mode_with_keepalives_on_one_multiplexed_connection() 
                          keepalive_s=7)
     options = {argv[i + 1] for i, word in enumerate(argv) if word == "-o"}
     assert {"BatchMode=yes", "ServerAliveInterval=7", "ServerAliveCountMax=1",
-            "ControlMaster=auto", "ControlPath=/run/user/1/paneward/fleet/%C"} <= options
+            "ControlMaster=auto", f"ControlPersist={core.CONTROL_PERSIST_S}",
+            f"ControlPath=/run/user/1/paneward/fleet/{core.control_name(host)}"} <= options
+    # ssh expands % in the path: a % of the directory's own is written %%
+    odd = core.ssh_argv(host, "/tmp/a%b", [], keepalive_s=7)
+    assert f"ControlPath=/tmp/a%%b/{core.control_name(host)}" in odd
     # the destination comes after "--": it can never be read as an option
     tail = argv[argv.index("--") + 1 :]
     assert tail == ["gpu1", "~/bin/paneward", "watch", "--json", "--fleet", "--since", "41"]
+
+
+def test_the_control_sockets_always_fit_a_unix_socket_path() -> None:
+    """``<runtime>/fleet`` when its sockets' paths fit ``sun_path`` (ssh binds the path plus
+    a 17-character temporary suffix first), else a short private ``/tmp/paneward-UID``."""
+    here = "/run/user/1000/paneward"
+    assert core.control_dir(here, 1000) == "/run/user/1000/paneward/fleet"
+    # no $XDG_RUNTIME_DIR: the runtime dir is the state dir, under a $HOME of any length
+    assert core.control_dir("/home/firstname.lastname/.local/state/paneward", 1000) == (
+        "/home/firstname.lastname/.local/state/paneward/fleet")
+    state = "/home/firstname.lastname/containers/gpu-dev-box/.local/state/paneward"
+    assert core.control_dir(state, 1000) == "/tmp/paneward-1000"
+    host = core.Host("a-rather-long-alias.of-a-gpu-box.example.com")
+    for runtime in (here, state, "/" + "x" * 300, "/tmp/" + "é" * 30):
+        for uid in (0, 4294967294):
+            directory = core.control_dir(runtime, uid)
+            socket = os.path.join(directory, core.control_name(host)) + "." + "X" * 16
+            assert len(os.fsencode(socket)) < 108, socket  # sun_path, with its NUL
 
 
 @pytest.mark.parametrize(
@@ -240,6 +262,52 @@ async def test_fleet_check_says_ok_or_exactly_why_not(
         control = short_dir / "run" / "paneward" / "fleet"
         assert control.stat().st_mode & 0o777 == 0o700
         assert only_good.returncode == 0, only_good
+
+
+async def test_fleet_check_works_without_a_runtime_dir_under_a_long_home(
+    world: SshWorld, short_dir: Path
+) -> None:
+    """No ``$XDG_RUNTIME_DIR`` and a ``$HOME`` of 60 characters: the runtime dir is the state
+    dir, too long for ``<runtime>/fleet/<socket>``; the sockets go to ``/tmp/paneward-UID``
+    (0700) and the host answers."""
+    with anyio.fail_after(120):
+        await world.add_server("good")
+        state = short_dir / "good-state"
+        state.mkdir(mode=0o700)
+        home = short_dir / ("h" * (60 - len(os.fspath(short_dir)) - 1))
+        home.mkdir()
+        env = _env(short_dir, world)
+        del env["XDG_RUNTIME_DIR"]
+        env["HOME"] = os.fspath(home)
+        added = await anyio.to_thread.run_sync(
+            _run, env, "fleet", "add", "good", "--command", world.remote_command("good", state))
+        assert added.returncode == 0, added
+        async with DaemonProcess(state):
+            result = await anyio.to_thread.run_sync(lambda: _run(env, "fleet", "check"))
+        assert result.returncode == 0, result
+        assert result.stdout.startswith("good  ok: paneward "), result.stdout
+        short = os.stat(f"/tmp/paneward-{os.getuid()}")
+        assert (short.st_mode & 0o777, short.st_uid) == (0o700, os.getuid())
+
+
+def test_a_short_control_dir_that_is_not_ours_alone_is_refused(short_dir: Path) -> None:
+    """The fallback directory is in a shared place: used only when it is a real directory,
+    ours, closed to everyone else; otherwise refused with the reason."""
+    from actors.cli.fleet import prepare_control_dir
+
+    runtime = "/" + "r" * 80
+    mine = short_dir / f"paneward-{os.getuid()}"
+    assert prepare_control_dir(runtime, short_base=os.fspath(short_dir)) == os.fspath(mine)
+    assert mine.stat().st_mode & 0o777 == 0o700
+    mine.chmod(0o755)
+    with pytest.raises(core.FleetFileError, match="accessible by other users"):
+        prepare_control_dir(runtime, short_base=os.fspath(short_dir))
+    mine.rmdir()
+    elsewhere = short_dir / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    mine.symlink_to(elsewhere)
+    with pytest.raises(core.FleetFileError, match="symbolic link"):
+        prepare_control_dir(runtime, short_base=os.fspath(short_dir))
 
 
 def _closed_port() -> int:

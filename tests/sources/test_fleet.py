@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 import messages
+from actors.core.fleet import hosts as core
+from actors.sources import procfs
 from tests.support.daemon import PANEWARD, DaemonProcess, raw_send
 from tests.support.polling import poll_until
-from tests.support.sessions import spawned_frame, status_frame
-from tests.support.ssh import ssh_fleet
+from tests.support.sessions import pane_bound_frame, spawned_frame, status_frame
+from tests.support.ssh import Sshd, ssh_fleet
 from tests.support.tmux import TmuxServer
 
 
@@ -125,6 +129,65 @@ async def test_status_and_watch_merge_the_fleet_host_qualified(short_dir: Path) 
             assert mine == by_host[None]
 
 
+async def test_an_ssh_host_added_then_another_removed_while_the_daemon_runs(
+    short_dir: Path,
+) -> None:
+    """The hosts file changes under a running daemon (written as ``paneward fleet add``
+    writes it): the host added is followed at once and its sessions appear; the host removed
+    leaves the view with its sessions (a ``Forget`` line each on ``watch --json``)."""
+    with anyio.fail_after(180):
+        async with ssh_fleet(short_dir, 2, keepalive_s=2) as made:
+            h1, h2 = made.remotes
+            path = short_dir / "config" / "paneward" / "fleet.toml"
+
+            def write(*hosts: core.Host) -> None:
+                temporary = path.with_suffix(".tmp")
+                temporary.write_text(core.render_fleet(core.Fleet(hosts, made.hosts.keepalive_s)))
+                temporary.replace(path)
+
+            first, second = made.hosts.hosts
+            write(first)
+            await raw_send(h1.hook_socket, spawned_frame("one") + status_frame("one", "working", 1))
+            await raw_send(h2.hook_socket, spawned_frame("two") + status_frame("two", "blocked", 1))
+            async with DaemonProcess(made.local_state, env=made.env) as local:
+
+                async def shown() -> set[tuple[str, str]]:
+                    rows = json.loads(await cli(made.env, "status", "--json"))
+                    return {(r["key"]["host"], r["key"]["session_id"]) for r in rows}
+
+                async def hosts() -> list[tuple[str, str]]:
+                    return [(h["host"], h["health"]) for h in (await local.status())["hosts"]]
+
+                await poll_until(lambda: _equal(shown, {("h1", "one")}), "h1 followed",
+                                 within=60)
+                await anyio.to_thread.run_sync(write, first, second)
+                await poll_until(lambda: _equal(shown, {("h1", "one"), ("h2", "two")}),
+                                 "h2's session, once h2 is added", within=60)
+                await poll_until(lambda: _equal(hosts, [("h1", "connected"),
+                                                        ("h2", "connected")]), "both hosts")
+                async with await anyio.open_process(
+                    [os.fspath(PANEWARD), "watch", "--json", "--host", "h1"], env=made.env
+                ) as watch:
+                    assert watch.stdout is not None
+                    await poll_until(_subscribed(local), "the watcher")
+                    await anyio.to_thread.run_sync(write, second)
+                    data = b""
+                    while b"\n" not in data:
+                        data += await watch.stdout.receive()
+                    watch.terminate()
+                gone = messages.decode_outbound(data.splitlines()[0])
+                assert isinstance(gone, messages.Transition) and gone.cause == "Forget"
+                assert gone.key == messages.SessionKey("terminal", "one", host="h1")
+                assert await shown() == {("h2", "two")}
+                assert await hosts() == [("h2", "connected")]
+                stats = (await local.counters())["fleet_file"]
+                assert (stats["reloads"], stats["started"], stats["stopped"]) == (2, 1, 1)
+
+
+async def _equal(read: Callable[[], Awaitable[object]], want: object) -> bool:
+    return await read() == want
+
+
 def _subscribed(daemon: DaemonProcess) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return int((await daemon.counters())["control"]["subscribers"]) >= 1
@@ -139,13 +202,6 @@ def test_an_inbound_message_naming_a_remote_key_is_refused() -> None:
         messages.decode_inbound(json.dumps(frame))
     del frame["key"]["host"]  # type: ignore[attr-defined]
     assert isinstance(messages.decode_inbound(json.dumps(frame)), messages.Acknowledge)
-
-
-def pane_bound(session: str, pane: str) -> bytes:
-    return json.dumps({
-        "type": "PaneBound", "key": {"harness": "terminal", "session_id": session},
-        "pane": pane, "at_ms": 1795995370911, "proof": "host",
-    }).encode() + b"\n"
 
 
 async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached_to_that_pane(
@@ -167,7 +223,8 @@ async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached
                              extra_args=("--tmux", "-L", local_tmux.name)) as (
                 _local, (h1,), env
             ):
-                await raw_send(h1.hook_socket, spawned_frame("s1") + pane_bound("s1", remote_pane)
+                await raw_send(h1.hook_socket, spawned_frame("s1")
+                               + pane_bound_frame("s1", remote_pane)
                                + status_frame("s1", "blocked", 1))
 
                 async def queued() -> bool:
@@ -199,6 +256,108 @@ async def test_summary_and_next_to_a_remote_item_opens_one_local_window_attached
                 await cli(env, "next", "-L", local_tmux.name)
                 again = await local_tmux.arun("list-windows", "-a", "-F", "#{@paneward_remote}")
                 assert again.split().count("h1/terminal:s1") == 1  # reused, not another one
+    finally:
+        local_tmux.kill()
+        remote_tmux.kill()
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        kids = procfs.children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+def _remote_watches(server: Sshd) -> list[int]:
+    """The ``paneward watch --fleet`` processes the host's sshd runs (its sessions' children)."""
+    assert server.process is not None
+    found = []
+    for pid in _descendants(server.process.pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"watch" in argv and b"--fleet" in argv:
+            found.append(pid)
+    return found
+
+
+async def test_a_jump_window_survives_a_stream_restart_and_never_hides_a_lost_link(
+    short_dir: Path,
+) -> None:
+    """``paneward next`` opens a local window attached to h1's pane over h1's one connection.
+    The link's stream is restarted (its ssh killed): the window stays attached. h1's
+    ``paneward watch`` is killed while that window is open: the link is lost at once (h1's
+    session turns ``unknown`` on ``watch --json``) and followed again."""
+    remote_tmux = TmuxServer()
+    local_tmux = TmuxServer()
+    remote_tmux.start()
+    local_tmux.start()
+    try:
+        with anyio.fail_after(180):
+            remote_pane = (await remote_tmux.arun("display-message", "-p", "-t", "main",
+                                                  "#{pane_id}")).strip()
+            async with ssh_fleet(short_dir, 1, keepalive_s=2,
+                                 tmux=f"tmux -L {remote_tmux.name}") as made, DaemonProcess(
+                made.local_state, env=made.env, extra_args=("--tmux", "-L", local_tmux.name)
+            ) as local:
+                (h1,), env, sshd = made.remotes, made.env, made.world.servers["h1"]
+                await raw_send(h1.hook_socket, spawned_frame("s1")
+                               + pane_bound_frame("s1", remote_pane)
+                               + status_frame("s1", "blocked", 1))
+
+                async def link() -> dict[str, Any]:
+                    (one,) = (await local.counters())["fleet"]["links"]
+                    assert isinstance(one, dict)
+                    return one
+
+                async def queued() -> bool:
+                    items = json.loads(await cli(env, "status", "--json", "--host", "h1"))
+                    return bool(items) and items[0]["attention"] is not None
+
+                await poll_until(queued, "the remote item", within=60)
+                await cli(env, "next", "-L", local_tmux.name)
+
+                async def attached() -> bool:
+                    clients = await remote_tmux.arun("list-clients", "-F", "#{pane_id}")
+                    return clients.split() == [remote_pane]
+
+                async def window_open() -> bool:
+                    windows = await local_tmux.arun("list-windows", "-a", "-F",
+                                                    "#{@paneward_remote}")
+                    return "h1/terminal:s1" in windows.split()
+
+                await poll_until(attached, "the window attached to h1's pane", within=60)
+                before = await link()
+                os.kill(before["ssh_pid"], signal.SIGKILL)  # the stream restarts
+
+                async def followed_again(after: int) -> bool:
+                    now = await link()
+                    return bool(now["connections"] > after and now["health"] == "connected")
+
+                await poll_until(lambda: followed_again(before["connections"]),
+                                 "the stream followed again", within=60)
+                assert await attached() and await window_open()
+                assert sshd.connections() == 1  # the window and the stream: one connection
+                again = await link()
+                async with await anyio.open_process(
+                    [os.fspath(PANEWARD), "watch", "--json", "--host", "h1"], env=env
+                ) as watch:
+                    assert watch.stdout is not None
+                    await poll_until(_subscribed(local), "the watcher")
+                    # the stream's, and any an earlier stream left (it ends at its next write)
+                    for remote_watch in _remote_watches(sshd):
+                        os.kill(remote_watch, signal.SIGKILL)
+                    data = b""
+                    while b'"turn":"unknown"' not in data:
+                        data += await watch.stdout.receive()
+                    watch.terminate()
+                assert await window_open()  # the window stayed; the link was lost all the same
+                await poll_until(lambda: followed_again(again["connections"]),
+                                 "h1 followed again", within=60)
+                assert await attached() and sshd.connections() == 1
     finally:
         local_tmux.kill()
         remote_tmux.kill()
@@ -314,9 +473,11 @@ async def test_pick_wait_ack_and_top_on_a_fleet_keep_each_host_and_this_machine_
             async with fleet(short_dir, 1, tmux=f"tmux -L {remote_tmux.name}",
                              extra_args=("--tmux", "-L", local_tmux.name)) as (local, (h1,), env):
                 # h1's asked first: the queue's first item
-                await raw_send(h1.hook_socket, spawned_frame("r1") + pane_bound("r1", remote_pane)
+                await raw_send(h1.hook_socket, spawned_frame("r1")
+                               + pane_bound_frame("r1", remote_pane)
                                + status_frame("r1", "blocked", 1))
-                await raw_send(local.hook_socket, spawned_frame("l1") + pane_bound("l1", local_pane)
+                await raw_send(local.hook_socket, spawned_frame("l1")
+                               + pane_bound_frame("l1", local_pane)
                                + status_frame("l1", "blocked", 2))
 
                 async def both() -> bool:

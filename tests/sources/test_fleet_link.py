@@ -10,6 +10,7 @@ real sshd.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -127,8 +128,9 @@ async def test_four_hosts_snapshot_then_live_edges(short_dir: Path) -> None:
                     status = await remote.daemon.status()
                     assert one.statistics().last_seq == status["seq"]
                     assert view.seqs[remote.name][-1] == status["seq"]
-                # one TCP connection per host, counted on the sshd side
+                # one TCP connection per host, counted on the sshd side, and one stream each
                 assert [r.sshd.connections() for r in hosts] == [1, 1, 1, 1]
+                assert [one.statistics().connections for one in links] == [1, 1, 1, 1]
                 tg.cancel_scope.cancel()
 
 
@@ -262,6 +264,47 @@ async def test_a_remote_restart_resumes_and_a_lost_link_is_stale_never_idle(
                 tg.cancel_scope.cancel()
 
 
+def _masters_of(one: SshLink) -> list[int]:
+    """The pids of the host's master ssh processes (their title names their ControlPath)."""
+    mark = f"ssh: {one.control_dir}/".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if cmdline.read().startswith(mark):
+                    found.append(int(entry))
+    return found
+
+
+async def test_a_master_that_stops_answering_is_replaced(short_dir: Path) -> None:
+    """The host's master ssh hangs (SIGSTOPped): a stream started on it gets no answer. The
+    try ends at the answer deadline, ``ssh -O check`` gets no answer either, the master's
+    socket is removed, and the next try starts a new master: the host is followed again."""
+    with anyio.fail_after(120):
+        async with remotes(short_dir, 1) as (world, (remote,)):
+            view = View()
+            one = link(world, short_dir, remote.host, view, keepalive=1)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one.run)
+                await poll_until(lambda: one.statistics().health == "connected", "connected")
+                (master,) = _masters_of(one)
+                os.kill(master, signal.SIGSTOP)
+                try:
+                    pid = one.statistics().ssh_pid
+                    assert pid is not None
+                    os.kill(pid, signal.SIGKILL)  # the next stream is the stopped master's
+                    await poll_until(lambda: one.statistics().masters_replaced == 1,
+                                     "the master replaced", within=60)
+                    assert "no answer in time" in (one.statistics().reason or "")
+                    await poll_until(lambda: one.statistics().health == "connected",
+                                     "followed again", within=30)
+                    assert [p for p in _masters_of(one) if p != master]  # a new one
+                finally:
+                    os.kill(master, signal.SIGCONT)
+                    os.kill(master, signal.SIGTERM)
+                tg.cancel_scope.cancel()
+
+
 async def test_an_unreachable_host_says_why(short_dir: Path) -> None:
     with anyio.fail_after(60):
         world = SshWorld(short_dir / "ssh")
@@ -346,6 +389,35 @@ async def test_hostile_remote_lines_are_refused_counted_and_touch_nothing_local(
                 assert "\x1b" not in printable(kept.attention.reason)
                 assert "\x9b" not in printable(kept.attention.reason)
                 assert {k.host for k in view.shown} == {"evil"}
+                tg.cancel_scope.cancel()
+        finally:
+            await world.aclose()
+
+
+async def test_a_stream_that_answered_stays_up_however_long_it_is_quiet(short_dir: Path) -> None:
+    """A remote "paneward" answers at once, then says nothing for 3 s (longer than the link's
+    drain time, never as long as its answer deadline), then a transition: it comes on the
+    same stream, the first connection."""
+    hello = json.dumps({"type": "Daemon", "id": "a" * 32, "run": "b" * 32, "seq": 0,
+                        "version": "9"}).encode()
+    first = short_dir / "first.jsonl"
+    first.write_bytes(hello + b"\n" + b'{"type": "Snapshot", "seq": 0, "activities": []}\n')
+    later = short_dir / "later.jsonl"
+    later.write_bytes(_transition(1, "late", "r") + b"\n")
+    script = short_dir / "quiet-paneward"
+    script.write_text(f"#!/bin/sh\ncat {first}\nsleep 3\ncat {later}\n"
+                      "while sleep 0.5; do echo; done\n")
+    script.chmod(0o755)
+    with anyio.fail_after(60):
+        world = SshWorld(short_dir / "ssh")
+        try:
+            await world.add_server("quiet")
+            view = View()
+            one = link(world, short_dir, core.Host("quiet", os.fspath(script)), view)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one.run)
+                await poll_until(lambda: one.statistics().last_seq == 1, "the later line")
+                assert one.statistics().connections == 1
                 tg.cancel_scope.cancel()
         finally:
             await world.aclose()

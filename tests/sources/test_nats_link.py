@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -39,6 +41,7 @@ from tests.support.daemon import (
 from tests.support.nats import NatsServer, nats_server, nkey_pair, published, send_paced
 from tests.support.polling import poll_until
 from tests.support.sessions import burst, claude_hook, frames
+from tests.support.ssh import ssh_fleet
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -311,6 +314,11 @@ async def test_the_hosts_file_is_followed_while_the_daemon_runs(tmp_path: Path) 
             assert "never in the URL" in stats["last_error"] and "secret" not in stats["last_error"]
             assert stats["stopped"] == 0 and await _has(follower, {("late", "f")})
             assert "never in the URL" in follower.stderr()
+            # and on status's hosts lines, with since when and what is followed meanwhile
+            table = (await _cli(follower.env, "status")).stdout
+            (line,) = [t for t in table.splitlines() if t.startswith("fleet: ")]
+            assert f"{path}: nats 2: " in line and "never in the URL" in line, table
+            assert line.endswith("; the last good file is in use)") and "(since " in line
             path.write_text("")  # every entry removed: the hosts leave the view
 
             async def emptied() -> bool:
@@ -319,3 +327,118 @@ async def test_the_hosts_file_is_followed_while_the_daemon_runs(tmp_path: Path) 
             await poll_until(emptied, "the server's hosts out of the view")
             stats = (await follower.counters())["fleet_file"]
             assert (stats["reloads"], stats["stopped"], stats["last_error"]) == (2, 1, None)
+            assert "fleet: " not in (await _cli(follower.env, "status")).stdout
+
+
+async def test_a_hosts_file_bad_from_the_start_is_on_status_until_fixed(tmp_path: Path) -> None:
+    path = _write_fleet(tmp_path, core.Fleet())
+    path.write_text("[[host]]\ndestination = 'a b'\n")
+    follower = _follower(tmp_path)
+    with anyio.fail_after(60):
+        async with _running(follower):
+            table = (await _cli(follower.env, "status")).stdout
+            (line,) = [t for t in table.splitlines() if t.startswith("fleet: ")]
+            assert f"{path}: host 1: not an ssh destination" in line, table
+            assert line.endswith("; no host is followed until it is fixed)"), line
+            path.write_text("")
+
+            async def fixed() -> bool:
+                return "fleet: " not in (await _cli(follower.env, "status")).stdout
+
+            await poll_until(fixed, "the line gone once the file is good")
+
+
+async def test_an_ssh_host_and_a_nats_host_of_the_same_name_never_merge(tmp_path: Path) -> None:
+    """h1 is an SSH host of the hosts file, and a daemon publishing to the followed NATS server
+    calls itself h1 too: the view shows the SSH host's sessions only; the NATS one is
+    ``refused`` with the reason in ``status``, ``status --json`` and ``fleet list``, and its
+    batches are counted."""
+    me, token = os.getpid(), start_token(os.getpid())
+    root = Path(tempfile.mkdtemp(prefix="pwn", dir="/tmp"))  # ControlPath: a short directory
+    try:
+        with anyio.fail_after(180), nats_server(tmp_path / "nats") as server:
+            async with ssh_fleet(root, 1) as made:
+                (h1,) = made.remotes
+                fleet = core.Fleet(made.hosts.hosts, made.hosts.keepalive_s,
+                                   (core.NatsEntry(server.url),))
+                (root / "config" / "paneward" / "fleet.toml").write_text(core.render_fleet(fleet))
+                impostor = _publisher(tmp_path, server, "h1")
+                follower = DaemonProcess(made.local_state, env=made.env)
+                async with _running(impostor, follower):
+                    await raw_send(h1.hook_socket, frames(burst(["by-ssh"], 0, me, token)))
+                    await raw_send(impostor.hook_socket, frames(burst(["by-nats"], 0, me, token)))
+                    await impostor.wait_delivered(1)
+
+                    async def refused() -> bool:
+                        counted = (await follower.counters())["fleet"]["refused_hosts"]
+                        return bool(counted.get(f"h1 via {server.url}"))
+
+                    await poll_until(lambda: _has(follower, {("h1", "by-ssh")}), "h1 over ssh",
+                                     within=60)
+                    await poll_until(refused, "the NATS h1 refused and counted", within=60)
+                    assert {s for h, s in _seen(await _merged(follower))} == {"by-ssh"}
+                    rows = (await follower.status())["hosts"]
+                    assert [(r["host"], r["health"]) for r in rows] == [
+                        ("h1", "connected"), ("h1", "refused")]
+                    assert "the SSH host h1 of the hosts file" in rows[1]["reason"]
+                    table = await _cli(follower.env, "status")
+                    assert "h1 refused" in table.stdout and "--nats-host" in table.stdout
+                    listed = await _cli(follower.env, "fleet", "list")
+                    assert listed.stdout.splitlines()[2].startswith(
+                        f"h1  refused: {server.url} carries a host named h1"), listed.stdout
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_next_and_pick_say_why_a_nats_hosts_item_is_not_reached(tmp_path: Path) -> None:
+    """A session on a host followed through NATS needs you in a pane there: the server carries
+    its state but no route to its terminal. ``next --host far`` says so (and what to run
+    instead), plain ``next`` says that is what needs you, ``pick`` offers no menu item it
+    could not take you to, saying why, and so does ``top``'s Enter."""
+    from tests.support.sessions import pane_bound_frame, spawned_frame, status_frame
+    from tests.support.tmux import TmuxServer
+
+    local_tmux = TmuxServer()
+    local_tmux.start()
+    try:
+        with anyio.fail_after(120), nats_server(tmp_path / "nats") as server:
+            publisher = _publisher(tmp_path, server, "far")
+            _write_fleet(tmp_path, core.Fleet(nats=(core.NatsEntry(server.url),)))
+            follower = _follower(tmp_path)
+            async with _running(publisher, follower):
+                await raw_send(publisher.hook_socket, spawned_frame("s1")
+                               + pane_bound_frame("s1", "%3")
+                               + status_frame("s1", "blocked", 1))
+
+                async def asks() -> bool:
+                    rows = await _merged(follower)
+                    return any(r["pane"] == "%3" and r["attention"] for r in rows)
+
+                await poll_until(asks, "far's item in the follower's view", within=60)
+                (row,) = (await follower.status())["hosts"]
+                assert row["host"] == "far" and "followed through NATS" in row["no_jump"]
+                env, tmux = follower.env, ("-L", local_tmux.name)
+                for argv in (("next", "--host", "far"), ("next", "--host", "far", "--pane", "%3")):
+                    done = await _cli(env, *argv, *tmux)
+                    assert done.returncode == 1, done
+                    assert f"far is followed through NATS ({server.url})" in done.stderr
+                    assert "run `paneward next` on far itself" in done.stderr
+                done = await _cli(env, "next", *tmux)
+                assert done.returncode == 1 and "1 on far" in done.stderr, done
+                assert "followed through NATS" in done.stderr
+                done = await _cli(env, "pick", *tmux, "--client", "nobody")
+                assert done.returncode == 1, done
+                assert "1 on far" in done.stderr and "followed through NATS" in done.stderr
+                assert "tmux:" not in done.stderr  # no menu was tried with it
+                # top's Enter on it (what it runs): the same reason
+                from actors.cli.jump import jump_remote
+                from actors.cli.main import build_parser
+                from messages import SessionKey
+
+                args = build_parser("top").parse_args(
+                    ["top", "--socket", os.fspath(follower.hook_socket), *tmux])
+                with pytest.raises(LookupError, match="followed through NATS"):
+                    await anyio.to_thread.run_sync(jump_remote, args,
+                                                   SessionKey("terminal", "s1", host="far"))
+    finally:
+        local_tmux.kill()

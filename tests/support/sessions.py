@@ -104,3 +104,11 @@ def status_frame(session: str, state: str, n: int) -> bytes:
         "key": {"harness": "terminal", "session_id": session},
         "at_ms": FRAMES_AT_MS + n, "observed_at_ms": FRAMES_AT_MS + n,
     }).encode() + b"\n"
+
+
+def pane_bound_frame(session: str, pane: str) -> bytes:
+    """The host binds the session to its ``pane`` (a pane of the host's own tmux)."""
+    return json.dumps({
+        "type": "PaneBound", "key": {"harness": "terminal", "session_id": session},
+        "pane": pane, "at_ms": FRAMES_AT_MS, "proof": "host",
+    }).encode() + b"\n"

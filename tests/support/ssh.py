@@ -19,6 +19,7 @@ when missing (it is empty, and only the sshd binary uses it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ import anyio
 import anyio.abc
 
 from actors.core.fleet import hosts as core
+from actors.sources import procfs
 from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env
 from tests.support.polling import poll_until
 
@@ -134,8 +136,11 @@ class Sshd:
         return count
 
     async def stop(self) -> None:
+        """Stop the listener and end the connections it accepted: a client's master ssh
+        (``ControlPersist``) ends with its connection, never outliving the test."""
         if self.process is None:
             return
+        sessions = procfs.children(self.process.pid)
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGCONT)  # a stopped sshd takes no SIGTERM
             self.process.terminate()
@@ -143,6 +148,10 @@ class Sshd:
             await self.process.wait()
         await self.process.aclose()
         self.process = None
+        for pid in sessions:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGTERM)
 
 
 class SshWorld:

@@ -23,8 +23,10 @@ the user can act on, is :func:`unreachable_reason`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import time
 import tomllib
 from dataclasses import dataclass
 from typing import Final
@@ -41,6 +43,8 @@ from actors.core.fleet.nats import (
 from actors.core.paths import env_dir
 
 __all__ = [
+    "CONTROL_DIR_MAX",
+    "CONTROL_PERSIST_S",
     "DEFAULT_COMMAND",
     "DEFAULT_KEEPALIVE_S",
     "EXIT_NO_DAEMON",
@@ -50,10 +54,15 @@ __all__ = [
     "NatsEntry",
     "add_host",
     "add_nats",
+    "answer_deadline_s",
     "attach_argv",
-    "paneward_config_dir",
+    "control_argv",
     "control_dir",
+    "control_name",
+    "control_path",
+    "file_problem_line",
     "fleet_path",
+    "paneward_config_dir",
     "parse_fleet",
     "is_nats_url",
     "remove_host",
@@ -71,6 +80,16 @@ DEFAULT_KEEPALIVE_S: Final = 10
 #: The exit status of ``paneward watch`` when no daemon answers (:data:`actors.cli.EXIT_NO_DAEMON`;
 #: restated here because core imports nothing of the CLI).
 EXIT_NO_DAEMON: Final = 2
+#: How long a host's connection outlives its last user (``ControlPersist``, seconds): the
+#: master ssh runs on its own, so a stream that ends or restarts never ends the connection a
+#: jump's window rides on, and the next try finds it up.
+CONTROL_PERSIST_S: Final = 60
+_CONTROL_NAME_LEN: Final = 16
+#: The one length rule of the ``ControlPath`` sockets: a Unix socket's path holds at most 107
+#: bytes (``sun_path`` is 108 with its NUL), and ssh first binds the path plus ``.`` and 16
+#: random characters, then renames it; so the directory holds at most 107 - 1 ("/") - 16
+#: (:func:`control_name`) - 17 bytes.
+CONTROL_DIR_MAX: Final = 107 - 1 - _CONTROL_NAME_LEN - 17
 _MAX_DESTINATION: Final = 255
 _MAX_COMMAND: Final = 1024
 # A destination is one word without controls or whitespace, and never starts with "-" (ssh
@@ -193,9 +212,29 @@ def fleet_path() -> str:
     return os.path.join(paneward_config_dir(), "fleet.toml")
 
 
-def control_dir(runtime_dir: str) -> str:
-    """Where the per-host ``ControlPath`` sockets live: ``<runtime>/fleet`` (made 0700)."""
-    return os.path.join(runtime_dir, "fleet")
+def control_name(host: Host) -> str:
+    """The name of ``host``'s ``ControlPath`` socket: 16 hex digits of a hash of its
+    destination (each hosts-file entry its own connection, whatever its alias resolves to)."""
+    return hashlib.sha256(host.destination.encode()).hexdigest()[:_CONTROL_NAME_LEN]
+
+
+def control_dir(runtime_dir: str, uid: int, *, short_base: str = "/tmp") -> str:
+    """Where the per-host ``ControlPath`` sockets live (made 0700 by the caller):
+    ``<runtime>/fleet`` when a socket's path there fits :data:`CONTROL_DIR_MAX`, else
+    ``<short_base>/paneward-UID`` (``/tmp/paneward-1000``), which always fits."""
+    preferred = os.path.join(runtime_dir, "fleet")
+    if len(os.fsencode(preferred)) <= CONTROL_DIR_MAX:
+        return preferred
+    return os.path.join(short_base, f"paneward-{uid}")
+
+
+def file_problem_line(error: str, since_ms: int, *, kept: bool) -> str:
+    """The line under ``status``'s hosts while the hosts file cannot be used: ``error`` (it
+    names the file), since when, and what is followed meanwhile (``kept``: the last good
+    file's hosts; else none)."""
+    clock = time.strftime("%H:%M:%S", time.localtime(since_ms / 1000))
+    then = "the last good file is in use" if kept else "no host is followed until it is fixed"
+    return f"fleet: {_CONTROLS.sub('?', error)} (since {clock}; {then})"
 
 
 def check_destination(destination: str) -> str:
@@ -369,12 +408,15 @@ def ssh_argv(
     failure is an exit status and a line on stderr (:func:`unreachable_reason`).
     ``ServerAliveInterval``/``ServerAliveCountMax``: a link that stops answering ends within
     :data:`~actors.core.fleet.follow.STALE_AFTER_INTERVALS` intervals (the fleet's one stale
-    rule). ``ControlMaster=auto`` with ``ControlPath`` under ``control_dir`` (``%C``:
-    a hash of the local host, remote host, port and user, short enough for a socket path): the
-    first ssh to a host becomes its master and every later one -- ``fleet check``, ``next``'s
-    ``ssh -t`` -- rides on it, so a host has one TCP connection however many sessions and
-    commands there are. ``extra_options`` are more ``-o`` settings (tests set ``Port``,
-    ``UserKnownHostsFile``, ``IdentityFile`` there; a user sets them in ``~/.ssh/config``).
+    rule). ``ControlMaster=auto`` with ``ControlPath`` ``control_dir``/:func:`control_name`
+    and ``ControlPersist`` (:data:`CONTROL_PERSIST_S`): the first ssh to a host starts its
+    master in the background and is itself a client of it, as is every later one -- the
+    stream, ``fleet check``, ``next``'s ``ssh -t`` -- so a host has one TCP connection however
+    many sessions and commands there are, each client ends with its own remote command (the
+    stream's end is the stream's alone), and the master ends when its connection is lost
+    (every client with it) or :data:`CONTROL_PERSIST_S` after its last client.
+    ``extra_options`` are more ``-o`` settings (tests set ``Port``, ``UserKnownHostsFile``,
+    ``IdentityFile`` there; a user sets them in ``~/.ssh/config``).
     """
     argv = [ssh, "-t" if tty else "-T"]
     options = (
@@ -383,8 +425,9 @@ def ssh_argv(
         f"ServerAliveCountMax={STALE_AFTER_INTERVALS - 1}",
         f"ConnectTimeout={max(keepalive_s, 5)}",
         "ControlMaster=auto",
-        f"ControlPath={os.path.join(control_dir, '%C')}",
-        "ControlPersist=no",
+        # ssh expands %-tokens in the path: the directory's own % is written %%
+        f"ControlPath={control_path(host, control_dir.replace('%', '%%'))}",
+        f"ControlPersist={CONTROL_PERSIST_S}",
         *extra_options,
     )
     for option in options:
@@ -393,6 +436,30 @@ def ssh_argv(
 
 
 _PANE_ID: Final = re.compile(r"^%[0-9]{1,9}$")
+
+
+def control_path(host: Host, control_dir: str) -> str:
+    """The path of ``host``'s ``ControlPath`` socket in ``control_dir``."""
+    return os.path.join(control_dir, control_name(host))
+
+
+def control_argv(
+    host: Host, control_dir: str, command: str, *, ssh: str = "ssh",
+    extra_options: tuple[str, ...] = (),
+) -> list[str]:
+    """``ssh -O COMMAND`` (``check``, ``exit``) to ``host``'s master: the same ``ControlPath``
+    as :func:`ssh_argv`'s, never a connection of its own."""
+    argv = [ssh, "-o", "BatchMode=yes", "-o",
+            f"ControlPath={control_path(host, control_dir.replace('%', '%%'))}"]
+    for option in extra_options:
+        argv += ["-o", option]
+    return [*argv, "-O", command, "--", host.destination]
+
+
+def answer_deadline_s(keepalive_s: int) -> int:
+    """Seconds an ssh to a host is given to answer with its first line (the connect timeout
+    and 10 s more): past it, the try has failed (``no answer in time``)."""
+    return max(keepalive_s, 5) + 10
 
 
 def attach_argv(

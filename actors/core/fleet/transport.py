@@ -21,6 +21,9 @@ What a link delivers, per host, through ``deliver(host, changes)`` (:data:`Deliv
   :class:`HostRow` items, and every change of it that changes what a session shows is
   delivered as changes too.
 
+A host name is shown from one link only (:class:`actors.sources.fleet.FleetView`): a link
+delivering a name another link has is refused for it, counted and shown as ``refused``.
+
 A link runs (:meth:`Link.run`) until cancelled and never raises for a host's failure: that is
 the host's health. Its ``entry`` is the hosts-file entry it follows: the daemon's wiring
 compares entries when the hosts file changes and starts, keeps or stops links by them.
@@ -43,7 +46,8 @@ Deliver = Callable[[str, Sequence[Change]], None]
 
 
 class HostRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One host's health as ``status --json`` shows it (``hosts``)."""
+    """One host's health as ``status --json`` shows it (``hosts``). ``no_jump``: why ``next``
+    and ``pick`` cannot reach this host's panes (``None`` when they can)."""
 
     host: str
     health: str
@@ -52,6 +56,7 @@ class HostRow(msgspec.Struct, frozen=True, kw_only=True):
     daemon: str | None = None
     version: str | None = None
     sessions: int = 0
+    no_jump: str | None = None
 
 
 def host_row(follower: Follower) -> HostRow:
@@ -68,6 +73,16 @@ class Link(Protocol):
     #: The hosts-file entry followed (hashable: compared when the file changes).
     @property
     def entry(self) -> Hashable: ...
+
+    #: The entry's name (an SSH destination, a NATS URL): unique in the hosts file.
+    @property
+    def name(self) -> str: ...
+
+    #: The host names the entry itself gives (an SSH host: its destination; a NATS server:
+    #: none, its hosts name themselves): each is this link's from the start (docs/fleet.md,
+    #: "One name, one host").
+    @property
+    def named(self) -> tuple[str, ...]: ...
 
     def hosts(self) -> list[HostRow]:
         """Each host this link carries, with its health; a link that has reached no host yet
