@@ -61,6 +61,7 @@ Source = Literal[
     "pi_extension",
     "pty_host",
     "pty_status",
+    "tmux_output",
     "pid_probe",
     "pane_mapper",
     "persisted_store",

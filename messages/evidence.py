@@ -379,11 +379,13 @@ ProgramState = Literal["working", "blocked", "done", "idle", "clear"]
 class ProgramStatus(Numbered, frozen=True, kw_only=True):
     """One OSC 7501 program-status record from the PTY stream.
 
-    Sent by ``paneward wrap`` or a host that feeds its PTY bytes through the
-    parser; routed by ``key``, else by the session bound to ``pane``.
+    Sent by ``paneward wrap`` or a host that feeds its PTY bytes through the parser
+    (``source`` ``pty_status``), or by the tmux bridge, which reads the records from tmux's
+    own output stream (``tmux_output``, :mod:`actors.sinks.tmux_output`); routed by ``key``,
+    else by the session bound to ``pane``.
     """
 
-    source: ClassVar[Source] = "pty_status"
+    source: Literal["pty_status", "tmux_output"] = "pty_status"
 
     state: ProgramState
     at_ms: TimeMs

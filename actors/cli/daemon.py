@@ -71,8 +71,11 @@ __all__ = [
     "DaemonAlreadyRunning",
     "DaemonConfig",
     "EssentialActorStopped",
+    "add_source_arguments",
+    "osc_harnesses",
     "raise_fd_limit",
     "run_daemon",
+    "source_options",
     "start_discovery",
 ]
 
@@ -113,6 +116,8 @@ class DaemonConfig:
     homes: Mapping[str, Path] = field(default_factory=dict)
     #: Publish every transition to NATS JetStream (``None``: off; docs/fleet.md).
     nats: NatsSettings | None = None
+    #: Read OSC 7501 records from the panes' output (with ``tmux``: actors/sinks/tmux_output.py).
+    tmux_output: bool = True
 
     @property
     def db_path(self) -> Path:
@@ -436,6 +441,38 @@ async def _wait_for_signal(stop: anyio.Event) -> None:
             timer.start()
 
 
+def osc_harnesses() -> frozenset[str]:
+    """The harnesses that prove something from tmux's pane output (a ``tmux_output`` proof in
+    their spec): the panes showing one of their live sessions have their output read."""
+    return frozenset(
+        spec.id
+        for spec in catalog.SPECS.values()
+        if any("tmux_output" in proof.sources for proof in spec.proofs)
+    )
+
+
+def add_source_arguments(parser: Any) -> None:
+    """``paneward run``'s switches that turn one evidence source off (docs/cli.md)."""
+    parser.add_argument(
+        "--no-tmux-output",
+        action="store_true",
+        help="with --tmux: do not read OSC 7501 program status from the panes' output",
+    )
+    parser.add_argument(
+        "--no-codex-daemon",
+        action="store_true",
+        help="do not follow the Codex app-server daemon's control socket",
+    )
+
+
+def source_options(args: Any) -> dict[str, Any]:
+    """The :class:`DaemonConfig` fields :func:`add_source_arguments`' switches set."""
+    return {
+        "tmux_output": not args.no_tmux_output,
+        "discovery_off": frozenset({"codex_daemon"} if args.no_codex_daemon else ()),
+    }
+
+
 def start_discovery(config: DaemonConfig, sup: Supervisor) -> dict[str, DiscoveryActor]:
     """Start every harness's discovery actors under ``sup`` (the catalog's specs in order, each
     spec's ``discovery`` in order; none named in ``config.discovery_off``), each built for its
@@ -574,6 +611,7 @@ def _start_actors(
             full_text=config.full_text,
             owner=str(config.state_dir),
             remote=fleet_view,
+            osc_harnesses=osc_harnesses() if config.tmux_output else frozenset(),
         )
         parts["tmux"] = bridge
         sup.start_actor(bridge, name="tmux")

@@ -65,8 +65,10 @@ def add_run(parser: argparse.ArgumentParser) -> None:
         "(default: the tool and a shortened command; status and watch always show all)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    from actors.cli.daemon import add_source_arguments
     from actors.cli.nats_view import add_run_arguments
 
+    add_source_arguments(parser)
     add_run_arguments(parser)
 
 
@@ -95,6 +97,7 @@ def run_run(args: argparse.Namespace) -> int:
         DaemonConfig,
         EssentialActorStopped,
         run_daemon,
+        source_options,
     )
     from actors.cli.nats_view import settings_from_args
     from actors.core import paths
@@ -150,6 +153,7 @@ def run_run(args: argparse.Namespace) -> int:
         ),
         full_text=args.full_text,
         nats=nats,
+        **source_options(args),
     )
 
     def ready(sup: object) -> None:

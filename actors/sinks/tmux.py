@@ -36,6 +36,10 @@ Who sends and handles what:
 - Durations: ``@paneward_age`` of a pane with open attention is rewritten when its text
   changes (``<1m`` -> ``1m`` -> ... -> ``1h``), so at most once a minute per pane; one timer,
   for the next such change over all panes, and none while no attention is open.
+- Program status from tmux's own output stream (:mod:`actors.sinks.tmux_output`): with
+  ``osc_harnesses``, the panes that show a live session of one of those harnesses, or run
+  ``ssh`` / ``docker exec`` / ``kubectl exec``, have their OSC 7501 records read from pane
+  output by a second control client per tmux session (this one keeps ``no-output``).
 - :meth:`TmuxBridge.run_batch` lends the one control-mode client to the notification sink
   (:mod:`actors.sinks.notify`: where clients look, ``display-message``).
 
@@ -114,8 +118,9 @@ from actors.core.tmux.protocol import (
 from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import EvidenceSink, Host
 from actors.sinks.tmux_client import ControlClient, ControlStatistics
+from actors.sinks.tmux_output import TmuxOutput, TmuxOutputStatistics
 from actors.sources import procfs
-from messages import Activity, MessageError
+from messages import Activity, MessageError, Snapshot, Transition
 
 __all__ = [
     "EvidenceSink",
@@ -190,6 +195,8 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     stale_cleared: int = 0  # panes that carried our options without a bound session
     badges: BadgeStatistics = msgspec.field(default_factory=BadgeStatistics)
     panes: PaneTableStatistics = msgspec.field(default_factory=PaneTableStatistics)
+    #: The output reader's (:mod:`actors.sinks.tmux_output`); ``None``: pane output is not read.
+    output: TmuxOutputStatistics | None = None
 
 
 class RemoteSessions(Protocol):
@@ -211,6 +218,9 @@ class TmuxBridge:
     ``owner`` names this daemon in another one's refusal (its state directory); the claim is
     this process's pid and start token (:mod:`actors.core.tmux.hold`). ``probe_every`` and
     ``stall_after`` are the health probe's period and deadline (:mod:`actors.core.tmux.health`).
+    ``osc_harnesses`` are the harnesses whose OSC 7501 records are read from the output of the
+    panes that show them (:mod:`actors.sinks.tmux_output`; empty: no pane output is read); it
+    needs the pane side (``panes``).
     """
 
     def __init__(
@@ -230,8 +240,11 @@ class TmuxBridge:
         probe_every: float = PROBE_EVERY_S,
         stall_after: float = STALL_AFTER_S,
         remote: RemoteSessions | None = None,
+        osc_harnesses: frozenset[str] = frozenset(),
     ) -> None:
         self._remote = remote
+        self._osc_harnesses = osc_harnesses
+        self._output: TmuxOutput | None = None
         self._target = TmuxTarget(socket_name, socket_path)
         self._owner = owner
         self._holder = Holder(os.getpid(), procfs.start_token(os.getpid()) or "0")
@@ -292,6 +305,8 @@ class TmuxBridge:
         ``items`` yields Snapshot/Transition items (``None``: no badges); ``sink`` receives the
         pane messages (``None``: panes are not followed).
         """
+        if sink is not None and self._osc_harnesses:
+            self._output = TmuxOutput(self._target, sink, self._osc_harnesses)
         try:
             async with anyio.create_task_group() as tg:
                 if items is not None:
@@ -327,8 +342,20 @@ class TmuxBridge:
     def _take(self, item: object) -> None:
         book = self._book
         aging = book.aging_changes
-        for change in book.apply(item):
+        changes = book.apply(item)
+        for change in changes:
             self._dirty.add(change.pane)
+        output = self._output
+        if output is not None:
+            # What each touched pane shows, by key: a pane's winner can change session with the
+            # same options (a Codex TUI's own session giving way to its thread).
+            touched = {change.pane for change in changes}
+            if isinstance(item, Transition) and item.after.pane is not None:
+                touched.add(item.after.pane)
+            elif isinstance(item, Snapshot):
+                touched |= {a.pane for a in item.activities if a.pane is not None}
+            for pane in touched:
+                output.show(pane, book.winner(pane))
         if book.aging_changes != aging:
             self._ages_changed.set()
         self._applied += 1
@@ -548,6 +575,8 @@ class TmuxBridge:
         async with anyio.create_task_group() as tg:
             if sink is not None:
                 tg.start_soon(self._pane_loop, client, sink)
+                if self._output is not None:
+                    tg.start_soon(self._output.serve, client)
             if self._badges_on:
                 tg.start_soon(self._probe_loop, client)
             reason = await client.wait_closed()
@@ -572,6 +601,8 @@ class TmuxBridge:
             self._stats.probes += 1
 
     def _on_notification(self, notification: Notification) -> None:
+        if self._output is not None:
+            self._output.on_notification(notification)
         if notification.name in TRIGGER_NOTIFICATIONS:
             if (
                 notification.name == "subscription-changed"
@@ -744,6 +775,7 @@ class TmuxBridge:
             notifications=sum(c.notifications for c in clients),
             badges=self._book.statistics(),
             panes=self._table.statistics(),
+            output=None if self._output is None else self._output.statistics(),
         )
 
 

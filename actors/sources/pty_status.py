@@ -4,8 +4,8 @@ A multiplexer that runs programs in PTYs it owns feeds each PTY's output through
 :class:`PtyStatusFeed`; the feed emits ``messages.ProgramStatus`` evidence through the
 sink (``inject_nowait``) and returns the answer to Claude Code's OSC 7501 probe, which the
 host writes back to the PTY (a host that understands OSC 7501 is the terminal that answers).
-``paneward wrap`` (:mod:`actors.cli.wrap`) produces the same evidence through
-:func:`program_status`.
+``paneward wrap`` (:mod:`actors.cli.wrap`) and the tmux output reader
+(:mod:`actors.sinks.tmux_output`) produce the same evidence through :func:`program_status`.
 
 Example::
 
@@ -17,7 +17,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -47,9 +47,13 @@ def program_status(
     key: messages.SessionKey | None,
     pane: str | None,
     at_ms: int,
+    source: Literal["pty_status", "tmux_output"] = "pty_status",
 ) -> messages.ProgramStatus:
-    """The ``ProgramStatus`` evidence for one parsed OSC 7501 record (seen at ``at_ms``)."""
+    """The ``ProgramStatus`` evidence for one parsed OSC 7501 record (seen at ``at_ms``):
+    ``source`` ``pty_status`` from a PTY's bytes (``paneward wrap``, a host's feed),
+    ``tmux_output`` from tmux's output stream (:mod:`actors.sinks.tmux_output`)."""
     return messages.ProgramStatus(
+        source=source,
         serial=record.serial,
         state=record.state,
         at_ms=at_ms,

@@ -18,9 +18,10 @@ CSI sequences, which make up most TUI output, never enter Python code. State bet
 is at most one incomplete OSC sequence, bounded by :data:`MAX_SEQUENCE` bytes: a longer
 unterminated "OSC" is not one we care about and is passed on as plain bytes.
 
-Users: :mod:`actors.cli.wrap` (``paneward wrap``) and :mod:`actors.sources.pty_status` (hosts
-that own their PTYs). Neither this module nor its records know about sessions; turning a record into
-``messages.ProgramStatus`` is :func:`actors.sources.pty_status.program_status`.
+Users: :mod:`actors.cli.wrap` (``paneward wrap``), :mod:`actors.sources.pty_status` (hosts
+that own their PTYs) and :mod:`actors.sinks.tmux_output` (tmux's own output stream). Neither
+this module nor its records know about sessions; turning a record into ``messages.ProgramStatus``
+is :func:`actors.sources.pty_status.program_status`.
 """
 
 from __future__ import annotations

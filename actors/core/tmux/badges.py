@@ -303,6 +303,14 @@ class BadgeBook:
         """Pane -> the options it should carry now (only bound panes)."""
         return self._shown
 
+    def winner(self, pane: str) -> Activity | None:
+        """The activity ``pane`` shows (:func:`actors.core.reducer.pane_rank`), ``None``: no
+        session is bound to it."""
+        keys = self._by_pane.get(pane)
+        if not keys:
+            return None
+        return max((self._sessions[k][1] for k in keys), key=pane_rank)
+
     def summary(self, remote: Sequence[Activity] = ()) -> str:
         """The status-line summary over all bound panes (empty when nothing to report), with
         a fleet's ``remote`` sessions counted in (:func:`fleet_summary`)."""

@@ -27,15 +27,15 @@ __all__ = ["PROOFS", "SPEC"]
 PROOFS = (
     Proof("running", ("claude_registry", "claude_hook", "pty_host"),
           "sessions/<pid>.json of a live pid with its procStart; a command hook's $CLAUDE_PID"),
-    Proof("working", ("claude_registry", "claude_hook", "pty_status"),
+    Proof("working", ("claude_registry", "claude_hook", "pty_status", "tmux_output"),
           "registry busy; UserPromptSubmit, PreToolUse, PostToolUse; OSC 7501 working"),
-    Proof("idle", ("claude_registry", "claude_hook", "pty_status"),
+    Proof("idle", ("claude_registry", "claude_hook", "pty_status", "tmux_output"),
           "registry idle/shell; Stop; OSC 7501 done/idle"),
-    Proof("needs_input", ("claude_registry", "claude_hook", "pty_status"),
+    Proof("needs_input", ("claude_registry", "claude_hook", "pty_status", "tmux_output"),
           "registry waiting (waitingFor); PermissionRequest, Elicitation; OSC 7501 blocked. "
           "An answered permission is proven only by the registry (waiting -> busy) or the next "
           "tool event: the answer itself has no hook"),
-    Proof("turn_done", ("claude_hook", "claude_registry", "pty_status"),
+    Proof("turn_done", ("claude_hook", "claude_registry", "pty_status", "tmux_output"),
           "Stop for the turn's prompt_id; registry busy -> idle of a session without hooks; "
           "OSC 7501 done (an Esc is registry busy -> idle without Stop: no turn_done)"),
     Proof("failed", ("pid_probe", "pty_host"),

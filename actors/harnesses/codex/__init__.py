@@ -33,17 +33,18 @@ PROOFS = (
     Proof("running", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_host"),
           "a `codex` process holding the rollout open; the hook's parent (--owner parent); the "
           "daemon's loaded thread with its TUI attached"),
-    Proof("working", ("codex_rollout", "codex_hook", "codex_daemon", "pty_status"),
+    Proof("working", ("codex_rollout", "codex_hook", "codex_daemon", "pty_status", "tmux_output"),
           "rollout task_started; UserPromptSubmit, PreToolUse, PostToolUse; the daemon's "
           "thread status active; OSC 7501 working"),
-    Proof("idle", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_status"),
+    Proof("idle", ("codex_rollout", "codex_hook", "codex_notify", "codex_daemon", "pty_status",
+                   "tmux_output"),
           "rollout task_complete/turn_aborted; Stop; notify agent-turn-complete; the daemon's "
           "thread status idle; OSC 7501"),
-    Proof("needs_input", ("codex_hook", "codex_daemon", "pty_status"),
+    Proof("needs_input", ("codex_hook", "codex_daemon", "pty_status", "tmux_output"),
           "PermissionRequest hook (once its hooks are trusted); the daemon's activeFlags "
           "waitingOnApproval / waitingOnUserInput; OSC 7501 blocked. A rollout records the pending "
           "call (which names the command), never the wait itself"),
-    Proof("turn_done", ("codex_rollout", "codex_hook", "codex_notify", "pty_status"),
+    Proof("turn_done", ("codex_rollout", "codex_hook", "codex_notify", "pty_status", "tmux_output"),
           "rollout task_complete; Stop; notify agent-turn-complete; OSC 7501 done "
           "(turn_aborted is an interrupt: no turn_done; the daemon's idle is not a completion)"),
     Proof("failed", ("pid_probe", "pty_host", "codex_daemon"),
@@ -73,7 +74,7 @@ SPEC = HarnessSpec(
     id="codex",
     summary=(
         "rollout files held open, the app-server daemon's thread status, notify, hooks.json,"
-        " OSC 7501 under paneward wrap"
+        " OSC 7501 (under paneward wrap, or read from tmux's pane output)"
     ),
     sources=("codex_rollout", "codex_notify", "codex_hook", "codex_daemon"),
     normalize=hooks.normalize,

@@ -31,7 +31,7 @@ __all__ = [
 COMPLETED: Final = 16
 
 _STATE_WORD_SOURCES: Final = frozenset(
-    {"claude_registry", "pty_status", "hermes_executions", "codex_daemon"}
+    {"claude_registry", "pty_status", "tmux_output", "hermes_executions", "codex_daemon"}
 )
 
 

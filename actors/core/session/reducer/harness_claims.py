@@ -317,7 +317,7 @@ def reduce_program_status(state: SessionState, message: ProgramStatus) -> Sessio
             agents = state.subagents - {message.child_id}
         return msgspec.structs.replace(state, subagents=agents)
     native = message.state if message.kind is None else f"{message.state}:{message.kind}"
-    base = Claim("pty_status", native, at, seen)
+    base = Claim(message.source, native, at, seen)
     if message.state == "working":
         state = msgspec.structs.replace(state, pty_working=True)
         return apply_claim(state, msgspec.structs.replace(base, turn="working"))
@@ -334,7 +334,7 @@ def reduce_program_status(state: SessionState, message: ProgramStatus) -> Sessio
         state = msgspec.structs.replace(state, pty_working=False)
         return apply_claim(state, msgspec.structs.replace(base, turn="idle"))
     # clear: this source makes no further claim about the turn.
-    if state.source != "pty_status" or at < state.turn_at_ms:
+    if state.source != message.source or at < state.turn_at_ms:
         return None
     return msgspec.structs.replace(
         state,
