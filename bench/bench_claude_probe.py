@@ -72,7 +72,7 @@ from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.core.ingress.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
+from actors.core.ingress.osc import PROBE_ANSWER, OscParser, OscProbe, StatusRecord
 from actors.core.tmux.protocol import quote
 from tests.support.mock_apis import MockServer, anthropic_server
 
@@ -274,7 +274,7 @@ class Control:
                     and PASTE_ON in state.output[-len(data) - len(PASTE_ON):]:
                 self._act(state)
             for event in events:
-                if isinstance(event, Probe):
+                if isinstance(event, OscProbe):
                     state.probes += 1
                     if state.probe_at is None:  # Claude probes once
                         state.probe_at = now

@@ -47,7 +47,7 @@ import msgspec
 import messages
 from actors.core import paths
 from actors.core.clock import now_ms
-from actors.core.ingress.osc import PROBE_ANSWER, OscParser, Probe, StatusRecord
+from actors.core.ingress.osc import PROBE_ANSWER, OscParser, OscProbe, StatusRecord
 from actors.core.procstat import parse_stat
 from actors.harnesses import catalog
 from actors.sources.pty_status import program_status
@@ -553,7 +553,7 @@ class _Relay:
                 self.reporter.send_nowait(
                     program_status(event, key=self.key, pane=self.pane, at_ms=at)
                 )
-            elif isinstance(event, Probe):
+            elif isinstance(event, OscProbe):
                 if self.in_tmux or not self.stdin_tty:
                     self._answer_probe()
                 else:

@@ -23,7 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from actors.core.backoff import retry_delay
-from actors.runtime.mailbox import Actor, Host, RestartWindow
+from actors.runtime.mailbox import Actor, ActorHost, RestartWindow
 from messages.errors import PanewardError
 
 __all__ = ["ActorState", "Children", "EssentialActorStopped"]
@@ -69,7 +69,8 @@ class Children:
         self._failed = anyio.Event()
 
     def start(
-        self, tg: TaskGroup, actor: Actor, host: Host, *, name: str | None, essential: bool
+        self, tg: TaskGroup, actor: Actor, host: ActorHost, *, name: str | None,
+        essential: bool,
     ) -> None:
         """Run ``actor.run(host)`` in ``tg`` until :meth:`cancel`, restarting it on errors.
 
@@ -97,7 +98,8 @@ class Children:
         return self._failure
 
     async def _supervise(
-        self, actor: Actor, host: Host, scope: anyio.CancelScope, label: str, essential: bool
+        self, actor: Actor, host: ActorHost, scope: anyio.CancelScope, label: str,
+        essential: bool,
     ) -> None:
         window = RestartWindow(self._max_restarts, self._restart_window)
         states = self.states

@@ -9,7 +9,7 @@ How parts are connected (the one mechanism, docs/design.md §2):
   supervisor routes each to the session actors it concerns and to every :class:`Listener`
   whose ``accepts`` names its type (the pane mapper, the pid watcher).
 - **Outbound, by subscription.** Every published transition leaves through the broadcast hub;
-  sinks (tmux, the store, ``paneward watch``) read a subscription (:meth:`Host.subscribe`).
+  sinks (tmux, the store, ``paneward watch``) read a subscription (:meth:`ActorHost.subscribe`).
   Nothing calls back into the supervisor while it publishes.
 
 An *actor* is an object with ``async def run(self, host)`` that runs until cancelled; the
@@ -36,7 +36,7 @@ __all__ = [
     "Actor",
     "EvidenceSink",
     "IntakeGate",
-    "Host",
+    "ActorHost",
     "Listener",
     "Mailbox",
     "MailboxClosed",
@@ -78,7 +78,7 @@ class IntakeGate(Protocol):
         """Return once the source may go on (never waits forever)."""
 
 
-class Host(EvidenceSink, Protocol):
+class ActorHost(EvidenceSink, Protocol):
     """What a supervised actor gets from its supervisor: the sink, and subscriptions."""
 
     def subscribe(
@@ -94,7 +94,7 @@ class Host(EvidenceSink, Protocol):
 class Actor(Protocol):
     """A long-running part supervised one_for_one (discovery, listeners, sinks)."""
 
-    async def run(self, host: Host) -> None:
+    async def run(self, host: ActorHost) -> None:
         """Run until cancelled, sending evidence to / subscribing through ``host``."""
 
 

@@ -52,7 +52,7 @@ from actors.core.fleet.nats import (
     msg_id,
     session_subject,
 )
-from actors.runtime.mailbox import Host
+from actors.runtime.mailbox import ActorHost
 from messages import Activity, Gap, Overflow, SessionKey, Snapshot, Transition, encode
 
 __all__ = ["NatsPublisher", "connect", "describe_error"]
@@ -256,14 +256,14 @@ class NatsPublisher:
 
     # -- intake: hub -> buffer, never waits for the server -----------------------------------
 
-    async def run(self, host: Host) -> None:
+    async def run(self, host: ActorHost) -> None:
         """Run under the supervisor until cancelled or the hub closes."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._links)
             await self._intake(host)
             tg.cancel_scope.cancel()
 
-    async def _intake(self, host: Host) -> None:
+    async def _intake(self, host: ActorHost) -> None:
         lost_from: int | None = None
         while True:
             with host.subscribe(mode="all", snapshot=True, buffer=_HUB_BUFFER) as items:

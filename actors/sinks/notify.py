@@ -64,7 +64,7 @@ from actors.core.views.notify import (
     watched,
 )
 from actors.runtime.hub import ready_now
-from actors.runtime.mailbox import Host
+from actors.runtime.mailbox import ActorHost
 from messages import SessionKey
 
 __all__ = ["DesktopNotifications", "Notifier", "TmuxChannel"]
@@ -301,7 +301,7 @@ class Notifier:
         if desktop is not None:
             self._channels["desktop"] = _Channel(self._send_desktop, still_open)
 
-    async def run(self, host: Host) -> None:
+    async def run(self, host: ActorHost) -> None:
         """Run under the supervisor (``Supervisor.start_actor``)."""
         async with host.subscribe(mode="latest", snapshot=True) as items:
             await self.serve(items)

@@ -12,7 +12,7 @@ Who sends and handles what:
   :class:`~messages.PaneOpened` / :class:`~messages.PaneClosed` / :class:`~messages.PaneFocused` /
   :class:`~messages.PtyExit` into the supervisor (``inject_nowait``), which routes them to the
   pane mapper and the sessions.
-- One daemon per server: after each attach it claims the server (:mod:`actors.core.tmux.hold`)
+- One daemon per server: on each attach it takes hold of the server (:mod:`actors.core.tmux.hold`)
   before writing anything; while another live daemon holds it, it writes nothing there and
   retries with the backoff below (state ``refused``).
 - A lost connection (server killed, our session closed) is retried with the one retry rule
@@ -86,8 +86,8 @@ from actors.core.tmux.hold import (
     CLIENT_NAME_COMMAND,
     Holder,
     TmuxRefused,
-    claim_commands,
     down_hook_commands,
+    hold_commands,
     parse_holder,
     refusal,
 )
@@ -105,10 +105,10 @@ from actors.core.tmux.panes import (
     viewed_pane,
 )
 from actors.core.tmux.protocol import (
-    Notification,
     Reply,
     TmuxConnectionLost,
     TmuxError,
+    TmuxNotification,
     TmuxTarget,
     commands_argv,
     format_literal,
@@ -116,8 +116,8 @@ from actors.core.tmux.protocol import (
     quote_exact,
 )
 from actors.runtime.hub import ready_now
-from actors.runtime.mailbox import EvidenceSink, Host
-from actors.sinks.tmux_client import ControlClient, ControlStatistics
+from actors.runtime.mailbox import ActorHost, EvidenceSink
+from actors.sinks.tmux_client import ControlClient, ControlClientStatistics
 from actors.sinks.tmux_output import TmuxOutput, TmuxOutputStatistics
 from actors.sources import procfs
 from messages import Activity, MessageError, Snapshot, Transition
@@ -143,9 +143,9 @@ _UNKNOWN: Final = PaneOptions(*["\x00unknown"] * len(PaneOptions._fields))
 _VANISHED_PANE: Final = ("can't find pane", "no such pane")
 # The same for a window marker's window (closed, or its last pane moved away).
 _VANISHED_WINDOW: Final = ("can't find window", "no such window")
-# Tries of the claim's compare-and-swap before giving up for this connection (each try loses
-# only to a daemon that claimed in between, which the next try then sees).
-_CLAIM_TRIES: Final = 3
+# Tries of the hold's compare-and-swap before giving up for this connection (each try loses
+# only to a daemon that took hold in between, which the next try then sees).
+_HOLD_TRIES: Final = 3
 # A burst of subscription items is drained before writing, but a source that never goes quiet
 # must not starve the writer: write after this many scheduler rounds at most.
 _MAX_SETTLE_ROUNDS: Final = 1000
@@ -171,7 +171,7 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     connections: int = 0
     connect_failures: int = 0
     refusals: int = 0  # connections left alone: another live daemon held the server
-    takeovers: int = 0  # claims taken from a daemon that was gone
+    takeovers: int = 0  # holds taken over from a daemon that was gone
     last_error: str | None = None
     retry_delay: float = 0.0
     stalls: int = 0  # times the bridge became stalled
@@ -215,7 +215,7 @@ class TmuxBridge:
     client attaches to (default: tmux's choice); it only matters for which notifications
     arrive first — panes of every session are followed. ``full_text`` shows attention reasons
     unredacted in ``@paneward_reason`` (default: redacted, :mod:`actors.core.views.redact`).
-    ``owner`` names this daemon in another one's refusal (its state directory); the claim is
+    ``owner`` names this daemon in another one's refusal (its state directory); the hold is
     this process's pid and start token (:mod:`actors.core.tmux.hold`). ``probe_every`` and
     ``stall_after`` are the health probe's period and deadline (:mod:`actors.core.tmux.health`).
     ``osc_harnesses`` are the harnesses whose OSC 7501 records are read from the output of the
@@ -286,13 +286,13 @@ class TmuxBridge:
         self._refresh = anyio.Event()
         self._applied = 0
         self._client: ControlClient | None = None
-        self._old_client_stats: list[ControlStatistics] = []
+        self._old_client_stats: list[ControlClientStatistics] = []
         self._stats = TmuxStatistics()
         self._batch_answered = anyio.Event()
 
     # -- entry points ------------------------------------------------------------------------
 
-    async def run(self, host: Host) -> None:
+    async def run(self, host: ActorHost) -> None:
         """Run under the supervisor (``Supervisor.start_actor``): subscribe ``latest`` to its
         broadcast and inject pane messages into it."""
         async with host.subscribe(mode="latest", snapshot=True) as items:
@@ -447,7 +447,7 @@ class TmuxBridge:
                     backoff.connected(now)
                     health.connected(now)
                     try:
-                        await self._claim(client)
+                        await self._take_hold(client)
                         self._client = client
                         self._stats.connections += 1
                         if health.stalled is None:
@@ -501,7 +501,7 @@ class TmuxBridge:
             if done.returncode == 0:
                 self._stats.stall_writes += 1
 
-    async def _claim(self, client: ControlClient) -> None:
+    async def _take_hold(self, client: ControlClient) -> None:
         """Make this daemon the one that drives the server (:mod:`actors.core.tmux.hold`).
 
         :raises TmuxRefused: another live daemon holds it (nothing was written).
@@ -509,8 +509,8 @@ class TmuxBridge:
         """
         mine = self._holder.value()
         expected = ""
-        for _ in range(_CLAIM_TRIES):
-            *_, held, state = await client.run_batch(claim_commands(self._holder, expected))
+        for _ in range(_HOLD_TRIES):
+            *_, held, state = await client.run_batch(hold_commands(self._holder, expected))
             value = held.lines[0] if held.ok and held.lines else ""
             if value == mine:
                 if expected:
@@ -521,7 +521,7 @@ class TmuxBridge:
                 state_dir = state.lines[0] if state.ok and state.lines else ""
                 raise TmuxRefused(refusal(self._target.describe(), other, state_dir))
             expected = value  # gone (or unreadable): the next try replaces it
-        raise TmuxRefused(f"{self._target.describe()}: the paneward claim keeps changing")
+        raise TmuxRefused(f"{self._target.describe()}: the paneward hold keeps changing")
 
     async def _serve_client(self, client: ControlClient, sink: EvidenceSink | None) -> None:
         # tmux's own hook shows the daemon's end (this client going, however the daemon ends):
@@ -600,7 +600,7 @@ class TmuxBridge:
                 return
             self._stats.probes += 1
 
-    def _on_notification(self, notification: Notification) -> None:
+    def _on_notification(self, notification: TmuxNotification) -> None:
         if self._output is not None:
             self._output.on_notification(notification)
         if notification.name in TRIGGER_NOTIFICATIONS:
@@ -780,7 +780,7 @@ class TmuxBridge:
 
 
 def _holder_alive(holder: Holder) -> bool:
-    """Worker thread: whether the claim's process still runs (the same incarnation)."""
+    """Worker thread: whether the hold's process still runs (the same incarnation)."""
     return procfs.probe(holder.pid) == holder.token
 
 

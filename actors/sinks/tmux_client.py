@@ -31,18 +31,18 @@ from actors.core.tmux.protocol import (
     ControlParser,
     Event,
     Exit,
-    Notification,
     Reply,
     TmuxConnectionLost,
     TmuxError,
+    TmuxNotification,
     TmuxTarget,
     TmuxUnavailable,
 )
 
-__all__ = ["ControlClient", "ControlStatistics"]
+__all__ = ["ControlClient", "ControlClientStatistics"]
 
 
-class ControlStatistics(msgspec.Struct, kw_only=True):
+class ControlClientStatistics(msgspec.Struct, kw_only=True):
     """Counters of one :class:`ControlClient` (monotonic over its life): one record it keeps,
     copied by ``statistics()``."""
 
@@ -82,7 +82,7 @@ class ControlClient:
         self,
         target: TmuxTarget,
         *,
-        on_notification: Callable[[Notification], None] | None = None,
+        on_notification: Callable[[TmuxNotification], None] | None = None,
         session: str | None = None,
         reply_timeout: float = 10.0,
     ) -> None:
@@ -101,7 +101,7 @@ class ControlClient:
         self._process: anyio.abc.Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._reader_scope = anyio.CancelScope(shield=True)
-        self._stats = ControlStatistics()
+        self._stats = ControlClientStatistics()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -262,7 +262,7 @@ class ControlClient:
             if len(batch.replies) == batch.expected:
                 self._pending.popleft()
                 batch.done.set()
-        elif isinstance(event, Notification):
+        elif isinstance(event, TmuxNotification):
             self._stats.notifications += 1
             if self._on_notification is not None:
                 self._on_notification(event)
@@ -337,6 +337,6 @@ class ControlClient:
     def _lost(self, reason: str) -> TmuxConnectionLost:
         return (TmuxNoAnswer if self._unanswered else TmuxConnectionLost)(reason)
 
-    def statistics(self) -> ControlStatistics:
+    def statistics(self) -> ControlClientStatistics:
         """A point-in-time copy of the counters."""
         return msgspec.structs.replace(self._stats)

@@ -57,9 +57,9 @@ from actors.core.tmux.output import (
     record_target,
 )
 from actors.core.tmux.protocol import (
-    Notification,
     Reply,
     TmuxConnectionLost,
+    TmuxNotification,
     TmuxTarget,
 )
 from actors.runtime.mailbox import EvidenceSink
@@ -172,7 +172,7 @@ class TmuxOutput:
                 self._shown[pane] = key
             self._changed.set()
 
-    def on_notification(self, notification: Notification) -> None:
+    def on_notification(self, notification: TmuxNotification) -> None:
         """A notification of the bridge's client: list the panes again when their programs or
         their sessions may have changed."""
         name = notification.name

@@ -26,16 +26,16 @@ from actors.core.clock import now_ms
 from actors.core.ingress.osc import (
     PROBE_ANSWER,
     OscParser,
+    OscProbe,
     OscStatistics,
-    Probe,
     StatusRecord,
     Title,
 )
 
-__all__ = ["EvidenceSink", "PtyStatusFeed", "PtyStatusStatistics", "program_status"]
+__all__ = ["PtyStatusSink", "PtyStatusFeed", "PtyStatusStatistics", "program_status"]
 
 
-class EvidenceSink(Protocol):
+class PtyStatusSink(Protocol):
     """Where evidence goes (the supervisor, or a test list)."""
 
     def inject_nowait(self, message: messages.Inbound) -> None: ...
@@ -91,7 +91,7 @@ class PtyStatusFeed:
         self,
         key: messages.SessionKey | None,
         pane: str | None,
-        sink: EvidenceSink,
+        sink: PtyStatusSink,
         *,
         answer_probe: bool = True,
     ) -> None:
@@ -120,7 +120,7 @@ class PtyStatusFeed:
                     self._stats.rejected += 1
                 else:
                     self._stats.emitted += 1
-            elif isinstance(event, Probe) and self._answer_probe:
+            elif isinstance(event, OscProbe) and self._answer_probe:
                 self._stats.probes_answered += 1
                 answer = PROBE_ANSWER
             elif isinstance(event, Title):

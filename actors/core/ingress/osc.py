@@ -37,11 +37,11 @@ __all__ = [
     "MAX_SEQUENCE",
     "PROBE_ANSWER",
     "PROGRAM_STATES",
-    "Notification",
+    "OscNotification",
     "OscEvent",
     "OscParser",
     "OscStatistics",
-    "Probe",
+    "OscProbe",
     "Progress",
     "StatusRecord",
     "Title",
@@ -91,7 +91,7 @@ class StatusRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class Probe:
+class OscProbe:
     """``ESC ] 7501 ; ? …``: the program asks whether the terminal understands OSC 7501."""
 
     data: str = "?"
@@ -106,7 +106,7 @@ class Title:
 
 
 @dataclass(frozen=True, slots=True)
-class Notification:
+class OscNotification:
     """A desktop notification: OSC 9 ``text`` or OSC 777 ``notify;title;body``."""
 
     body: str
@@ -123,7 +123,7 @@ class Progress:
     value: int | None = None
 
 
-OscEvent = StatusRecord | Probe | Title | Notification | Progress
+OscEvent = StatusRecord | OscProbe | Title | OscNotification | Progress
 
 
 class OscStatistics(msgspec.Struct, kw_only=True):
@@ -213,7 +213,7 @@ def parse_status_fields(payload: bytes, terminator: str = "BEL") -> StatusRecord
     )
 
 
-def _parse_notification(code: int, rest: bytes) -> Notification | Progress | None:
+def _parse_notification(code: int, rest: bytes) -> OscNotification | Progress | None:
     if code == 9:
         if rest.startswith(b"4;"):
             parts = rest.split(b";")
@@ -221,13 +221,13 @@ def _parse_notification(code: int, rest: bytes) -> Notification | Progress | Non
                 return None
             value = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
             return Progress(state=int(parts[1]), value=value)
-        return Notification(body=_text(rest), code=9)
+        return OscNotification(body=_text(rest), code=9)
     # OSC 777 ; notify ; title ; body (rxvt-unicode, ghostty, Claude, Codex)
     parts = rest.split(b";", 2)
     if parts[0] != b"notify" or len(parts) < 2:
         return None
     body = parts[2] if len(parts) == 3 else b""
-    return Notification(body=_text(body), title=_text(parts[1]), code=777)
+    return OscNotification(body=_text(body), title=_text(parts[1]), code=777)
 
 
 def _holds_status(rest: bytes | memoryview) -> bool:
@@ -391,7 +391,7 @@ class OscParser:
                 return False
             if rest.startswith(b"?"):
                 self._stats.probes += 1
-                events.append(Probe(data=_text(rest)))
+                events.append(OscProbe(data=_text(rest)))
                 return self._strip_probe
             record = parse_status_fields(rest, terminator)
             if record is None:

@@ -304,7 +304,7 @@ class BadgeBook:
         return self._shown
 
     def winner(self, pane: str) -> Activity | None:
-        """The activity ``pane`` shows (:func:`actors.core.reducer.pane_rank`), ``None``: no
+        """The activity ``pane`` shows (:func:`actors.core.session.reducer.pane_rank`), ``None``: no
         session is bound to it."""
         keys = self._by_pane.get(pane)
         if not keys:

@@ -44,7 +44,7 @@ from actors.core.tmux.badges import (
     TURN_OPTION,
     WINDOW_OPTION,
 )
-from actors.core.tmux.hold import DAEMON_OPTION, DOWN_SUMMARY, format_literal
+from actors.core.tmux.hold import DAEMON_OPTION, DOWN_SUMMARY, operand_literal
 from actors.core.tmux.protocol import TmuxConnectionLost, TmuxUnavailable, quote
 
 __all__ = [
@@ -178,15 +178,15 @@ def _pane_loop_body() -> str:
     show :data:`_UNKNOWN_PANE`, and for every window carrying a marker, ``? unknown``; literal
     text around the live ``#{pane_id}`` / ``#{window_id}``."""
     pane = "".join(
-        format_literal("set-option -p -t ") + "#{pane_id}" + format_literal(
+        operand_literal("set-option -p -t ") + "#{pane_id}" + operand_literal(
             f" {name} {quote(value)} ; "
         )
         for name, value in _UNKNOWN_PANE
     )
     window = (
-        format_literal("set-option -w -t ")
+        operand_literal("set-option -w -t ")
         + "#{window_id}"
-        + format_literal(f" {WINDOW_OPTION} {quote(BADGES['unknown'])} ; ")
+        + operand_literal(f" {WINDOW_OPTION} {quote(BADGES['unknown'])} ; ")
     )
     return (
         f"#{{S:#{{W:#{{?{WINDOW_OPTION},{window},}}"
@@ -198,7 +198,7 @@ def _if_ours(mine: str, commands: list[str]) -> list[str]:
     """``commands`` as one ``if-shell -F`` command (argv words) that runs them only while the
     server's hold is unset or ``mine``."""
     held = f"#{{{DAEMON_OPTION}}}"
-    condition = f"#{{||:#{{==:{held},}},#{{==:{held},{format_literal(mine)}}}}}"
+    condition = f"#{{||:#{{==:{held},}},#{{==:{held},{operand_literal(mine)}}}}}"
     return ["if-shell", "-F", condition, " ; ".join(commands)]
 
 

@@ -4,7 +4,7 @@ Who uses what: :class:`actors.sinks.tmux.TmuxBridge`, right after its control cl
 and before it writes anything:
 
 1. **One daemon per server.** It takes hold of the server option :data:`DAEMON_OPTION` (``<pid>
-   <start token>`` of the daemon's process) with :func:`claim_commands`, a compare-and-swap that
+   <start token>`` of the daemon's process) with :func:`hold_commands`, a compare-and-swap that
    tmux runs as one command (``set-option -F``: no other client's command runs in between), and
    reads back who holds it (:func:`parse_holder`). The hold is taken when the option is unset
    or names a process that is gone (its pid dead, or reused: the start token differs, which the
@@ -39,9 +39,9 @@ __all__ = [
     "STALE_SUFFIX",
     "Holder",
     "TmuxRefused",
-    "claim_commands",
+    "hold_commands",
     "down_hook_commands",
-    "format_literal",
+    "operand_literal",
     "parse_holder",
     "refusal",
 ]
@@ -75,7 +75,7 @@ class Holder(NamedTuple):
         return f"{self.pid} {self.token}"
 
 
-def format_literal(text: str) -> str:
+def operand_literal(text: str) -> str:
     """``text`` as literal text inside a tmux format (``#``, ``,`` and ``}`` escaped), so that
     expanding the format yields ``text`` unchanged."""
     return text.replace("#", "##").replace(",", "#,").replace("}", "#}")
@@ -89,15 +89,15 @@ def parse_holder(text: str) -> Holder | None:
     return Holder(int(pid), token)
 
 
-def claim_commands(mine: Holder, expected: str) -> list[str]:
+def hold_commands(mine: Holder, expected: str) -> list[str]:
     """Set :data:`DAEMON_OPTION` to ``mine`` if it still reads ``expected`` (``""``: unset),
     then read back who holds it (the second reply's first line) and that holder's state
     directory (the third's)."""
     # One command, so nothing runs between the comparison and the write; and no `if-shell`,
     # whose branch would answer with a reply block of its own.
     held = f"#{{{DAEMON_OPTION}}}"
-    condition = f"#{{==:{held},{format_literal(expected)}}}"
-    value = f"#{{?{condition},{format_literal(mine.value())},{held}}}"
+    condition = f"#{{==:{held},{operand_literal(expected)}}}"
+    value = f"#{{?{condition},{operand_literal(mine.value())},{held}}}"
     return [
         f"set-option -s -F {DAEMON_OPTION} {quote(value)}",
         f"show-options -sqv {DAEMON_OPTION}",
@@ -121,9 +121,9 @@ def _stale_command(scope: str, target: str, option: str) -> str:
     value = f"#{{{option}}}"
     stale = f"#{{?#{{m:*{STALE_SUFFIX},{value}}},{value},{value}{STALE_SUFFIX}}}"
     return (
-        format_literal(f"set-option {scope} -F -t ")
+        operand_literal(f"set-option {scope} -F -t ")
         + target
-        + format_literal(f" {option} {quote(stale)} ; ")
+        + operand_literal(f" {option} {quote(stale)} ; ")
     )
 
 
@@ -152,7 +152,7 @@ def down_hook_commands(client: str, state_dir: str, *, badges: bool) -> list[str
     actions.append(f"set-option -su {DAEMON_OPTION}")
     actions.append(f"set-option -su {DAEMON_STATE_OPTION}")
     actions.append(f"set-hook -gu {quote(DOWN_HOOK)}")
-    condition = f"#{{==:#{{hook_client}},{format_literal(client)}}}"
+    condition = f"#{{==:#{{hook_client}},{operand_literal(client)}}}"
     body = f"if-shell -F {quote(condition)} {quote(' ; '.join(actions))}"
     return [
         f"set-option -s {DAEMON_STATE_OPTION} {quote(state_dir)}",

@@ -1,7 +1,7 @@
 """The tmux control-mode protocol, sans-IO: targets, quoting, the reply/notification parser.
 
 Pure (no event loop, no process): :class:`ControlParser` turns the bytes a ``tmux -C`` client
-prints into :class:`Reply` and :class:`Notification` events, :func:`quote` makes one word of a
+prints into :class:`Reply` and :class:`TmuxNotification` events, :func:`quote` makes one word of a
 tmux command line, :class:`TmuxTarget` names the server. Text from outside (reasons, paths)
 reaches each tmux parser in a form it cannot split or expand: :func:`quote` /
 :func:`quote_exact` for a command string, :func:`argv_word` / :func:`commands_argv` for a
@@ -28,7 +28,7 @@ __all__ = [
     "ControlParser",
     "Event",
     "Exit",
-    "Notification",
+    "TmuxNotification",
     "Reply",
     "TmuxConnectionLost",
     "TmuxError",
@@ -176,7 +176,7 @@ class Reply(NamedTuple):
     from_client: bool
 
 
-class Notification(NamedTuple):
+class TmuxNotification(NamedTuple):
     """One ``%name args`` line outside any block (``args`` is the rest of the line)."""
 
     name: str
@@ -187,14 +187,14 @@ class Exit(NamedTuple):
     reason: str
 
 
-Event = Reply | Notification | Exit
+Event = Reply | TmuxNotification | Exit
 
 
 class ControlParser:
     """Sans-IO parser of tmux control-mode output.
 
     Fed with raw bytes in any chunking; returns complete :class:`Reply` and
-    :class:`Notification` events (``%exit`` becomes an internal exit event). Lines are decoded as
+    :class:`TmuxNotification` events (``%exit``: an internal exit event). Lines are decoded as
     UTF-8 with replacement: tmux passes through whatever bytes a format expands to.
     """
 
@@ -245,8 +245,8 @@ class ControlParser:
             return Exit(line[len("%exit") :].strip())
         if line.startswith("%"):
             name, _, args = line[1:].partition(" ")
-            return Notification(name, args)
+            return TmuxNotification(name, args)
         if line.startswith("\x1bP"):
             # -CC's DCS introducer; harmless if tmux ever sends it.
             return None
-        return Notification("", line) if line else None
+        return TmuxNotification("", line) if line else None

@@ -21,10 +21,10 @@ import messages
 from actors.core.ingress.osc import (
     MAX_SEQUENCE,
     PROBE_ANSWER,
-    Notification,
     OscEvent,
+    OscNotification,
     OscParser,
-    Probe,
+    OscProbe,
     Progress,
     StatusRecord,
     Title,
@@ -74,7 +74,7 @@ def _shape(event: OscEvent) -> tuple[object, ...]:
     if isinstance(event, StatusRecord):
         return ("status", event.state, event.app, event.kind, event.child_id, event.message,
                 event.title, event.terminator)
-    if isinstance(event, Probe):
+    if isinstance(event, OscProbe):
         return ("probe",)
     if isinstance(event, Title):
         return ("title", event.text)
@@ -252,8 +252,8 @@ def test_notifications_and_progress() -> None:
         b"\x1b]9;4;3;\x07\x1b]9;4;1;40\x07\x1b]777;other\x07\x1b]2;t\x07"
     )
     assert events == [
-        Notification(body="Hello"),
-        Notification(body="Approval requested", title="Codex", code=777),
+        OscNotification(body="Hello"),
+        OscNotification(body="Approval requested", title="Codex", code=777),
         Progress(state=3),
         Progress(state=1, value=40),
         Title("t", code=2),

@@ -28,7 +28,7 @@ from actors.core.tmux.output import (
     transport_of,
     unescape_output,
 )
-from actors.core.tmux.protocol import Notification, Reply
+from actors.core.tmux.protocol import Reply, TmuxNotification
 from messages import SessionKey
 from tests.support import FIXTURES
 
@@ -77,7 +77,7 @@ def test_output_lines_in_both_forms_pauses_and_other_lines() -> None:
         PanePaused("%4"),
         PanePaused("%4", continued=True),
     ]
-    assert events[5] == Notification("window-renamed", "@1 x")
+    assert events[5] == TmuxNotification("window-renamed", "@1 x")
     assert len(events) == 7  # and the %exit
     assert parser.lines == 8 and parser.bad_lines == 0
 

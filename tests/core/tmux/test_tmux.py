@@ -31,9 +31,9 @@ from actors.core.tmux.panes import (
 )
 from actors.core.tmux.protocol import (
     ControlParser,
-    Notification,
     Reply,
     TmuxError,
+    TmuxNotification,
     TmuxTarget,
     argv_word,
     commands_argv,
@@ -71,10 +71,10 @@ def test_parser_frames_replies_and_notifications_in_any_chunking() -> None:
             events += parser.feed(data[i : i + size])
         assert events[:5] == [
             Reply(10, True, (), from_client=False),
-            Notification("session-changed", "$0 main"),
+            TmuxNotification("session-changed", "$0 main"),
             Reply(11, True, ("%0|123",), from_client=True),
             Reply(12, False, ("parse error: unknown command: x",), from_client=True),
-            Notification("layout-change", "@0 abc"),
+            TmuxNotification("layout-change", "@0 abc"),
         ]
         assert len(events) == 6 and type(events[5]).__name__ == "Exit"
 
@@ -92,7 +92,7 @@ def test_parser_block_output_that_looks_like_protocol_stays_output() -> None:
 def test_parser_keeps_partial_line_until_newline() -> None:
     parser = ControlParser()
     assert parser.feed(b"%window-pane-ch") == []
-    assert parser.feed(b"anged @1 %2\n") == [Notification("window-pane-changed", "@1 %2")]
+    assert parser.feed(b"anged @1 %2\n") == [TmuxNotification("window-pane-changed", "@1 %2")]
 
 
 # -- quoting and targets ---------------------------------------------------------------------
@@ -499,13 +499,13 @@ def test_the_pane_the_users_client_shows_is_focused_last_and_once() -> None:
     assert table.update("s1", rows, t, viewed="%7") == []
 
 
-def test_the_daemon_claim_and_the_down_hook_texts() -> None:
+def test_the_daemon_hold_and_the_down_hook_texts() -> None:
     from actors.core.tmux.hold import (
         DOWN_HOOK,
         Holder,
-        claim_commands,
         down_hook_commands,
-        format_literal,
+        hold_commands,
+        operand_literal,
         parse_holder,
         refusal,
     )
@@ -513,9 +513,9 @@ def test_the_daemon_claim_and_the_down_hook_texts() -> None:
     assert parse_holder("123 4567") == Holder(123, "4567")
     for bad in ("", "x 1", "0 1", "123", "123 4 5", f"{2**31} 1"):
         assert parse_holder(bad) is None, bad
-    assert format_literal("a,b}#{c") == "a#,b#}##{c"
+    assert operand_literal("a,b}#{c") == "a#,b#}##{c"
     # One compare-and-swap command: the value only changes when it reads what was expected.
-    cas, *reads = claim_commands(Holder(7, "8"), "1 2")
+    cas, *reads = hold_commands(Holder(7, "8"), "1 2")
     assert cas == (
         'set-option -s -F @paneward_daemon '
         '"#{?#{==:#{@paneward_daemon},1 2},7 8,#{@paneward_daemon}}"'
@@ -529,7 +529,7 @@ def test_the_daemon_claim_and_the_down_hook_texts() -> None:
     assert state == 'set-option -s @paneward_daemon_state "/a \\"\\$b\\""'
     assert hook.startswith(f'set-hook -g "{DOWN_HOOK}" "if-shell -F ')
     assert "#{==:#{hook_client},client-9}" in hook and "paneward: down" in hook
-    # Without badges the hook only releases the claim and removes itself.
+    # Without badges the hook only releases the hold and removes itself.
     _, bare = down_hook_commands("client-9", "/s", badges=False)
     assert "paneward: down" not in bare and "run-shell" not in bare
     assert "set-option -su @paneward_daemon" in bare
