@@ -36,8 +36,10 @@ class ControlMessage(Message, frozen=True):
 class PaneOpened(ControlMessage, frozen=True, kw_only=True):
     """A pane exists with ``root_pid`` as the process the host started in it.
 
-    Sent by the host or the tmux actor; handled by the pane mapper, which walks
-    the process tree below ``root_pid`` to find a session to bind.
+    Sent by the host or the tmux bridge when a pane appears or is respawned, and by the tmux
+    output reader (:mod:`actors.sinks.tmux_output`) again for a known pane whose foreground
+    program changed (a shell that started ``codex``); handled by the pane mapper, which walks
+    the process tree below ``root_pid`` to find a session to bind (a repeat is a fresh walk).
     """
 
     pane: Id

@@ -97,9 +97,20 @@ def prepare_control_dir(runtime: str | None = None, *, short_base: str = "/tmp")
             if made and not os.path.isdir(made):
                 os.makedirs(made, mode=0o700, exist_ok=True)
     else:
-        # a shared place (/tmp): only our own directory is made, and only used as made
+        # a shared place (/tmp): only our own two levels are made, and used only as made
+        own = os.path.dirname(directory)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(own, mode=0o700)
+        _check_private(own)
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, mode=0o700)
+    _check_private(directory)
+    return directory
+
+
+def _check_private(directory: str) -> None:
+    """:raises FleetFileError: ``directory`` is a symbolic link, another user's or open to
+    others."""
     st = os.lstat(directory)
     if stat.S_ISLNK(st.st_mode):
         raise core.FleetFileError(
@@ -108,7 +119,6 @@ def prepare_control_dir(runtime: str | None = None, *, short_base: str = "/tmp")
     problem = private_dir_problem(directory, st.st_uid, st.st_mode, os.getuid())
     if problem is not None:
         raise core.FleetFileError(problem)
-    return directory
 
 
 def add_fleet(parser: argparse.ArgumentParser) -> None:

@@ -61,6 +61,7 @@ def run_watch(args: argparse.Namespace) -> int:
         return run_watch_nats(args)
     from actors.cli.control_client import request_chunks
 
+    _exit_when_the_reader_leaves()
     since = b"null" if args.since is None else str(args.since).encode()
     fleet = bool(getattr(args, "fleet", False))
     request = b'{"op": "watch", "since": %s, "fleet": %s%s}\n' % (
@@ -94,6 +95,38 @@ def run_watch(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, BrokenPipeError):
         return EXIT_OK
     return EXIT_OK
+
+
+def _exit_when_the_reader_leaves() -> None:
+    """End the watch as soon as whoever reads its stdout is gone, not at the next write.
+
+    A quiet daemon writes nothing for hours; a fleet follower whose ssh link dropped would
+    otherwise leave one more idle ``paneward watch`` on its host at every reconnect. A pipe
+    whose reader closed reports ``POLLERR``, a socket or terminal whose peer left ``POLLHUP``:
+    a daemon thread waits for either (poll reports both whatever is asked) and interrupts
+    the main thread's blocking read with ``SIGINT``, which ends the watch like Ctrl-C
+    (exit 0).
+    """
+    import select
+    import signal
+    import threading
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # no real stdout (embedded): nothing to watch
+    main = threading.main_thread().ident
+
+    def wait() -> None:
+        poller = select.poll()
+        poller.register(fd, 0)
+        while True:
+            for _, events in poller.poll():
+                if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL) and main:
+                    signal.pthread_kill(main, signal.SIGINT)
+                    return
+
+    threading.Thread(target=wait, name="paneward-watch-reader", daemon=True).start()
 
 
 def summary_line(item: dict[str, Any]) -> str:

@@ -744,3 +744,32 @@ async def test_status_says_which_session_each_pane_shows_and_why(tmp_path: Path)
     # the Activity list is what it always was
     shown = msgspec.convert(json.loads(activities), list[messages.Activity])
     assert {a.key for a in shown} == {wrapped, tui, lone}
+
+
+async def test_a_watch_whose_reader_leaves_ends_while_the_daemon_is_quiet(tmp_path: Path) -> None:
+    """The reader of ``paneward watch``'s stdout closes its end while nothing happens (a fleet
+    follower's ssh link dropping): the watch ends at once with exit 0 and the daemon's
+    subscriber is gone, without waiting for a transition to fail to write."""
+    state = tmp_path / "state"
+    with anyio.fail_after(60):
+        async with DaemonProcess(state) as daemon:
+            read_end, write_end = os.pipe()
+            watch = await anyio.open_process([os.fspath(PANEWARD), "watch", "--json"],
+                                             env=daemon.env, stdout=write_end)
+            os.close(write_end)
+
+            async def subscribed(want: int) -> bool:
+                stats = (await daemon.counters())["control"]
+                return bool(stats["subscribers"] == want)
+
+            try:
+                await poll_until(lambda: subscribed(1), "the watch subscribed")
+                os.close(read_end)
+                with anyio.fail_after(20):
+                    code = await watch.wait()
+                await poll_until(lambda: subscribed(0), "the daemon to drop the subscriber")
+            finally:
+                if watch.returncode is None:
+                    watch.kill()
+                await watch.aclose()
+    assert code == 0

@@ -111,7 +111,11 @@ def test_the_control_sockets_always_fit_a_unix_socket_path() -> None:
     assert core.control_dir("/home/firstname.lastname/.local/state/paneward", 1000) == (
         "/home/firstname.lastname/.local/state/paneward/fleet")
     state = "/home/firstname.lastname/containers/gpu-dev-box/.local/state/paneward"
-    assert core.control_dir(state, 1000) == "/tmp/paneward-1000"
+    fallback = core.control_dir(state, 1000)
+    assert os.path.dirname(fallback) == "/tmp/paneward-1000"
+    # a second daemon of the same user (another state dir) gets masters of its own
+    other = core.control_dir(state + "-2", 1000)
+    assert os.path.dirname(other) == "/tmp/paneward-1000" and other != fallback
     host = core.Host("a-rather-long-alias.of-a-gpu-box.example.com")
     for runtime in (here, state, "/" + "x" * 300, "/tmp/" + "é" * 30):
         for uid in (0, 4294967294):
@@ -297,8 +301,10 @@ def test_a_short_control_dir_that_is_not_ours_alone_is_refused(short_dir: Path) 
 
     runtime = "/" + "r" * 80
     mine = short_dir / f"paneward-{os.getuid()}"
-    assert prepare_control_dir(runtime, short_base=os.fspath(short_dir)) == os.fspath(mine)
-    assert mine.stat().st_mode & 0o777 == 0o700
+    made = Path(prepare_control_dir(runtime, short_base=os.fspath(short_dir)))
+    assert made.parent == mine
+    assert (mine.stat().st_mode & 0o777, made.stat().st_mode & 0o777) == (0o700, 0o700)
+    made.rmdir()
     mine.chmod(0o755)
     with pytest.raises(core.FleetFileError, match="accessible by other users"):
         prepare_control_dir(runtime, short_base=os.fspath(short_dir))

@@ -221,11 +221,15 @@ def control_name(host: Host) -> str:
 def control_dir(runtime_dir: str, uid: int, *, short_base: str = "/tmp") -> str:
     """Where the per-host ``ControlPath`` sockets live (made 0700 by the caller):
     ``<runtime>/fleet`` when a socket's path there fits :data:`CONTROL_DIR_MAX`, else
-    ``<short_base>/paneward-UID`` (``/tmp/paneward-1000``), which always fits."""
+    ``<short_base>/paneward-UID/<12 hex digits of a hash of the runtime dir>``
+    (``/tmp/paneward-1000/3f2a…``), which always fits. The last level keeps each daemon's
+    masters its own: two daemons of one user (two state dirs, each with its own ssh settings)
+    never ride on each other's connection to a host of the same name."""
     preferred = os.path.join(runtime_dir, "fleet")
     if len(os.fsencode(preferred)) <= CONTROL_DIR_MAX:
         return preferred
-    return os.path.join(short_base, f"paneward-{uid}")
+    mine = hashlib.sha256(os.fsencode(runtime_dir)).hexdigest()[:12]
+    return os.path.join(short_base, f"paneward-{uid}", mine)
 
 
 def file_problem_line(error: str, since_ms: int, *, kept: bool) -> str:
