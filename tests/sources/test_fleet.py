@@ -48,8 +48,10 @@ async def fleet(
 
 
 def _paneward(env: dict[str, str], *args: str) -> str:
-    return subprocess.run([os.fspath(PANEWARD), *args], env=env, capture_output=True,
-                          text=True, check=True, timeout=60).stdout
+    done = subprocess.run([os.fspath(PANEWARD), *args], env=env, capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert done.returncode == 0, (args, done.returncode, done.stdout, done.stderr)
+    return done.stdout
 
 
 async def cli(env: dict[str, str], *args: str) -> str:
