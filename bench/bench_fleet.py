@@ -45,21 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from actors.sources import procfs  # noqa: E402
-from tests.support.daemon import PANEWARD, DaemonProcess, raw_send, start_token  # noqa: E402
+from tests.support.daemon import PANEWARD, DaemonProcess, raw_send  # noqa: E402
 from tests.support.polling import poll_until  # noqa: E402
+from tests.support.sessions import spawned_frame, status_frame  # noqa: E402
 from tests.support.ssh import ssh_fleet  # noqa: E402
-
-T0 = 1795995370911
-
-
-def _frames(session: str, state: str, n: int) -> bytes:
-    pid = os.getpid()
-    key = {"harness": "terminal", "session_id": session}
-    spawned = {"type": "PtySpawned", "key": key, "pid": pid, "start_token": start_token(pid),
-               "at_ms": T0, "observed_at_ms": T0}
-    status = {"type": "ProgramStatus", "state": state, "key": key, "at_ms": T0 + n,
-              "observed_at_ms": T0 + n}
-    return (json.dumps(spawned) + "\n" + json.dumps(status) + "\n").encode()
 
 
 def _status(env: dict[str, str], *args: str) -> str:
@@ -116,7 +105,8 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
             world, remotes, env = made.world, made.remotes, made.env
             for remote in remotes:
                 await raw_send(remote.hook_socket, b"".join(
-                    _frames(f"s{j}", "working", j) for j in range(args.sessions)))
+                    spawned_frame(f"s{j}") + status_frame(f"s{j}", "working", j)
+                    for j in range(args.sessions)))
             async with DaemonProcess(made.local_state, env=env, discovery=True) as local:
                 want = args.hosts * args.sessions
 
@@ -141,7 +131,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
                         session = f"s{(n // args.hosts) % args.sessions}"
                         # each (host, session) once a pass; passes alternate idle / working
                         word = "idle" if (n // want) % 2 == 0 else "working"
-                        frame = _frames(session, word, 1000 + n).split(b"\n", 1)[1]
+                        frame = status_frame(session, word, 1000 + n)
                         needle = f'"native_state":"{word}"'.encode()
                         tag = f'"host":"h{n % args.hosts + 1}"'.encode()
                         started = time.perf_counter()
@@ -149,11 +139,12 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, object]:
                         await reader.until_both(needle, tag, session.encode())
                         latencies.append((time.perf_counter() - started) * 1000)
                     base = []
-                    await raw_send(local.hook_socket, _frames("local", "working", 1))
+                    await raw_send(local.hook_socket, spawned_frame("local")
+                                   + status_frame("local", "working", 1))
                     await reader.until_both(b'"session_id":"local"', b"", b"")
                     for n in range(min(args.edges, 300)):
                         word = "idle" if n % 2 == 0 else "working"
-                        frame = _frames("local", word, 5000 + n).split(b"\n", 1)[1]
+                        frame = status_frame("local", word, 5000 + n)
                         started = time.perf_counter()
                         await raw_send(local.hook_socket, frame)
                         await reader.until_both(f'"native_state":"{word}"'.encode(),

@@ -38,11 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(ROOT))
 
 from actors.core.fleet import hosts as core  # noqa: E402
-from bench.bench_fleet import Lines, _frames  # noqa: E402
+from bench.bench_fleet import Lines  # noqa: E402
 from bench.world import process_cpu  # noqa: E402
 from tests.support.daemon import PANEWARD, DaemonProcess, daemon_env, raw_send  # noqa: E402
 from tests.support.nats import nats_server  # noqa: E402
 from tests.support.polling import poll_until  # noqa: E402
+from tests.support.sessions import spawned_frame, status_frame  # noqa: E402
 
 
 async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
@@ -68,7 +69,8 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
                 for daemon in publishers:
                     await daemon.start()
                     await raw_send(daemon.hook_socket, b"".join(
-                        _frames(f"s{j}", "working", j) for j in range(args.sessions)))
+                        spawned_frame(f"s{j}") + status_frame(f"s{j}", "working", j)
+                    for j in range(args.sessions)))
                 await follower.start()
                 want = args.daemons * args.sessions
 
@@ -92,7 +94,7 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
                         daemon = publishers[n % args.daemons]
                         session = f"s{(n // args.daemons) % args.sessions}"
                         word = "idle" if (n // want) % 2 == 0 else "working"
-                        frame = _frames(session, word, 1000 + n).split(b"\n", 1)[1]
+                        frame = status_frame(session, word, 1000 + n)
                         tag = f'"host":"d{n % args.daemons}"'.encode()
                         started = time.perf_counter()
                         await raw_send(daemon.hook_socket, frame)
@@ -100,11 +102,12 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
                                                 f'"session_id":"{session}"'.encode())
                         latencies.append((time.perf_counter() - started) * 1000)
                     base = []
-                    await raw_send(follower.hook_socket, _frames("local", "working", 1))
+                    await raw_send(follower.hook_socket, spawned_frame("local")
+                                   + status_frame("local", "working", 1))
                     await reader.until_both(b'"session_id":"local"', b"", b"")
                     for n in range(min(args.edges, 300)):
                         word = "idle" if n % 2 == 0 else "working"
-                        frame = _frames("local", word, 5000 + n).split(b"\n", 1)[1]
+                        frame = status_frame("local", word, 5000 + n)
                         started = time.perf_counter()
                         await raw_send(follower.hook_socket, frame)
                         await reader.until_both(f'"native_state":"{word}"'.encode(),
@@ -121,7 +124,8 @@ async def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
                     counted = anyio.Event()
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(_count_remote_lines, reader, total, counted)
-                        data = b"".join(_frames(f"b{k}", "working", 9000 + k)
+                        data = b"".join(spawned_frame(f"b{k}")
+                                        + status_frame(f"b{k}", "working", 9000 + k)
                                         for k in range(args.burst))
                         async with anyio.create_task_group() as senders:
                             for daemon in publishers:

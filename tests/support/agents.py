@@ -86,6 +86,15 @@ screen_reader_detection_done = true
 """
 
 
+def codex_home(tmp: Path, url: str) -> tuple[Path, Path]:
+    """A fresh HOME with ``.codex/config.toml`` for the mock Responses API at ``url`` (the work
+    directory trusted), the work directory and ``tmp/tmp``: ``(home, work)``."""
+    home, work = tmp / "home", tmp / "work"
+    for d in (home / ".codex", work, tmp / "tmp"):
+        d.mkdir(parents=True)
+    (home / ".codex" / "config.toml").write_text(CODEX_CONFIG.format(url=url, cwd=work))
+    return home, work
+
 def stop_codex_leftovers(home: Path) -> None:
     """Kill any process (by pid) whose command line names this test's HOME."""
     marker = str(home).encode()

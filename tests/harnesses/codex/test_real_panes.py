@@ -28,7 +28,7 @@ import pytest
 from actors.core.clock import now_ms
 from actors.core.views.status_table import format_table
 from messages import Activity
-from tests.support.agents import CODEX_CONFIG, agent, stop_codex_leftovers
+from tests.support.agents import agent, codex_home, stop_codex_leftovers
 from tests.support.mock_apis import MockServer
 from tests.support.polling import poll_until
 from tests.support.real_panes import (
@@ -58,14 +58,6 @@ WRITE_REASON = "permission: Bash: echo hi > hi.txt"
 def tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
     """The private tmux server, up before paneward connects to it."""
     yield from keepalive_tmux(tmp_path)
-
-
-def _codex_home(tmp: Path, openai: MockServer) -> tuple[Path, Path]:
-    home, work = tmp / "home", tmp / "work"
-    for d in (home / ".codex", work, tmp / "tmp"):
-        d.mkdir(parents=True)
-    (home / ".codex" / "config.toml").write_text(CODEX_CONFIG.format(url=openai.url, cwd=work))
-    return home, work
 
 
 async def _trust_hooks(tmux: AgentTmuxServer, pane: str) -> None:
@@ -136,7 +128,7 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
     tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
-    home, work = _codex_home(tmp_path, openai)
+    home, work = codex_home(tmp_path, openai.url)
     try:
         async with paneward(tmux, tmp_path, home) as panes:
             env = agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
@@ -271,7 +263,7 @@ async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
     tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
-    home, work = _codex_home(tmp_path, openai)
+    home, work = codex_home(tmp_path, openai.url)
     try:
         async with paneward(tmux, tmp_path, home) as panes:
             install_hooks("codex", home, panes.daemon.state_dir)

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support.agents import CODEX_CONFIG, agent, stop_codex_leftovers
+from tests.support.agents import agent, codex_home, stop_codex_leftovers
 from tests.support.daemon import DaemonProcess, daemon_env, watching
 from tests.support.mock_apis import MockServer
 from tests.support.polling import poll_until
@@ -41,14 +41,6 @@ from tests.support.wrap import AgentTmuxServer
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
     yield from keepalive_tmux(tmp_path)
-
-
-def codex_home(tmp: Path, openai: MockServer) -> tuple[Path, Path]:
-    home, work = tmp / "home", tmp / "work"
-    for d in (home / ".codex", work, tmp / "tmp"):
-        d.mkdir(parents=True)
-    (home / ".codex" / "config.toml").write_text(CODEX_CONFIG.format(url=openai.url, cwd=work))
-    return home, work
 
 
 @asynccontextmanager
@@ -129,7 +121,7 @@ async def test_codex_in_daemon_mode_without_hooks_or_daemon_source_shows_every_e
     tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
-    home, work = codex_home(tmp_path, openai)
+    home, work = codex_home(tmp_path, openai.url)
     try:
         async with paneward(tmux, tmp_path, home) as panes:
             env = agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
@@ -149,7 +141,7 @@ async def test_two_codex_panes_without_the_daemon_each_show_their_own(
     tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
-    home, work = codex_home(tmp_path, openai)
+    home, work = codex_home(tmp_path, openai.url)
     try:
         # Discovery off: no rollouts, no daemon; the pane mapper and the panes' output only.
         async with paneward(tmux, tmp_path, home, discovery=False) as panes:
@@ -182,7 +174,7 @@ async def test_codex_behind_ssh_shows_on_the_local_pane(
     tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:
     codex = agent("codex")
-    home, work = codex_home(tmp_path, openai)
+    home, work = codex_home(tmp_path, openai.url)
     world = SshWorld(tmp_path / "ssh")
     try:
         with anyio.fail_after(400):
