@@ -387,11 +387,8 @@ class PaneMap:
             if found is None or (current is not None and current.key == found.key):
                 continue  # no proof of another session: keep what the pane shows
             if current is not None:
-                # A process's own session gives way to the session that process shows or
-                # runs itself (a Codex TUI attached to a thread, or holding its rollout).
-                replaced = current.pid is not None and (
-                    current.pid == found.client or self.owns(current.pid, found.key)
-                )
+                # A process's own session gives way to the session that process shows.
+                replaced = current.pid is not None and current.pid == found.client
                 out.append(
                     messages.PaneUnbound(
                         key=current.key, pane=pane, at_ms=at_ms, replaced=replaced
