@@ -86,6 +86,7 @@ from actors.core.tmux.hold import (
     CLIENT_NAME_COMMAND,
     Holder,
     TmuxRefused,
+    down_hook_command,
     down_hook_commands,
     hold_commands,
     parse_holder,
@@ -177,6 +178,7 @@ class TmuxStatistics(msgspec.Struct, kw_only=True):
     stalls: int = 0  # times the bridge became stalled
     probes: int = 0  # health round trips answered
     stall_writes: int = 0  # one-shot writes (stalled marks; down at a stop) that tmux ran
+    hook_writes: int = 0  # down hooks installed again for a changed set of marked panes
     batches: int = 0  # control-mode writes, all purposes
     commands: int = 0
     badge_batches: int = 0  # writes carrying badge changes (one per tick at most)
@@ -286,6 +288,10 @@ class TmuxBridge:
         self._refresh = anyio.Event()
         self._applied = 0
         self._client: ControlClient | None = None
+        # The current connection's client name, and the panes and windows its down hook
+        # marks stale (:func:`~actors.core.tmux.hold.down_hook_command`).
+        self._client_name: str | None = None
+        self._hooked: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         self._old_client_stats: list[ControlClientStatistics] = []
         self._stats = TmuxStatistics()
         self._batch_answered = anyio.Event()
@@ -529,30 +535,36 @@ class TmuxBridge:
         [name] = await client.run_batch([CLIENT_NAME_COMMAND])
         if not name.ok or not name.lines:
             raise TmuxConnectionLost(f"no client name: {' '.join(name.lines)}")
-        hook = down_hook_commands(name.lines[0], self._owner, badges=self._badges_on)
+        self._client_name = name.lines[0]
+        # The hook names the badges it marks: first every one tmux holds now (a restart: the
+        # last daemon's), then what each write leaves (_flush_locked).
+        [marked_reply, badged_reply] = await client.run_batch(
+            [_LIST_MARKED_COMMAND, _LIST_BADGED_COMMAND])
+        badged: set[str] = set()
+        for line in badged_reply.lines:
+            pane, _, badge = line.partition("|")
+            if badge:
+                badged.add(pane)
+        # Window markers tmux holds: each is rewritten (or removed) by the first write.
+        marked = set()
+        for line in marked_reply.lines:
+            window, _, marker = line.partition("|")
+            if marker:
+                marked.add(window)
+        self._hooked = (frozenset(badged), frozenset(marked))
+        hook = down_hook_commands(self._client_name, self._owner, badges=self._badges_on,
+                                  panes=sorted(badged), windows=sorted(marked))
         for reply in await client.run_batch(hook):
             if not reply.ok:
                 self._stats.command_errors += 1
                 self._stats.last_error = " ".join(reply.lines)
         if self._badges_on:
             await self._book_ready.wait()
-        setup = [_LIST_MARKED_COMMAND, _LIST_BADGED_COMMAND]
         if sink is not None:
-            setup.insert(0, SUBSCRIPTION_COMMAND)
-        replies = await client.run_batch(setup)
+            await client.run_batch([SUBSCRIPTION_COMMAND])
         # Options on panes of this server that we do not (or no longer) want: left by a
         # previous run that was killed, or by a binding that ended while we were disconnected.
-        stale = set()
-        for line in replies[-1].lines:
-            pane, _, badge = line.partition("|")
-            if badge and pane not in self._book.shown:
-                stale.add(pane)
-        # Window markers tmux holds: each is rewritten (or removed) by the first write.
-        marked = set()
-        for line in replies[-2].lines:
-            window, _, marker = line.partition("|")
-            if marker:
-                marked.add(window)
+        stale = {pane for pane in badged if pane not in self._book.shown}
         self._stats.stale_cleared += len(stale)
         if self._badges_on:
             async with self._flush_lock:
@@ -668,10 +680,23 @@ class TmuxBridge:
         if not commands:
             return
         self._written_summary = summary
+        # The down hook names every pane and window this batch leaves marked, installed before
+        # the batch's writes: no option of ours is ever one the hook would not mark stale.
+        hooked = (frozenset(written), frozenset(written_windows))
+        hook = [] if hooked == self._hooked or self._client_name is None else [
+            down_hook_command(self._client_name, badges=True, panes=sorted(hooked[0]),
+                              windows=sorted(hooked[1]))]
         try:
-            replies = await client.run_batch(commands)
+            replies = await client.run_batch(hook + commands)
         except TmuxConnectionLost:
             return  # the connection loop rewrites everything after reconnecting
+        if hook:
+            self._hooked = hooked
+            self._stats.hook_writes += 1
+            answer, *replies = replies
+            if not answer.ok:
+                self._stats.command_errors += 1
+                self._stats.last_error = " ".join(answer.lines)
         self._stats.badge_batches += 1
         self._stats.badge_commands += len(commands)
         self._answered_at = time.perf_counter()

@@ -15,10 +15,12 @@ I/O shell around them.
 from __future__ import annotations
 
 import os
+import shutil
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Final
 
 import anyio
 import anyio.abc
@@ -39,7 +41,28 @@ from actors.core.tmux.protocol import (
     TmuxUnavailable,
 )
 
-__all__ = ["ControlClient", "ControlClientStatistics"]
+__all__ = ["ControlClient", "ControlClientStatistics", "DIES_WITH_US", "control_argv"]
+
+#: ``setpriv --pdeathsig KILL --`` (util-linux), or ``None`` where there is no ``setpriv``: our
+#: ``tmux -C`` clients run under it, so the kernel kills each the moment the process that
+#: started it dies (``kill -9``, a crash). tmux 3.3a keeps a control client whose reader died
+#: with a notification still queued for it: the write fails, the client waits for its queue
+#: to drain and never exits, so no ``client-detached`` hook runs (the summary never says
+#: ``paneward: down``: the dead daemon's badges look live), and at the server's exit its
+#: subscription timer dereferences the session tmux took from it and the server crashes
+#: (docs/tmux.md, "A killed daemon's control clients"). A client process that dies is lost at
+#: once instead: tmux frees it and runs the hook.
+DIES_WITH_US: Final = (
+    None if (setpriv := shutil.which("setpriv")) is None
+    else (setpriv, "--pdeathsig", "KILL", "--")
+)
+
+
+def control_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` (a ``tmux -C`` client's) run so that it dies with this process
+    (:data:`DIES_WITH_US`); as it is where there is no ``setpriv``. Pure but for the lookup
+    made once at import."""
+    return [*(DIES_WITH_US or ()), *argv]
 
 
 class ControlClientStatistics(msgspec.Struct, kw_only=True):
@@ -140,7 +163,7 @@ class ControlClient:
         # (a pane's title, an option read back) arrives as "_".
         argv = [*target, "-u", "-N", "-C", "attach-session", "-f", CLIENT_FLAGS, *session]
         try:
-            self._process = await anyio.open_process(argv, env=env)
+            self._process = await anyio.open_process(control_argv(argv), env=env)
         except OSError as exc:
             raise TmuxUnavailable(f"cannot run tmux: {exc}") from None
         self._tg = anyio.create_task_group()

@@ -63,7 +63,7 @@ from actors.core.tmux.protocol import (
     TmuxTarget,
 )
 from actors.runtime.mailbox import EvidenceSink
-from actors.sinks.tmux_client import ControlClient
+from actors.sinks.tmux_client import ControlClient, control_argv
 from actors.sources import procfs
 from actors.sources.pty_status import program_status
 
@@ -285,7 +285,7 @@ class TmuxOutput:
         env = {k: v for k, v in os.environ.items() if k != "TMUX"}
         with out.scope:
             try:
-                process = await anyio.open_process(argv, env=env)
+                process = await anyio.open_process(control_argv(argv), env=env)
             except OSError as exc:
                 self._stats.client_failures += 1
                 self._error(f"cannot run tmux: {exc}")

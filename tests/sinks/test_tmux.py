@@ -606,6 +606,82 @@ async def test_a_closed_control_client_leaves_no_pipe_open(server: TmuxServer) -
             os.kill(server_pid, signal.SIGCONT)
 
 
+_OWNER = """
+import sys
+import anyio
+from actors.core.tmux.protocol import TmuxTarget
+from actors.sinks.tmux_client import ControlClient
+
+async def main() -> None:
+    async with ControlClient(TmuxTarget(socket_name=sys.argv[1])):
+        print("attached", flush=True)
+        await anyio.sleep_forever()
+
+anyio.run(main)
+"""
+
+
+async def test_a_control_client_dies_with_its_killed_owner_whatever_tmux_queued(
+    server: TmuxServer,
+) -> None:
+    """``kill -9`` of the process that owns a control client while tmux holds notifications
+    for it that it can no longer write: the client is gone from tmux at once, the
+    ``client-detached`` hook runs, and the server lives on.
+
+    tmux 3.3a keeps such a client forever otherwise: the client's stdin ends, tmux waits for
+    its queue to drain into a pipe nobody reads, so no hook runs (paneward would never show
+    ``down``) and the server crashes at exit (docs/tmux.md). The owner is stopped first, so
+    the queue is certain to be full when it dies."""
+    import contextlib
+    import subprocess
+    import sys
+
+    import psutil
+
+    from actors.sinks.tmux_client import DIES_WITH_US
+
+    assert DIES_WITH_US is not None, "setpriv (util-linux) is part of the test environment"
+    with anyio.fail_after(60):
+        await server.arun("set-hook", "-g", "client-detached[9]", "set -g @gone yes")
+        owner = await anyio.open_process([sys.executable, "-c", _OWNER, server.name],
+                                         stdout=subprocess.PIPE)
+        try:
+            assert owner.stdout is not None
+            assert b"attached" in await owner.stdout.receive()
+
+            async def control_clients() -> list[str]:
+                out = await server.arun("list-clients", "-F",
+                                        "#{client_pid} #{client_control_mode}")
+                return [line.split()[0] for line in out.splitlines() if line.endswith(" 1")]
+
+            [client_pid] = await control_clients()
+            owner.send_signal(signal.SIGSTOP)
+            # Each rename is a %window-renamed for the client: far more than a pipe holds
+            # (in runs of 50: tmux takes at most 16 KiB of arguments per command).
+            for run in range(8):
+                renames: list[str] = []
+                for i in range(50):
+                    renames += [";", "rename-window", "-t", "main:0", f"w{run}{i:02d}" + "x" * 200]
+                await server.arun(*renames[1:])
+            owner.kill()
+            await owner.wait()
+
+            async def gone() -> bool:
+                return await control_clients() == []
+
+            await eventually(gone)
+            assert (await server.arun("show-options", "-gv", "@gone")).strip() == "yes"
+            # The client process is dead (a zombie until its new parent reaps it).
+            with contextlib.suppress(psutil.NoSuchProcess):
+                assert psutil.Process(int(client_pid)).status() == psutil.STATUS_ZOMBIE
+        finally:
+            if owner.returncode is None:
+                owner.send_signal(signal.SIGCONT)
+                owner.kill()
+                await owner.wait()
+            await owner.aclose()
+
+
 async def test_a_rate_limited_alert_asks_tmux_nothing(server: TmuxServer, sources: Sources) -> None:
     """The notifier asks tmux where the user looks before it tells them (one batch per alert).
     A session asking again within the rate-limit window is not told, and is not asked about

@@ -15,8 +15,9 @@ and before it writes anything:
    that fires when *its* control client goes -- a ``kill -9`` of the daemon closes the client's
    stdin, so tmux sees the client leave at once -- and then, inside tmux: sets the status-line
    summary to :data:`DOWN_SUMMARY`, marks every badge stale (:data:`STALE_SUFFIX` appended to
-   each pane's ``@paneward_badge`` and each window's ``@paneward_window``, once), releases the
-   hold and removes itself. The daemon's graceful shutdown ends the same way (it only closes
+   each pane's ``@paneward_badge`` and each window's ``@paneward_window``, once: the bridge
+   names them, :func:`down_hook_command` again whenever they change), releases the hold and
+   removes itself. The daemon's graceful shutdown ends the same way (it only closes
    the client), so a restart never blanks the badges: the next daemon's first write replaces
    each stale one with what it re-proved.
 
@@ -25,6 +26,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 from actors.core.tmux.badges import BADGE_OPTION, SUMMARY_OPTION, WINDOW_OPTION
@@ -40,6 +42,7 @@ __all__ = [
     "Holder",
     "TmuxRefused",
     "hold_commands",
+    "down_hook_command",
     "down_hook_commands",
     "operand_literal",
     "parse_holder",
@@ -114,49 +117,69 @@ def refusal(where: str, holder: Holder, state_dir: str) -> str:
     )
 
 
-def _stale_command(scope: str, target: str, option: str) -> str:
-    """The loop body that marks ``option`` of one pane or window stale: literal text around the
-    live ``target`` format; the new value is itself a format (expanded by ``set-option -F`` when
-    it runs) that appends :data:`STALE_SUFFIX` only to a value that lacks it."""
+def _stale_command(target: str, option: str) -> str:
+    """The hook's command that marks ``option`` of the pane (``%3``) or window (``@2``)
+    ``target`` stale. Its new value is a format (expanded by ``set-option -F`` when it runs)
+    that appends :data:`STALE_SUFFIX` only to a value that lacks it; it runs only while that
+    pane or window exists and holds the option (a guard format over every pane or window of
+    every session, expanded by ``if-shell -F``): a command that fails inside a hook ends the
+    commands of its list and puts the error on a user's status line."""
+    scope, id_format = ("-p", "#{pane_id}") if target.startswith("%") else ("-w", "#{window_id}")
     value = f"#{{{option}}}"
     stale = f"#{{?#{{m:*{STALE_SUFFIX},{value}}},{value},{value}{STALE_SUFFIX}}}"
-    return (
-        operand_literal(f"set-option {scope} -F -t ")
-        + target
-        + operand_literal(f" {option} {quote(stale)} ; ")
-    )
+    here = f"#{{?#{{==:{id_format},{operand_literal(target)}}},#{{?{option},1,}},}}"
+    guard = f"#{{S:#{{W:#{{P:{here}}}}}}}" if scope == "-p" else f"#{{S:#{{W:{here}}}}}"
+    write = f"set-option {scope} -F -t {quote(target)} {option} {quote(stale)}"
+    return f"if-shell -F {quote(guard)} {quote(write)}"
 
 
-def down_hook_commands(client: str, state_dir: str, *, badges: bool) -> list[str]:
-    """Record ``state_dir`` with the hold and install :data:`DOWN_HOOK` for the control
-    client named ``client`` (it replaces the hook of an earlier connection or daemon).
+def down_hook_command(
+    client: str,
+    *,
+    badges: bool,
+    panes: Iterable[str] = (),
+    windows: Iterable[str] = (),
+) -> str:
+    """Install :data:`DOWN_HOOK` for the control client named ``client`` (it replaces the hook
+    of an earlier connection, daemon or pane set).
 
     When the client goes, tmux runs (only for that client): the summary becomes
-    :data:`DOWN_SUMMARY` and every badge and window marker gets :data:`STALE_SUFFIX` (with
-    ``badges``), the hold is released, the hook removes itself. They are found by a format loop
-    over every window and pane of every session, expanded when the hook runs (``run-shell
-    -C``), so the hook never needs rewriting as panes come and go; a window linked into two
-    sessions is seen twice, so each new value appends the suffix only once.
+    :data:`DOWN_SUMMARY` and each badge of ``panes`` and marker of ``windows`` gets
+    :data:`STALE_SUFFIX` (with ``badges``), the hold is released, the hook removes itself.
+    The bridge installs it again whenever the panes and windows it wrote change, before it
+    writes a new one, so every option it set is covered.
+
+    Every command is one tmux runs at once (``set-option``, ``set-hook``, ``if-shell -F``):
+    tmux 3.3a gives a hook's commands the most recently created attached client, and a command
+    that waits (``run-shell``) lets tmux lose that client meanwhile -- the daemon's output
+    client, killed with it -- and then crash running the rest (docs/tmux.md, "A killed
+    daemon's control clients").
     """
     actions: list[str] = []
     if badges:
         actions.append(f"set-option -g {SUMMARY_OPTION} {quote(DOWN_SUMMARY)}")
-        panes = _stale_command("-p", "#{pane_id}", BADGE_OPTION)
-        windows = _stale_command("-w", "#{window_id}", WINDOW_OPTION)
-        loop = (
-            f"#{{S:#{{W:#{{?{WINDOW_OPTION},{windows},}}"
-            f"#{{P:#{{?{BADGE_OPTION},{panes},}}}}}}}}"
-        )
-        # Expanded to nothing when nothing is marked: an empty `run-shell -C` does nothing.
-        actions.append(f"run-shell -C {quote(loop)}")
+        actions += [_stale_command(pane, BADGE_OPTION) for pane in panes]
+        actions += [_stale_command(window, WINDOW_OPTION) for window in windows]
     actions.append(f"set-option -su {DAEMON_OPTION}")
     actions.append(f"set-option -su {DAEMON_STATE_OPTION}")
     actions.append(f"set-hook -gu {quote(DOWN_HOOK)}")
     condition = f"#{{==:#{{hook_client}},{operand_literal(client)}}}"
     body = f"if-shell -F {quote(condition)} {quote(' ; '.join(actions))}"
+    return f"set-hook -g {quote(DOWN_HOOK)} {quote(body)}"
+
+
+def down_hook_commands(
+    client: str,
+    state_dir: str,
+    *,
+    badges: bool,
+    panes: Iterable[str] = (),
+    windows: Iterable[str] = (),
+) -> list[str]:
+    """Record ``state_dir`` with the hold, then :func:`down_hook_command`."""
     return [
         f"set-option -s {DAEMON_STATE_OPTION} {quote(state_dir)}",
-        f"set-hook -g {quote(DOWN_HOOK)} {quote(body)}",
+        down_hook_command(client, badges=badges, panes=panes, windows=windows),
     ]
 
 

@@ -530,6 +530,14 @@ def test_the_daemon_hold_and_the_down_hook_texts() -> None:
     assert hook.startswith(f'set-hook -g "{DOWN_HOOK}" "if-shell -F ')
     assert "#{==:#{hook_client},client-9}" in hook and "paneward: down" in hook
     # Without badges the hook only releases the hold and removes itself.
-    _, bare = down_hook_commands("client-9", "/s", badges=False)
-    assert "paneward: down" not in bare and "run-shell" not in bare
+    _, bare = down_hook_commands("client-9", "/s", badges=False, panes=["%1"], windows=["@2"])
+    assert "paneward: down" not in bare and "%1" not in bare and "@2" not in bare
     assert "set-option -su @paneward_daemon" in bare
+    # It names each pane and window it marks, each behind a guard that the pane (window) still
+    # exists and holds the option; nothing in it waits (no run-shell: docs/tmux.md).
+    _, named = down_hook_commands("client-9", "/s", badges=True, panes=["%1", "%3"],
+                                  windows=["@2"])
+    assert "run-shell" not in hook + named
+    for guard in ("#{==:#{pane_id},%1}", "#{==:#{pane_id},%3}", "#{==:#{window_id},@2}"):
+        assert guard in named, guard
+    assert named.count("set-option -p -F -t") == 2 and named.count("set-option -w -F -t") == 1
