@@ -188,6 +188,29 @@ def test_rebind_announces_a_tui_process_before_binding_it() -> None:
     ]
 
 
+def test_an_in_process_tui_s_own_session_gives_way_to_the_rollout_it_holds() -> None:
+    """``codex --no-daemon``: the pane shows the TUI's own session until the TUI holds its
+    thread's rollout; then that session, which stood only for the TUI, gives way (ended and
+    forgotten, as it does to an attached thread in daemon mode): no second session of the one
+    process stays behind with the turn it last heard, to 'exit while working' later."""
+    m = PaneMap()
+    m.observe(messages.PaneOpened(pane="%1", root_pid=1, at_ms=AT))
+    descr: dict[int, tuple[str, Sequence[str]]] = {2: ("codex", ["codex", "--no-daemon"])}
+    lookup = binders(descr, {2: "9"})
+    m.rebind(lambda p: [2] if p == 1 else [], lookup, AT)
+    own = codex_tui_key(2, "9")
+    assert m.bindings["%1"].key == own
+    m.observe(
+        messages.RolloutOwned(key=KEY_X, pid=2, start_token="9", at_ms=AT, observed_at_ms=AT)
+    )
+    out = m.rebind(lambda p: [2] if p == 1 else [], lookup, AT + 1)
+    assert out == [
+        messages.PaneUnbound(key=own, pane="%1", at_ms=AT + 1, replaced=True),
+        messages.Forget(own, AT + 1),
+        messages.PaneBound(key=KEY_X, pane="%1", at_ms=AT + 1, proof="codex_rollout_owner"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("argv", "tui"),
     [
@@ -373,6 +396,23 @@ def test_a_tuis_own_session_gives_way_ended_to_the_thread_it_shows() -> None:
     # another thread of the same TUI moves the pane without any "replaced"
     m.observe(attached(KEY_Y, 3, at=5))
     assert rebind(m)[0] == messages.PaneUnbound(key=KEY_X, pane="%1", at_ms=AT)
+
+
+def test_a_tuis_own_session_gives_way_to_a_thread_proven_through_another_of_its_processes(
+) -> None:
+    """The attachment names the TUI's launcher (node 2 above codex 3), not the process the
+    pane showed: the own session, which stood only for its process, still gives way (ended and
+    forgotten), instead of staying behind running without a pane."""
+    m = daemon_map()
+    rebind(m)
+    own = codex_tui_key(3, "30")
+    assert m.bindings["%1"].key == own
+    m.observe(attached(KEY_X, 2))
+    assert rebind(m) == [
+        messages.PaneUnbound(key=own, pane="%1", at_ms=AT, replaced=True),
+        messages.Forget(own, AT),
+        messages.PaneBound(key=KEY_X, pane="%1", at_ms=AT, proof="codex_daemon_mcp"),
+    ]
 
 
 def test_a_closed_thread_or_a_dead_daemon_leaves_the_tuis_showing_themselves() -> None:

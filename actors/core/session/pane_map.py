@@ -387,8 +387,13 @@ class PaneMap:
             if found is None or (current is not None and current.key == found.key):
                 continue  # no proof of another session: keep what the pane shows
             if current is not None:
-                # A process's own session gives way to the session that process shows.
-                replaced = current.pid is not None and current.pid == found.client
+                # A process's own session (a Codex TUI whose thread was unknown) stood only for
+                # that process until something was proven in its pane: it gives way to what is
+                # (the thread the TUI shows or runs itself, whichever of the pane's processes
+                # the proof names). The walk shows it again (a ProcessSeen naming it) when
+                # nothing else is; a record from tmux's output still on its way to it brings
+                # nothing back (actors.core.session.reducer.dispatch).
+                replaced = current.pid is not None
                 out.append(
                     messages.PaneUnbound(
                         key=current.key, pane=pane, at_ms=at_ms, replaced=replaced

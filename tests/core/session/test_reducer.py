@@ -1373,6 +1373,29 @@ def test_a_tuis_own_session_that_gave_way_to_its_thread_ends_and_can_be_forgotte
     assert moved.axes == ("running", "unknown", None)
 
 
+def test_a_record_from_tmux_output_makes_no_session_of_its_own() -> None:
+    """A record read from a pane is about the session the pane shows: one that reaches a session
+    nobody knows, or one that gave way (a TUI's own session, once its thread is bound, then
+    forgotten), is late and changes nothing; the same record for a session the pane shows is
+    applied; ``paneward wrap``'s record (``pty_status``) is not limited so."""
+    late = msgspec.structs.replace(osc("working", 5, key=TUI), source="tmux_output")
+    nothing = run(late, key=TUI)
+    assert (nothing.published, nothing.state.known) == ([], False)
+    seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
+    bound = PaneBound(key=TUI, pane="%1", at_ms=T, proof="codex_tui_process")
+    shown = run(seen, bound, late, key=TUI)
+    assert shown.axes == ("running", "working", None)
+    assert shown.last.evidence.source == "tmux_output"
+    # One that reaches it after it gave way brings it back no more than the pid probe does
+    # (the supervisor then forgets it: a fresh state, as above).
+    gave_way = run(seen, bound, PaneUnbound(key=TUI, pane="%1", at_ms=T + 3, replaced=True),
+                   late, key=TUI)
+    assert gave_way.axes == ("persisted", "unknown", None)
+    assert gave_way.last.evidence.native_state == REPLACED
+    wrapped = run(osc("working", 5, key=TUI), key=TUI)
+    assert wrapped.state.known
+
+
 def test_the_dead_tuis_own_session_shows_it_ended_in_its_pane() -> None:
     seen = ProcessSeen(pid=31, start_token="310", at_ms=T, observed_at_ms=T, key=TUI)
     gone = ProcessGone(pid=31, start_token="310", at_ms=T + 9, observed_at_ms=T + 9, key=TUI)

@@ -259,6 +259,61 @@ async def test_codex_daemon_mode_without_hooks_binds_each_pane_to_its_thread(
         stop_codex_leftovers(home)
 
 
+async def test_codex_without_the_daemon_shows_its_thread_and_no_session_of_the_tui(
+    tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
+) -> None:
+    """``codex --no-daemon`` (in-process: the TUI holds its thread's rollout), hooks off: the
+    pane shows the TUI's own session until the rollout names the thread, then the thread. The
+    TUI's own session, which took the first records from tmux's output (its first ``working``
+    among them), gives way to the thread the same process holds: no row of it stays, in
+    ``status --all``, and the quit shows the thread exited, never ``failed: exited while
+    working``."""
+    codex = agent("codex")
+    home, work = codex_home(tmp_path, openai.url)
+    try:
+        async with paneward(tmux, tmp_path, home) as panes:
+            env = agent_env(panes, home, tmp_path, MOCK_OPENAI_API_KEY="dummy")
+            with anyio.fail_after(400):
+                a = panes.tmux.start([str(codex), "--no-daemon"], env, width=160, height=50,
+                                     cwd=work)
+                await tmux.wait_text(a, "Ask Codex to do anything")
+
+                async def on_the_tui() -> bool:
+                    # Before the first prompt no rollout exists: the pane mapper's walk binds
+                    # the pane to the TUI process itself (at the latest its periodic rescan).
+                    view = await panes.view(a)
+                    return view is not None and ":tui-" in key_text(view["key"])
+
+                await poll_until(on_the_tui, "pane A on the TUI's own session", within=STEP_S)
+                await submit(panes, a, "hello", started={"working", "idle"})
+                await panes.wait(a, turn="idle", attention="turn_done")
+                thread = (await panes.shown(a)).key
+                assert not thread.session_id.startswith("tui-"), thread
+
+                async def no_tui_rows() -> bool:
+                    return not await _tui_rows(panes)
+
+                await poll_until(no_tui_rows, "no row of the TUI's own session", within=STEP_S)
+                mark = panes.seq
+                assert await _quit_codex(tmux, a) == thread.session_id
+
+                def exited() -> bool:
+                    # Gone, with the finished turn nobody looked at still to see.
+                    return panes.option(a, "@paneward_badge") == "■ exited · done"
+
+                await poll_until(lambda: anyio.to_thread.run_sync(exited),
+                                 "pane A: exited", within=STEP_S, interval=0.02)
+                assert await _tui_rows(panes) == []
+                assert [row for row in await panes.history(a, mark)
+                        if row[1] != str(thread)] == []
+                activities = msgspec.convert((await panes.daemon.status())["activities"],
+                                             list[Activity])
+                assert [str(act.key) for act in activities
+                        if act.attention is not None and act.attention.kind == "failed"] == []
+    finally:
+        stop_codex_leftovers(home)
+
+
 async def test_codex_daemon_mode_with_hooks_and_under_the_wrapper(
     tmp_path: Path, tmux: AgentTmuxServer, openai: MockServer
 ) -> None:

@@ -62,6 +62,13 @@ def dispatch(state: SessionState, message: SessionMessage) -> SessionState | Non
         case LifecycleBoundary():
             return reduce_boundary(state, message)
         case ProgramStatus():
+            if message.source == "tmux_output" and (not state.known or _gave_way(state)):
+                # A record read from a pane is about the session the pane shows, known by then
+                # (or a transport's, made known by its ProcessSeen first). One for a session
+                # that gave way (a Codex TUI's own session, once its thread is bound) or was
+                # forgotten since is late: the pane showed it a moment ago. It brings nothing
+                # back and makes no new session.
+                return None
             return reduce_program_status(state, message)
         case ThreadStatus():
             return reduce_thread_status(state, message)
@@ -85,7 +92,7 @@ def dispatch(state: SessionState, message: SessionMessage) -> SessionState | Non
                 return None
             if state.presence == "running" or message.at_ms <= state.ended_at_ms:
                 return None
-            if not claims and state.source == "pane_mapper" and state.native == REPLACED:
+            if not claims and _gave_way(state):
                 # Its process lives on, showing the session that replaced it: only the pane
                 # mapper showing it again (a ProcessSeen naming it) brings it back.
                 return None
@@ -259,3 +266,9 @@ def _owned_by(state: SessionState, pid: int, token: str | None) -> bool:
     if state.owner_pid != pid:
         return False
     return token is None or state.owner_token is None or token == state.owner_token
+
+
+def _gave_way(state: SessionState) -> bool:
+    """Ended by the pane mapper because its process shows another session
+    (``PaneUnbound(replaced=True)``), and nothing has brought it back since."""
+    return state.source == "pane_mapper" and state.native == REPLACED
