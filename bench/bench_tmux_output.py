@@ -16,7 +16,7 @@ off: the pane mapper and the pane's output only):
    it again) replayed into ``--panes`` panes by stand-ins named ``codex`` at its real rate and
    at 10x. The daemon's CPU (every thread, from ``/proc/<pid>/stat``) and its output clients'
    (``tmux -C`` children), per pane and as a share of one core, against the same replay with
-   without ``--tmux-output`` (baseline: the daemon that reads no output). At 10x: tmux's pauses and
+   ``--no-tmux-output`` (baseline: the daemon that reads no output). At 10x: tmux's pauses and
    the longest time tmux held output for the daemon (``%extended-output``'s age), and every
    record read.
 3. **Idle agent panes**: after the replay the stand-ins stay alive, silent: over ``--idle-s`` the
@@ -215,7 +215,7 @@ async def latency(edges: int, root: Path) -> dict[str, Any]:
         async with ControlClient(target) as client:
             pane, send, recv = await _agent_pane(server, root)
             floor = await _floor(server, pane, client, send, recv, edges)
-            async with _daemon(server, root, "--tmux-output") as daemon:
+            async with _daemon(server, root) as daemon:
 
                 async def on() -> bool:
                     return int((await _output(daemon))["panes_on"]) == 1
@@ -418,14 +418,14 @@ async def main_async(args: argparse.Namespace) -> None:
             ours: list[dict[str, Any]] = []
             base: list[dict[str, Any]] = []
             for i in range(args.runs):
-                for extra, into in ((("--tmux-output",), ours), ((), base)):
+                for extra, into in (((), ours), (("--no-tmux-output",), base)):
                     run_root = root / f"replay-{scale}-{i}-{len(extra)}"
                     run_root.mkdir()
                     result = await replay(scale, args.panes, args.idle_s, run_root, *extra)
                     into.append(result)
-                    print("replay", label, "output" if extra else "baseline", i,
+                    print("replay", label, "baseline" if extra else "output", i,
                           json.dumps(result), flush=True)
-            for name, runs in (("output read", ours), ("baseline, no --tmux-output", base)):
+            for name, runs in (("output read", ours), ("baseline, --no-tmux-output", base)):
                 print(f"{label}, {name}: per pane % of a core (min/median/max) "
                       f"{_summary(runs, 'per_pane_core_pct')}; idle wake-ups/s "
                       f"{_summary(runs, 'idle_wakeups_per_s')}; idle output lines "

@@ -31,6 +31,7 @@ looks alive while nobody hears its hooks (docs/reliability.md explains the choic
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import gc
@@ -116,9 +117,9 @@ class DaemonConfig:
     homes: Mapping[str, Path] = field(default_factory=dict)
     #: Publish every transition to NATS JetStream (``None``: off; docs/fleet.md).
     nats: NatsSettings | None = None
-    #: Read OSC 7501 records from the panes' output (with ``tmux``: actors/sinks/tmux_output.py);
-    #: opt-in (``--tmux-output``) while tmux 3.3a can crash as such a client goes (docs/tmux.md).
-    tmux_output: bool = False
+    #: Read OSC 7501 records from the panes' output (with ``tmux``: actors/sinks/tmux_output.py;
+    #: off with ``--no-tmux-output``).
+    tmux_output: bool = True
 
     @property
     def db_path(self) -> Path:
@@ -455,11 +456,12 @@ def osc_harnesses() -> frozenset[str]:
 def add_source_arguments(parser: Any) -> None:
     """``paneward run``'s switches that turn one evidence source off (docs/cli.md)."""
     parser.add_argument(
-        "--tmux-output",
+        "--no-tmux-output",
         action="store_true",
-        help="with --tmux: also read OSC 7501 program status from agent panes' output (off by "
-        "default: tmux 3.3a can crash when such a client goes, docs/tmux.md)",
+        help="with --tmux: do not read OSC 7501 program status from agent panes' output",
     )
+    # Accepted as the default it now is (README and docs once asked for it).
+    parser.add_argument("--tmux-output", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--no-codex-daemon",
         action="store_true",
@@ -470,7 +472,7 @@ def add_source_arguments(parser: Any) -> None:
 def source_options(args: Any) -> dict[str, Any]:
     """The :class:`DaemonConfig` fields :func:`add_source_arguments`' switches set."""
     return {
-        "tmux_output": bool(args.tmux_output),
+        "tmux_output": not args.no_tmux_output,
         "discovery_off": frozenset({"codex_daemon"} if args.no_codex_daemon else ()),
     }
 

@@ -5,7 +5,7 @@ a process renamed to ``codex`` that writes the records it is typed), with discov
 - A Codex pane's own records drive its badge (evidence ``tmux_output``); a shell pane of the same
   session that prints a record is never read; when the agent exits, the pane no longer needs
   output and tmux has no output client left (``list-clients``).
-- without ``--tmux-output`` (the default): no output client, the records change nothing.
+- with ``--no-tmux-output``: no output client, the records change nothing.
 - A daemon that falls behind (SIGSTOP while the agent floods its pane): tmux pauses the pane
   for the output client (``pause-after``), the daemon continues it and counts the pause, and the
   next record drives the pane again.
@@ -45,8 +45,7 @@ pytestmark = pytest.mark.skipif(not procfs.HAVE_PROCFS, reason="renaming needs L
 async def running(server: TmuxServer, tmp: Path, *extra: str) -> AsyncIterator[DaemonProcess]:
     state = tmp / "state"
     daemon = DaemonProcess(state, env=daemon_env(state),
-                    extra_args=["--tmux", "-L", server.name, "--notify", "none",
-                                *(extra or ("--tmux-output",))])
+                    extra_args=["--tmux", "-L", server.name, "--notify", "none", *extra])
     async with daemon:
         try:
             yield daemon
@@ -149,7 +148,7 @@ async def _on(daemon: DaemonProcess, panes: int) -> bool:
 
 async def test_no_tmux_output_reads_no_pane(server: TmuxServer, tmp_path: Path) -> None:
     with anyio.fail_after(90):
-        async with running(server, tmp_path, "--tmux") as daemon:  # without --tmux-output
+        async with running(server, tmp_path, "--no-tmux-output") as daemon:
             agent = await server.new_pane(AGENT)
             await shows(server, agent, harness="codex", presence="running")
             await type_line(server, agent, "state=working:app=codex")

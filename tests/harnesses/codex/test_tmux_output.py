@@ -47,12 +47,12 @@ def tmux(tmp_path: Path) -> Iterator[AgentTmuxServer]:
 async def paneward(
     tmux: AgentTmuxServer, tmp: Path, home: Path, *extra: str, discovery: bool = True
 ) -> AsyncIterator[Panes]:
-    """``paneward run --tmux --tmux-output --no-codex-daemon`` for the agents under ``home``,
+    """``paneward run --tmux --no-codex-daemon`` for the agents under ``home``,
     hooks never installed."""
     state = tmp / "state"
     env = daemon_env(state, HOME=str(home), CODEX_HOME=str(home / ".codex"),
                      CLAUDE_CONFIG_DIR=str(home / ".claude"))
-    args = ["--tmux", "-L", tmux.name, "--tmux-output", "--no-codex-daemon", "--notify", "none",
+    args = ["--tmux", "-L", tmux.name, "--no-codex-daemon", "--notify", "none",
             *extra]
     async with (
         DaemonProcess(state, discovery=discovery, env=env, extra_args=args) as daemon,
