@@ -188,16 +188,46 @@ async def test_the_tmux_autostart_line_starts_a_daemon_on_that_server(tmp_path: 
             pid = int((state / "daemon.lock").read_text())
             clients = await server.arun("list-clients", "-F", "#{client_control_mode}")
             assert clients.split() == ["1"]  # the daemon's control-mode client, nothing else
-            # sourcing the configuration again starts no second daemon
+            # sourcing the configuration again starts no second daemon: the one it starts
+            # refuses (the state directory is held) and is gone before the first is stopped,
+            # which it would otherwise outlive, holding the state directory from then on
             await server.arun("source-file", os.fspath(conf))
+            seen: set[int] = set()
+
+            async def refused() -> bool:
+                others = _daemons_of(state) - {pid}
+                seen.update(others)
+                return bool(seen) and not others
+
+            await poll_until(refused, "the second daemon to refuse and exit", interval=0.005)
+            assert int((state / "daemon.lock").read_text()) == pid
             counters = json.loads(
                 (await anyio.run_process([os.fspath(PANEWARD), "status", "--counters"],
                                          env=env)).stdout
             )
             assert counters["tmux"]["connected"] is True
     finally:
-        if pid:
-            os.kill(pid, signal.SIGTERM)
+        for daemon in _daemons_of(state) | ({pid} if pid else set()):
+            os.kill(daemon, signal.SIGTERM)
         await server.arun("kill-server", check=False)
     with anyio.fail_after(20):
         await poll_until(lambda: not os.path.exists(f"/proc/{pid}"), "the daemon to end")
+        await poll_until(lambda: not _daemons_of(state), "no daemon of that state dir left")
+
+
+def _daemons_of(state: Path) -> set[int]:
+    """The live ``paneward run`` processes started for ``state`` (by their environment)."""
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or "run" not in (
+                proc.info["cmdline"] or []
+            ):
+                continue
+            if proc.environ().get("PANEWARD_STATE_DIR") == os.fspath(state):
+                found.add(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
