@@ -307,6 +307,9 @@ async def test_codex_without_the_daemon_shows_its_thread_and_no_session_of_the_t
 
                 await poll_until(on_the_tui, "pane A on the TUI's own session", within=STEP_S)
                 await submit(panes, a, "hello", started={"working", "idle"})
+                # The turn's records reach the TUI's own session first (turn_done too); the
+                # rollout, written at this first prompt, then names the thread.
+                await _on_its_thread(panes, a, "pane A on its thread")
                 await panes.wait(a, turn="idle", attention="turn_done")
                 thread = (await panes.shown(a)).key
                 assert not thread.session_id.startswith("tui-"), thread
