@@ -118,6 +118,7 @@ from actors.core.tmux.protocol import (
 )
 from actors.runtime.hub import ready_now
 from actors.runtime.mailbox import ActorHost, EvidenceSink
+from actors.sinks import tmux_client
 from actors.sinks.tmux_client import ControlClient, ControlClientStatistics
 from actors.sinks.tmux_output import TmuxOutput, TmuxOutputStatistics
 from actors.sources import procfs
@@ -313,6 +314,11 @@ class TmuxBridge:
         """
         if sink is not None and self._osc_harnesses:
             self._output = TmuxOutput(self._target, sink, self._osc_harnesses)
+        if tmux_client.DIES_WITH_US is None:
+            logger.warning(
+                "tmux: no setpriv (util-linux): if this daemon is killed, tmux 3.3a can keep its"
+                " control clients (no 'paneward: down') and crash at exit (docs/tmux.md)"
+            )
         try:
             async with anyio.create_task_group() as tg:
                 if items is not None:

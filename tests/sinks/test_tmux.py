@@ -682,6 +682,33 @@ async def test_a_control_client_dies_with_its_killed_owner_whatever_tmux_queued(
             await owner.aclose()
 
 
+async def test_a_bridge_without_setpriv_says_what_it_cannot_guard(
+    server: TmuxServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No ``setpriv`` on the machine: the clients run as they are, and the log says what that
+    leaves (a killed daemon's client may stay in tmux 3.3a)."""
+    import logging
+
+    from actors.sinks import tmux_client
+
+    monkeypatch.setattr(tmux_client, "DIES_WITH_US", None)
+    assert tmux_client.control_argv(["tmux", "-C"]) == ["tmux", "-C"]
+    bridge = TmuxBridge(socket_name=server.name, badges=False, panes=False)
+    with anyio.fail_after(20), caplog.at_level(logging.WARNING, logger="paneward.tmux"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.serve, None, None)
+
+            async def connected() -> bool:
+                return bridge.statistics().connected
+
+            await eventually(connected)
+            tg.cancel_scope.cancel()
+    assert [r.getMessage() for r in caplog.records if "setpriv" in r.getMessage()] == [
+        "tmux: no setpriv (util-linux): if this daemon is killed, tmux 3.3a can keep its control"
+        " clients (no 'paneward: down') and crash at exit (docs/tmux.md)"
+    ]
+
+
 async def test_a_rate_limited_alert_asks_tmux_nothing(server: TmuxServer, sources: Sources) -> None:
     """The notifier asks tmux where the user looks before it tells them (one batch per alert).
     A session asking again within the rate-limit window is not told, and is not asked about
