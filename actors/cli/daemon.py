@@ -460,7 +460,7 @@ def add_source_arguments(parser: Any) -> None:
         action="store_true",
         help="with --tmux: do not read OSC 7501 program status from agent panes' output",
     )
-    # Accepted as the default it now is (README and docs once asked for it).
+    # Accepted and without effect: reading the output is the default.
     parser.add_argument("--tmux-output", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--no-codex-daemon",

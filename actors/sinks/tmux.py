@@ -293,6 +293,9 @@ class TmuxBridge:
         # marks stale (:func:`~actors.core.tmux.hold.down_hook_command`).
         self._client_name: str | None = None
         self._hooked: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+        # Set when a write may have changed which panes or windows hold our options: only
+        # then is that set compared with the hook's (one write per tick need not look).
+        self._hook_dirty = False
         self._old_client_stats: list[ControlClientStatistics] = []
         self._stats = TmuxStatistics()
         self._batch_answered = anyio.Event()
@@ -558,6 +561,7 @@ class TmuxBridge:
             if marker:
                 marked.add(window)
         self._hooked = (frozenset(badged), frozenset(marked))
+        self._hook_dirty = True  # the first write rewrites everything: the set may change
         hook = down_hook_commands(self._client_name, self._owner, badges=self._badges_on,
                                   panes=sorted(badged), windows=sorted(marked))
         for reply in await client.run_batch(hook):
@@ -660,8 +664,11 @@ class TmuxBridge:
                 owners.append(pane)
                 commands += lines
             if want is None:
-                written.pop(pane, None)
+                if written.pop(pane, None) is not None:
+                    self._hook_dirty = True
             else:
+                if pane not in written:
+                    self._hook_dirty = True
                 written[pane] = want
         windows = self._windows
         dirty_windows = self._dirty_windows | windows.windows_of(self._dirty)
@@ -676,9 +683,11 @@ class TmuxBridge:
                 commands.append(window_command(window, marker))
                 window_owners.append(window)
             if marker:
+                if window not in written_windows:
+                    self._hook_dirty = True
                 written_windows[window] = marker
-            else:
-                written_windows.pop(window, None)
+            elif written_windows.pop(window, None) is not None:
+                self._hook_dirty = True
         window_commands = len(commands)
         summary = self._book.summary(() if self._remote is None else self._remote.activities())
         if summary != self._written_summary:
@@ -688,16 +697,22 @@ class TmuxBridge:
         self._written_summary = summary
         # The down hook names every pane and window this batch leaves marked, installed before
         # the batch's writes: no option of ours is ever one the hook would not mark stale.
-        hooked = (frozenset(written), frozenset(written_windows))
-        hook = [] if hooked == self._hooked or self._client_name is None else [
-            down_hook_command(self._client_name, badges=True, panes=sorted(hooked[0]),
-                              windows=sorted(hooked[1]))]
+        hook: list[str] = []
+        if self._hook_dirty and self._client_name is not None:
+            hooked = (frozenset(written), frozenset(written_windows))
+            if hooked != self._hooked:
+                hook.append(down_hook_command(self._client_name, badges=True,
+                                              panes=sorted(hooked[0]),
+                                              windows=sorted(hooked[1])))
+            else:
+                self._hook_dirty = False
         try:
             replies = await client.run_batch(hook + commands)
         except TmuxConnectionLost:
             return  # the connection loop rewrites everything after reconnecting
         if hook:
             self._hooked = hooked
+            self._hook_dirty = False
             self._stats.hook_writes += 1
             answer, *replies = replies
             if not answer.ok:
